@@ -1,0 +1,39 @@
+"""Exceptions raised by sparkhc.
+
+Every error that a user can cause (bad input, bad configuration, mismatched model) is a
+:class:`SparkhcError`; the CLI turns it into a one-line message and exit status 2.
+"""
+
+from __future__ import annotations
+
+
+class SparkhcError(Exception):
+    """Base class of errors caused by the user's input or configuration."""
+
+
+class TaxonomyError(SparkhcError):
+    """The taxonomy file is malformed: cycle, two parents, unknown node, empty."""
+
+
+class InputDataError(SparkhcError):
+    """A corpus record or file is malformed (the message names file and record)."""
+
+
+class SchemaError(SparkhcError):
+    """A Parquet or table input does not have the documented schema."""
+
+
+class ConfigError(SparkhcError):
+    """A configuration key is unknown or has a wrong type or value."""
+
+
+class ModelError(SparkhcError):
+    """A saved model is missing, truncated, of a newer format, or does not match the data."""
+
+
+class NotFittedError(SparkhcError):
+    """A model was used before it was fitted."""
+
+
+class DataUnavailableError(SparkhcError):
+    """A corpus is not on disk and cannot be downloaded (the message says what to put where)."""

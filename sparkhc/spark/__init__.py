@@ -1,0 +1,1 @@
+"""The Spark layer: the only part of sparkhc that imports pyspark."""

@@ -1,0 +1,525 @@
+"""Label taxonomies: an immutable rooted tree with array views for fast decoding.
+
+Node ids are assigned in level order (breadth first from the root, children sorted by name), so
+``range(n_nodes)`` is a top-down order and its reverse a bottom-up order. The root has id 0 and is
+never a label. Every other node ``c`` owns exactly one edge ``parent(c) -> c``; the edge id of node
+``c`` is ``c - 1``, so weight matrices indexed by edge have ``n_nodes - 1`` rows.
+
+Virtual ``/_self`` leaves (ALGORITHMS.md, Notation) let leaf-only models learn label sets that stop
+at an internal node (RCV1): an internal node ``c`` gets a child ``c/_self``; a label set whose
+deepest label is ``c`` is learned as the leaf ``c/_self`` and mapped back to ``c`` on output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparkhc.errors import TaxonomyError
+
+SELF_SUFFIX = "/_self"
+VIRTUAL_ROOT = "_ROOT_"
+
+_RCV1_LINE = re.compile(r"^\s*parent:\s*(\S+)\s+child:\s*(\S+)(?:\s+child-description:.*)?$")
+
+
+class Taxonomy:
+    """A rooted tree of labels.
+
+    Build one with :meth:`from_edges`, :meth:`from_tsv`, :meth:`from_rcv1_hier` or :meth:`load`.
+
+    Attributes
+    ----------
+    names : tuple of str
+        Node name by id; ``names[0]`` is the root.
+    parent : ndarray of int32
+        Parent id by node id; ``-1`` for the root.
+    depth : ndarray of int32
+        Depth by node id; the root has depth 0.
+    children : tuple of ndarray
+        Child ids by node id, sorted by name.
+    virtual : ndarray of bool
+        True for the ``/_self`` leaves added by :meth:`with_self_leaves`.
+    """
+
+    __slots__ = (
+        "names",
+        "parent",
+        "depth",
+        "children",
+        "virtual",
+        "_index",
+        "_anc",
+        "_leaves",
+        "_source",
+    )
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        parent: Sequence[int] | np.ndarray,
+        virtual: Sequence[bool] | np.ndarray | None = None,
+        source: str = "<memory>",
+    ) -> None:
+        # Internal constructor: callers use from_edges. Arrays must already be in level order.
+        self.names: tuple[str, ...] = tuple(names)
+        self.parent = np.asarray(parent, dtype=np.int32)
+        n = len(self.names)
+        self.virtual = (
+            np.zeros(n, dtype=bool) if virtual is None else np.asarray(virtual, dtype=bool)
+        )
+        depth = np.zeros(n, dtype=np.int32)
+        kids: list[list[int]] = [[] for _ in range(n)]
+        for c in range(1, n):
+            p = int(self.parent[c])
+            depth[c] = depth[p] + 1
+            kids[p].append(c)
+        self.depth = depth
+        self.children = tuple(np.asarray(k, dtype=np.int32) for k in kids)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._anc: sp.csr_matrix | None = None
+        self._leaves: np.ndarray | None = None
+        self._source = source
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_edges(
+        cls,
+        edges: Iterable[tuple[str, str]],
+        root: str | None = None,
+        source: str = "<memory>",
+        lines: Sequence[int] | None = None,
+    ) -> Taxonomy:
+        """Build a taxonomy from ``(parent, child)`` pairs.
+
+        Parameters
+        ----------
+        edges : iterable of (str, str)
+            The edges. Repeating an identical edge is allowed; anything else is checked.
+        root : str, optional
+            The root's name. When given, every parent must be the root or some node's child
+            (else "unknown parent"). When omitted, the nodes that are never a child are the
+            roots; several roots (a forest) are put under a virtual root ``_ROOT_``.
+        source : str
+            File name used in error messages.
+        lines : sequence of int, optional
+            Line number of each edge, for error messages.
+        """
+        edge_list = list(edges)
+        if not edge_list:
+            raise TaxonomyError(f"{source}: the taxonomy is empty (no parent/child edges)")
+        where = (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
+        parent_of: dict[str, str] = {}
+        first_seen: dict[str, int] = {}
+        for i, (p, c) in enumerate(edge_list):
+            for name in (p, c):
+                if not name:
+                    raise TaxonomyError(f"{where(i)}: empty node name")
+                if name.endswith(SELF_SUFFIX):
+                    raise TaxonomyError(
+                        f"{where(i)}: node name {name!r} ends with the reserved suffix {SELF_SUFFIX!r}"
+                    )
+            if p == c:
+                raise TaxonomyError(f"{where(i)}: cycle: node {c!r} is its own parent")
+            if c in parent_of:
+                if parent_of[c] == p:
+                    continue
+                raise TaxonomyError(
+                    f"{where(i)}: node {c!r} has two parents, {parent_of[c]!r} (line/edge "
+                    f"{first_seen[c]}) and {p!r}; only trees and forests are supported "
+                    "(DAG taxonomies are not supported yet)"
+                )
+            parent_of[c] = p
+            first_seen[c] = lines[i] if lines else i + 1
+        parents = {p for p, _ in edge_list}
+        tops = sorted(p for p in parents if p not in parent_of)
+        if root is not None:
+            if root in parent_of:
+                raise TaxonomyError(
+                    f"{source}: the root {root!r} has a parent ({parent_of[root]!r})"
+                )
+            unknown = [p for p in tops if p != root]
+            if unknown:
+                i = next(i for i, (p, _) in enumerate(edge_list) if p == unknown[0])
+                raise TaxonomyError(
+                    f"{where(i)}: unknown parent {unknown[0]!r}: it is neither the root "
+                    f"{root!r} nor the child of any node"
+                )
+            tops = [root]
+        if not tops:
+            # every node has a parent: there is a cycle through all of them
+            cyc = _find_cycle(parent_of, next(iter(parent_of)))
+            raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} (no root)")
+        if len(tops) == 1:
+            root_name = tops[0]
+        else:
+            root_name = VIRTUAL_ROOT
+            if root_name in parent_of or root_name in parents:
+                raise TaxonomyError(f"{source}: node name {VIRTUAL_ROOT!r} is reserved")
+            for t in tops:
+                parent_of[t] = root_name
+        kids: dict[str, list[str]] = {}
+        for c, p in parent_of.items():
+            kids.setdefault(p, []).append(c)
+        names = [root_name]
+        par = [-1]
+        head = 0
+        while head < len(names):
+            p_name = names[head]
+            for c in sorted(kids.get(p_name, ())):
+                names.append(c)
+                par.append(head)
+            head += 1
+        if len(names) != len(parent_of) + 1:
+            reached = set(names)
+            stray = sorted(c for c in parent_of if c not in reached)
+            cyc = _find_cycle(parent_of, stray[0])
+            raise TaxonomyError(
+                f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
+                f"root {root_name!r})"
+            )
+        return cls(names, par, source=source)
+
+    @classmethod
+    def from_tsv(cls, path: str | Path, root: str | None = None) -> Taxonomy:
+        """Read ``parent<TAB>child`` lines (blank lines and ``#`` comments are skipped)."""
+        path = Path(path)
+        edges: list[tuple[str, str]] = []
+        lines: list[int] = []
+        text = _read_text(path)
+        for no, line in enumerate(text.splitlines(), start=1):
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            parts = line.rstrip("\r\n").split("\t")
+            if len(parts) != 2:
+                raise TaxonomyError(
+                    f"{path}, line {no}: expected 'parent<TAB>child', got {len(parts)} "
+                    f"tab-separated field(s): {line[:80]!r}"
+                )
+            edges.append((parts[0].strip(), parts[1].strip()))
+            lines.append(no)
+        return cls.from_edges(edges, root=root, source=str(path), lines=lines)
+
+    @classmethod
+    def from_rcv1_hier(cls, path: str | Path) -> Taxonomy:
+        """Read the RCV1 hierarchy format (``parent: X child: Y child-description: ...``).
+
+        The line whose parent is ``None`` names the root.
+        """
+        path = Path(path)
+        edges: list[tuple[str, str]] = []
+        lines: list[int] = []
+        root: str | None = None
+        for no, line in enumerate(_read_text(path).splitlines(), start=1):
+            if not line.strip():
+                continue
+            m = _RCV1_LINE.match(line)
+            if m is None:
+                raise TaxonomyError(
+                    f"{path}, line {no}: expected 'parent: X child: Y child-description: ...', "
+                    f"got {line[:80]!r}"
+                )
+            p, c = m.group(1), m.group(2)
+            if p == "None":
+                root = c
+                continue
+            edges.append((p, c))
+            lines.append(no)
+        return cls.from_edges(edges, root=root, source=str(path), lines=lines)
+
+    @classmethod
+    def load(cls, path: str | Path, root: str | None = None) -> Taxonomy:
+        """Read a taxonomy file, detecting the RCV1 format from its first non-blank line."""
+        path = Path(path)
+        first = next((ln for ln in _read_text(path).splitlines() if ln.strip()), "")
+        if first.lstrip().startswith("parent:"):
+            return cls.from_rcv1_hier(path)
+        return cls.from_tsv(path, root=root)
+
+    # ------------------------------------------------------------------ basic views
+    @property
+    def n_nodes(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.names) - 1
+
+    @property
+    def root_name(self) -> str:
+        return self.names[0]
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __repr__(self) -> str:
+        return (
+            f"Taxonomy(root={self.root_name!r}, nodes={self.n_nodes - 1}, leaves={len(self.leaves)}, "
+            f"depth={self.max_depth}, virtual={int(self.virtual.sum())})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Taxonomy)
+            and self.names == other.names
+            and bool(np.array_equal(self.parent, other.parent))
+            and bool(np.array_equal(self.virtual, other.virtual))
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint(include_virtual=True))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"names": self.names, "parent": self.parent, "virtual": self.virtual, "source": self._source}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["names"], state["parent"], state["virtual"], str(state["source"]))  # type: ignore[misc,arg-type]
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max())
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return np.array([len(k) == 0 for k in self.children], dtype=bool)
+
+    @property
+    def leaves(self) -> np.ndarray:
+        """Leaf ids in id order (the root is never a leaf unless the tree is a lone root)."""
+        if self._leaves is None:
+            self._leaves = np.flatnonzero(self.is_leaf).astype(np.int32)
+        return self._leaves
+
+    @property
+    def internal(self) -> np.ndarray:
+        """Ids of nodes with children (the root included)."""
+        return np.flatnonzero(~self.is_leaf).astype(np.int32)
+
+    def id(self, name: str) -> int:
+        """Node id of ``name``; raises :class:`TaxonomyError` naming the label when unknown."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise TaxonomyError(f"unknown label {name!r}: not a node of the taxonomy {self._source}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def ids(self, names: Iterable[str]) -> np.ndarray:
+        return np.array([self.id(n) for n in names], dtype=np.int32)
+
+    def level_order(self) -> np.ndarray:
+        return np.arange(self.n_nodes, dtype=np.int32)
+
+    def path(self, c: int) -> list[int]:
+        """Node ids from depth 1 down to ``c`` (the edges of path(c), root excluded)."""
+        out = []
+        while c > 0:
+            out.append(c)
+            c = int(self.parent[c])
+        return out[::-1]
+
+    def ancestors(self, c: int) -> list[int]:
+        """Proper ancestors of ``c``, root excluded, nearest first."""
+        return self.path(c)[:-1][::-1]
+
+    def leaves_under(self, c: int) -> np.ndarray:
+        """Leaf descendants of ``c`` (``c`` itself when it is a leaf)."""
+        a = self.ancestor_matrix()
+        col = a[:, c].toarray().ravel() > 0 if c > 0 else np.ones(self.n_nodes, dtype=bool)
+        return np.flatnonzero(col & self.is_leaf).astype(np.int32)
+
+    def ancestor_matrix(self) -> sp.csr_matrix:
+        """CSR ``A`` with ``A[c, a] = 1`` iff ``a`` is on path(c) (``a`` = c included, root excluded).
+
+        For a binary doc-by-node matrix ``Y``, ``(Y @ A) > 0`` is the ancestor closure (tree(m)).
+        """
+        if self._anc is None:
+            rows: list[int] = []
+            cols: list[int] = []
+            for c in range(1, self.n_nodes):
+                for a in self.path(c):
+                    rows.append(c)
+                    cols.append(a)
+            self._anc = sp.csr_matrix(
+                (np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(self.n_nodes, self.n_nodes)
+            )
+        return self._anc
+
+    def closure(self, nodes: Iterable[int]) -> np.ndarray:
+        """tree(m): sorted ids of ``nodes`` and all their ancestors, root excluded."""
+        out: set[int] = set()
+        for c in nodes:
+            c = int(c)
+            while c > 0 and c not in out:
+                out.add(c)
+                c = int(self.parent[c])
+        return np.array(sorted(out), dtype=np.int32)
+
+    def deepest(self, nodes: Iterable[int]) -> np.ndarray:
+        """The nodes of an ancestor-closed set that have no descendant in the set."""
+        s = set(int(c) for c in nodes)
+        s.discard(0)
+        has_desc = {int(self.parent[c]) for c in s}
+        return np.array(sorted(c for c in s if c not in has_desc), dtype=np.int32)
+
+    # ------------------------------------------------------------------ virtual leaves
+    def with_self_leaves(self, nodes: Iterable[int | str] | None = None) -> Taxonomy:
+        """A new taxonomy where each given internal node (default: every internal non-root node)
+        gets a virtual leaf child ``name + '/_self'``."""
+        if self.virtual.any():
+            raise TaxonomyError("this taxonomy already has virtual /_self leaves")
+        if nodes is None:
+            targets = [int(c) for c in self.internal if c != 0]
+        else:
+            targets = sorted({self.id(n) if isinstance(n, str) else int(n) for n in nodes})
+        is_leaf = self.is_leaf
+        edges = [(self.names[int(self.parent[c])], self.names[c]) for c in range(1, self.n_nodes)]
+        extra = []
+        for c in targets:
+            if c == 0 or is_leaf[c]:
+                continue
+            extra.append((self.names[c], self.names[c] + SELF_SUFFIX))
+        base = Taxonomy._from_trusted(self.root_name, edges + extra, self._source)
+        virtual = np.array([n.endswith(SELF_SUFFIX) for n in base.names], dtype=bool)
+        return Taxonomy(base.names, base.parent, virtual, source=self._source)
+
+    @classmethod
+    def _from_trusted(cls, root: str, edges: list[tuple[str, str]], source: str) -> Taxonomy:
+        kids: dict[str, list[str]] = {}
+        for p, c in edges:
+            kids.setdefault(p, []).append(c)
+        names = [root]
+        par = [-1]
+        head = 0
+        while head < len(names):
+            for c in sorted(kids.get(names[head], ())):
+                names.append(c)
+                par.append(head)
+            head += 1
+        return cls(names, par, source=source)
+
+    def base(self) -> Taxonomy:
+        """This taxonomy without its virtual leaves."""
+        if not self.virtual.any():
+            return self
+        edges = [
+            (self.names[int(self.parent[c])], self.names[c])
+            for c in range(1, self.n_nodes)
+            if not self.virtual[c]
+        ]
+        return Taxonomy._from_trusted(self.root_name, edges, self._source)
+
+    def real_id(self, c: int) -> int:
+        """The node a virtual leaf stands for (its parent); other nodes map to themselves."""
+        return int(self.parent[c]) if self.virtual[c] else int(c)
+
+    def to_leaf_set(self, labels: Iterable[str]) -> np.ndarray:
+        """Map a label set (any nodes of the base tree, ancestors implied) to the leaf set ``m`` of
+        this taxonomy: leaves stay, an internal node with no descendant label becomes its
+        ``/_self`` leaf. Raises when such a node has no virtual leaf here."""
+        ids = [self.id(n) for n in labels]
+        closed = self.closure(ids)
+        out = []
+        is_leaf = self.is_leaf
+        for c in self.deepest(closed):
+            if is_leaf[c]:
+                out.append(int(c))
+            else:
+                v = self._index.get(self.names[c] + SELF_SUFFIX)
+                if v is None:
+                    raise TaxonomyError(
+                        f"label {self.names[c]!r} is an internal node used as a deepest label, but the "
+                        "model's taxonomy has no virtual leaf for it (train with self leaves)"
+                    )
+                out.append(v)
+        return np.array(sorted(out), dtype=np.int32)
+
+    def to_labels(self, leaf_ids: Iterable[int]) -> list[str]:
+        """Map a predicted leaf set back to real label names (virtual leaves -> their parent),
+        deepest labels only, sorted by id."""
+        real = sorted({self.real_id(int(c)) for c in leaf_ids})
+        return [self.names[c] for c in real]
+
+    # ------------------------------------------------------------------ identity / io
+    def edges(self, include_virtual: bool = True) -> list[tuple[str, str]]:
+        return [
+            (self.names[int(self.parent[c])], self.names[c])
+            for c in range(1, self.n_nodes)
+            if include_virtual or not self.virtual[c]
+        ]
+
+    def fingerprint(self, include_virtual: bool = False) -> str:
+        """sha256 (hex, first 16 chars) of the sorted edge list; stable across file order."""
+        lines = sorted(f"{p}\t{c}" for p, c in self.edges(include_virtual))
+        h = hashlib.sha256(("root\t" + self.root_name + "\n" + "\n".join(lines)).encode("utf-8"))
+        return h.hexdigest()[:16]
+
+    def to_tsv(self, path: str | Path | None = None, include_virtual: bool = True) -> str:
+        text = "".join(f"{p}\t{c}\n" for p, c in self.edges(include_virtual))
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_tsv_text(cls, text: str, root: str | None = None, source: str = "<text>") -> Taxonomy:
+        """Parse TSV text (as written by :meth:`to_tsv`), restoring virtual leaves."""
+        edges = []
+        lines = []
+        for no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise TaxonomyError(f"{source}, line {no}: expected 'parent<TAB>child'")
+            edges.append((parts[0], parts[1]))
+            lines.append(no)
+        real = [(p, c) for p, c in edges if not c.endswith(SELF_SUFFIX)]
+        base = cls.from_edges(real, root=root, source=source, lines=[ln for (e, ln) in zip(edges, lines, strict=True) if not e[1].endswith(SELF_SUFFIX)])
+        selfs = [p for p, c in edges if c.endswith(SELF_SUFFIX)]
+        return base.with_self_leaves(selfs) if selfs else base
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "root": self.root_name,
+            "nodes": self.n_nodes - 1,
+            "leaves": int(len(self.leaves)),
+            "virtual_leaves": int(self.virtual.sum()),
+            "depth": self.max_depth,
+            "fingerprint": self.fingerprint(),
+        }
+
+
+def _find_cycle(parent_of: dict[str, str], start: str) -> list[str]:
+    seen: dict[str, int] = {}
+    chain: list[str] = []
+    node: str | None = start
+    while node is not None and node not in seen:
+        seen[node] = len(chain)
+        chain.append(node)
+        node = parent_of.get(node)
+    if node is None:
+        return chain
+    cyc = chain[seen[node]:] + [node]
+    return cyc[::-1]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TaxonomyError(f"{path}: taxonomy file not found") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TaxonomyError(f"{path}: not UTF-8 at byte {e.start}") from None

@@ -1,0 +1,44 @@
+"""Shared fixtures: the data directory and one session-scoped SparkSession."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("SPARKHC_DATA_DIR", ROOT.parent / "shared" / "data"))
+FIXTURES_DIR = Path(os.environ.get("SPARKHC_FIXTURES_DIR", ROOT.parent / "shared" / "fixtures"))
+
+
+def corpus_dir(name: str) -> Path:
+    """The staged copy of a real corpus, or skip the test saying where it was looked for."""
+    d = DATA_DIR / name
+    if not d.is_dir():
+        pytest.skip(f"real corpus {name!r} not found at {d} (set SPARKHC_DATA_DIR to ../shared/data)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA_DIR.is_dir():
+        pytest.skip(f"real data directory not found at {DATA_DIR} (set SPARKHC_DATA_DIR)")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole test run: local[2], UI off, few shuffle partitions."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from sparkhc.spark.session import get_session
+
+    session = get_session(
+        app_name="sparkhc-tests",
+        master="local[2]",
+        extra_conf={"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"},
+    )
+    yield session
+    session.stop()

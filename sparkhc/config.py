@@ -1,0 +1,157 @@
+"""Configuration: frozen dataclasses loaded from TOML, with ``--set key=value`` overrides.
+
+Unknown sections or keys and wrong types are rejected with an error that names the file and the
+key. Model hyper-parameters live under ``[model.<name>]`` and are checked by the model class.
+Spark resources (memory, cores) stay in spark-submit flags and ``spark-defaults``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from sparkhc.errors import ConfigError
+
+DEFAULT_CONF = Path(__file__).resolve().parent / "conf" / "defaults.toml"
+
+
+@dataclass(frozen=True)
+class FeaturizeConfig:
+    mode: str = "vocab"  # vocab | hashing
+    weighting: str = "log_tf_idf"  # tf | log_tf | log_tf_idf
+    min_df: int = 2
+    max_df: float = 0.5
+    stop_words: bool = True
+    l2_normalize: bool = True
+    hash_bits: int = 18
+    token_pattern: str = ""  # empty = the tokenizer's default
+    partitions: int = 4
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str = "global"
+    epochs: int = 10
+    shards: int = 10
+    seed: int = 0
+    self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
+    checkpoint: bool = True
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    partitions: int = 0  # 0 = keep the input's partitioning
+
+
+@dataclass(frozen=True)
+class Config:
+    featurize: FeaturizeConfig = field(default_factory=FeaturizeConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    predict: PredictConfig = field(default_factory=PredictConfig)
+    model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def model_params(self, name: str | None = None) -> dict[str, Any]:
+        return dict(self.model.get(name or self.train.model, {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("source")
+        return d
+
+
+_SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": PredictConfig}
+
+
+def _check_section(cls: type, values: dict[str, Any], where: str) -> Any:
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    out = {}
+    for k, v in values.items():
+        if k not in known:
+            raise ConfigError(f"{where}: unknown key {k!r}; known keys: {', '.join(sorted(known))}")
+        want = hints[k]
+        ok = isinstance(v, want) and not (want is int and isinstance(v, bool))
+        if want is float and isinstance(v, int) and not isinstance(v, bool):
+            v, ok = float(v), True
+        if not ok:
+            raise ConfigError(
+                f"{where}: key {k!r} must be of type {want.__name__}, got {type(v).__name__} {v!r}"
+            )
+        out[k] = v
+    return cls(**out)
+
+
+def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
+    sections: dict[str, Any] = {}
+    model: dict[str, dict[str, Any]] = {}
+    for key, value in data.items():
+        if key == "model":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise ConfigError(f"{source}: [model.<name>] sections must be tables")
+            model = {k: dict(v) for k, v in value.items()}
+        elif key in _SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: [{key}] must be a table")
+            sections[key] = _check_section(_SECTIONS[key], value, f"{source} [{key}]")
+        else:
+            raise ConfigError(
+                f"{source}: unknown section [{key}]; known: {', '.join(sorted([*_SECTIONS, 'model']))}"
+            )
+    return Config(**sections, model=model, source=source)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a","b","c"], value); the value is read as a TOML literal, or a string."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value")
+    key, raw = item.split("=", 1)
+    path = [p for p in key.strip().split(".") if p]
+    if not path:
+        raise ConfigError(f"--set {item!r}: empty key")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def load_config(paths: list[str | Path] | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults, then each TOML file in order, then ``--set`` overrides."""
+    data: dict[str, Any] = {}
+    sources = []
+    for p in [DEFAULT_CONF, *(paths or [])]:
+        p = Path(p)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: configuration file not found") from None
+        try:
+            loaded = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: invalid TOML: {e}") from None
+        from_dict(loaded, source=str(p))  # validate each file on its own for precise errors
+        data = _merge(data, loaded)
+        sources.append(str(p))
+    for item in overrides or []:
+        path, value = parse_override(item)
+        d = {path[-1]: value}
+        for k in reversed(path[:-1]):
+            d = {k: d}
+        from_dict(d if path[0] != "model" or len(path) >= 3 else {}, source=f"--set {item}")
+        data = _merge(data, d)
+        sources.append(f"--set {item}")
+    return from_dict(data, source=" + ".join(sources))

@@ -1,0 +1,238 @@
+"""Downloading corpora into the cache: urllib, sha256 verification, atomic writes.
+
+A download is streamed into a temporary file next to its destination while its sha256 is
+computed; only a file whose checksum matches is renamed into place, so the cache never holds a
+partial or corrupt file. :func:`fetch` downloads a registered corpus's original public archive,
+converts it into the JSON Lines layout of ``../shared/data`` in a temporary directory and renames
+that directory into ``<cache>/<name>``.
+
+Nothing here needs Spark. Set ``SPARKHC_OFFLINE=1`` to forbid network access.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from sparkhc.errors import DataUnavailableError
+
+if TYPE_CHECKING:
+    from sparkhc.corpus.registry import CorpusInfo
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+Opener = Callable[..., IO[bytes]]
+
+
+class ChecksumError(DataUnavailableError):
+    """A downloaded or staged file does not have the expected sha256."""
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """The cache directory: ``cache_dir``, else ``$SPARKHC_CACHE``, else ``$XDG_CACHE_HOME/sparkhc``
+    or ``~/.cache/sparkhc``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("SPARKHC_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "sparkhc"
+
+
+def is_offline() -> bool:
+    """True when ``$SPARKHC_OFFLINE`` is set to 1/true/yes."""
+    return os.environ.get("SPARKHC_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+
+
+def _urlopen(url: str, timeout: float) -> IO[bytes]:
+    # looked up at call time so tests can monkeypatch urllib.request.urlopen or this module
+    return urllib.request.urlopen(url, timeout=timeout)  # type: ignore[no-any-return]  # noqa: S310
+
+
+def download(
+    urls: str | Sequence[str],
+    dest: str | Path,
+    sha256: str | None,
+    *,
+    size: int | None = None,
+    timeout: float = 60.0,
+    opener: Opener | None = None,
+) -> Path:
+    """Download the first of ``urls`` that works into ``dest``, verifying its sha256.
+
+    The data goes to a temporary file in ``dest``'s directory, renamed to ``dest`` only after the
+    checksum (and ``size`` when given) matched. A mismatch raises :class:`ChecksumError` and
+    leaves nothing behind; when no URL can be read, :class:`DataUnavailableError` lists why.
+    ``sha256=None`` skips verification (callers must decide whether that is acceptable).
+    """
+    url_list = [urls] if isinstance(urls, str) else list(urls)
+    if not url_list:
+        raise ValueError("no URL given")
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    open_url = opener or _urlopen
+    failures: list[str] = []
+    for url in url_list:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        tmp = Path(tmp_name)
+        try:
+            h = hashlib.sha256()
+            n = 0
+            t0 = time.monotonic()
+            with os.fdopen(fd, "wb") as out:
+                with open_url(url, timeout=timeout) as resp:
+                    while chunk := resp.read(CHUNK):
+                        out.write(chunk)
+                        h.update(chunk)
+                        n += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            got = h.hexdigest()
+            if sha256 is not None and got != sha256.lower():
+                raise ChecksumError(
+                    f"{url}: sha256 mismatch for {dest.name}: expected {sha256}, got {got} ({n} bytes); "
+                    "the file was not kept"
+                )
+            if size is not None and n != size:
+                raise ChecksumError(f"{url}: size mismatch for {dest.name}: expected {size} bytes, got {n}")
+            os.replace(tmp, dest)
+            logger.info("downloaded %s (%d bytes, %.1f s) -> %s", url, n, time.monotonic() - t0, dest)
+            return dest
+        except ChecksumError:
+            tmp.unlink(missing_ok=True)
+            raise
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            tmp.unlink(missing_ok=True)
+            reason = getattr(e, "reason", None) or e
+            failures.append(f"{url}: {reason}")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    raise DataUnavailableError(f"could not download {dest.name}: " + "; ".join(failures))
+
+
+def fetch(
+    corpus: str | CorpusInfo,
+    cache_dir: str | Path | None = None,
+    *,
+    force: bool = False,
+    opener: Opener | None = None,
+    timeout: float = 60.0,
+) -> Path:
+    """Download a registered corpus's original archive and convert it into ``<cache>/<name>``.
+
+    Parameters
+    ----------
+    corpus : str or CorpusInfo
+        A registry name (see :func:`sparkhc.corpus.registry.corpus_names`) or an entry.
+    cache_dir : path, optional
+        See :func:`cache_root`.
+    force : bool
+        Download and convert again even when the corpus is already in the cache.
+    opener : callable, optional
+        ``opener(url, timeout=...)`` returning a binary file-like object (default
+        :func:`urllib.request.urlopen`).
+
+    Returns
+    -------
+    Path
+        The corpus directory (``<cache>/<name>``).
+
+    Raises
+    ------
+    DataUnavailableError
+        Offline, no automatic download for this corpus (the message says which files to put
+        where), or every URL failed. :class:`ChecksumError` when a download has the wrong sha256.
+    """
+    from sparkhc.corpus.registry import get_corpus
+
+    info = get_corpus(corpus) if isinstance(corpus, str) else corpus
+    root = cache_root(cache_dir)
+    try:
+        return _fetch_into(info, root, force=force, opener=opener, timeout=timeout)
+    except DataUnavailableError as e:
+        raise type(e)(info.missing_message([], root / info.name, str(e))) from None
+
+
+def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | None, timeout: float) -> Path:
+    """:func:`fetch` without the "put ... into ..." wrapping of its errors."""
+    out = root / info.name
+    if not force and info.has_files(out):
+        return out
+    if not info.can_download:
+        raise DataUnavailableError(info.download_note())
+    if is_offline():
+        raise DataUnavailableError("offline (SPARKHC_OFFLINE is set)")
+    downloaded: dict[str, Path] = {}
+    for d in info.downloads:
+        dest = root / "downloads" / d.filename
+        if dest.is_file() and d.sha256 is not None and sha256_file(dest) == d.sha256:
+            logger.info("using cached %s", dest)
+        else:
+            download(d.urls, dest, d.sha256, size=d.size, timeout=timeout, opener=opener)
+        downloaded[d.filename] = dest
+    assert info.converter is not None  # can_download checked it
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=root))
+    try:
+        summary = info.converter(downloaded, tmp)
+        manifest: dict[str, Any] = {
+            "corpus": info.name,
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "sources": [{"file": d.filename, "urls": list(d.urls), "sha256": d.sha256} for d in info.downloads],
+            "summary": summary,
+            "files": {},
+        }
+        missing = [f.name for f in info.required_files() if not (tmp / f.name).is_file()]
+        if missing:
+            raise DataUnavailableError(f"{info.name}: the converter did not write {missing} (a bug)")
+        for f in info.files:
+            p = tmp / f.name
+            if not p.is_file():
+                continue
+            got = sha256_file(p)
+            same = f.sha256 is not None and got == f.sha256
+            manifest["files"][f.name] = {"sha256": got, "identical_to_staged_copy": same}
+            if f.sha256 is not None and not same:
+                logger.warning(
+                    "%s: converted %s has sha256 %s, not the staged copy's %s (content may still be "
+                    "equivalent; see %s)", info.name, f.name, got, f.sha256, "FETCHED.json",
+                )
+        (tmp / "FETCHED.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            if not force and info.has_files(out):
+                shutil.rmtree(tmp)  # another process finished first
+                return out
+            old = root / f".{info.name}.old.{os.getpid()}"
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("%s: converted into %s (%s)", info.name, out, summary)
+    return out

@@ -1,0 +1,586 @@
+"""Decoders for hierarchical multi-label classification (Murawaki 2013, Sect. 3-4).
+
+One module for every way a label set is read off edge scores:
+
+* :func:`edge_scores` -- ``S = X @ W``: the score ``w_{p->c} . phi(x)`` of every edge, for a batch.
+* :func:`local_search` -- top-down local search (LS, Alg. 2).
+* :func:`dp_decode` -- exact dynamic programming (MAXTREE, Alg. 3) and DP with branching features
+  (Alg. 4); :func:`dp_solve` returns what training needs (selected nodes, chosen ``k``).
+* :func:`nbest` -- the N best label sets (the paper's suggested extension), exact.
+* :func:`flat_select` -- the flat decoder: every positive label, else the single best.
+
+Conventions
+-----------
+Node ids come from :class:`~sparkhc.taxonomy.Taxonomy`: level order, root 0, the edge of node ``c``
+is ``c - 1``. ``S`` has one column per edge, shape ``(n_docs, n_edges)``.
+
+Weights are feature-major, ``W`` of shape ``(n_features, n_edges)`` (C order, float32 by default):
+row ``f`` holds feature ``f``'s weight on every edge. The online learners gather ``W[x.indices]``
+(``nnz(x)`` contiguous rows) for one document's scores and scatter their update into the same
+rows; scipy's CSR x dense product walks ``W`` row by row too. Edge-major ``(n_edges, V)`` makes
+both of these strided gathers (``W[:, x.indices]``); see ``tests/unit/test_decoding.py`` and the
+lead's benchmarks for the figures.
+
+Branching-feature weights ``bf`` have shape ``(n_nodes + 1, R + 1)``: row ``p`` holds the
+node-specific weights of internal node ``p`` (rows of leaves stay zero and unused), the last row
+the shared ones; column ``j`` is bucket ``j + 1`` for ``j < R`` and ``">R"`` for ``j = R``. Choosing
+``k`` children at ``p`` adds ``bf[p, b(k)] + bf[-1, b(k)]`` with ``b(k) = min(k, R + 1) - 1``, at
+every internal node of ``tree(m)`` including the root (indicator features of value 1).
+
+Vectorisation
+-------------
+Node ids are in level order and the children of a node are consecutive ids, so the children of
+all nodes at depth ``d`` form one contiguous block of ids, grouped by parent. Every decoder walks
+the levels (bottom-up, then top-down) with a constant number of numpy operations per level over
+the whole ``(n_docs, block)`` array: segment maxima and sums with ``ufunc.reduceat``, a segmented
+sort with ``np.lexsort`` for branching features. The cost of a call is ``O(depth)`` numpy calls,
+independent of the number of documents and nodes; one document (online training) costs the same
+number of calls as a batch. The DP is exact: the argmax over every non-empty set of leaves.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparkhc.taxonomy import Taxonomy
+
+__all__ = [
+    "TreeIndex",
+    "DPResult",
+    "tree_index",
+    "edge_scores",
+    "local_search",
+    "local_search_mask",
+    "dp_solve",
+    "dp_solve_one",
+    "dp_decode",
+    "nbest",
+    "flat_select",
+    "mask_to_sets",
+    "bf_bucket",
+    "bf_shape",
+]
+
+_BIG = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class _Level:
+    """Internal nodes at one depth and the contiguous block of their children."""
+
+    parents: np.ndarray  # (P,) ids of the internal nodes at this depth, ascending
+    lo: int  # children occupy node ids lo .. hi-1, grouped by parent
+    hi: int
+    starts: np.ndarray  # (P,) offset of each parent's first child in the block
+    owner: np.ndarray  # (hi-lo,) index into ``parents`` of each child's parent
+    rank0: np.ndarray  # (hi-lo,) start offset of each child's segment (starts[owner])
+    cols: np.ndarray  # arange(hi - lo)
+    counts: np.ndarray  # (P,) number of children
+
+
+@dataclass(frozen=True)
+class TreeIndex:
+    """Array views of a taxonomy that the decoders need, computed once.
+
+    Build with :func:`tree_index`. Pass it instead of the taxonomy to avoid the (cached) lookup.
+    """
+
+    n_nodes: int
+    parent: np.ndarray  # int64, parent[0] = -1
+    is_leaf: np.ndarray  # bool
+    leaves: np.ndarray  # int64 ids of leaves
+    n_children: np.ndarray  # int64
+    first_child: np.ndarray  # int64, -1 for leaves
+    levels: tuple[_Level, ...]  # top-down order (depth 0 first)
+    edge_parent: np.ndarray  # int64 (n_edges,): parent of node c at c - 1
+    seg_rank: np.ndarray  # int64 (n_edges,): position of node c among its siblings, at c - 1
+    _buckets: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    def seg_bucket(self, R: int) -> np.ndarray:
+        """``bf_bucket(seg_rank + 1, R)``: the bucket of taking the first ``r + 1`` children."""
+        b = self._buckets.get(R)
+        if b is None:
+            b = bf_bucket(self.seg_rank + 1, R)
+            self._buckets[R] = b
+        return b
+
+    @property
+    def n_edges(self) -> int:
+        return self.n_nodes - 1
+
+    @property
+    def internal(self) -> np.ndarray:
+        return np.flatnonzero(~self.is_leaf)
+
+    def closure(self, nodes: np.ndarray) -> np.ndarray:
+        """tree(m) as a boolean node mask (root included) of the given leaf/node ids."""
+        mask = np.zeros(self.n_nodes, dtype=bool)
+        cur = np.unique(np.asarray(nodes, dtype=np.int64))
+        while cur.size:
+            cur = cur[~mask[cur]]
+            mask[cur] = True
+            cur = np.unique(self.parent[cur[cur > 0]])
+        mask[0] = True
+        return mask
+
+
+def _build_index(tax: Taxonomy) -> TreeIndex:
+    n = tax.n_nodes
+    parent = np.asarray(tax.parent, dtype=np.int64)
+    n_children = np.array([len(k) for k in tax.children], dtype=np.int64)
+    is_leaf = n_children == 0
+    first_child = np.full(n, -1, dtype=np.int64)
+    for p, kids in enumerate(tax.children):
+        if len(kids):
+            first_child[p] = int(kids[0])
+            if not np.array_equal(kids, np.arange(kids[0], kids[0] + len(kids))):
+                raise ValueError("taxonomy ids are not in level order (children must be consecutive)")
+    depth = np.asarray(tax.depth, dtype=np.int64)
+    if n > 1 and np.any(np.diff(depth) < 0):
+        raise ValueError("taxonomy ids are not in level order (depth must not decrease)")
+    levels = []
+    for d in range(int(depth.max()) if n > 1 else 0):
+        parents = np.flatnonzero((depth == d) & ~is_leaf)
+        if parents.size == 0:
+            continue
+        lo = int(first_child[parents[0]])
+        hi = int(first_child[parents[-1]] + n_children[parents[-1]])
+        counts = n_children[parents]
+        starts = first_child[parents] - lo
+        if hi - lo != int(counts.sum()) or np.any(np.diff(starts) != counts[:-1]):
+            raise ValueError("taxonomy ids are not in level order (child blocks are not contiguous)")
+        owner = np.repeat(np.arange(parents.size), counts)
+        levels.append(
+            _Level(
+                parents=parents,
+                lo=lo,
+                hi=hi,
+                starts=starts,
+                owner=owner,
+                rank0=starts[owner],
+                cols=np.arange(hi - lo),
+                counts=counts,
+            )
+        )
+    return TreeIndex(
+        n_nodes=n,
+        parent=parent,
+        is_leaf=is_leaf,
+        leaves=np.flatnonzero(is_leaf),
+        n_children=n_children,
+        first_child=first_child,
+        levels=tuple(levels),
+        edge_parent=parent[1:].copy(),
+        seg_rank=np.arange(1, n) - first_child[parent[1:]],
+    )
+
+
+_CACHE: dict[int, tuple[Taxonomy, TreeIndex]] = {}
+
+
+def tree_index(taxonomy: Taxonomy | TreeIndex) -> TreeIndex:
+    """The :class:`TreeIndex` of ``taxonomy`` (cached per taxonomy object)."""
+    if isinstance(taxonomy, TreeIndex):
+        return taxonomy
+    hit = _CACHE.get(id(taxonomy))
+    if hit is not None and hit[0] is taxonomy:
+        return hit[1]
+    idx = _build_index(taxonomy)
+    if len(_CACHE) >= 32:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[id(taxonomy)] = (taxonomy, idx)
+    return idx
+
+
+# ---------------------------------------------------------------------------------------- scores
+def edge_scores(X: sp.spmatrix | np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``S = X @ W``: edge scores of a batch, shape ``(n_docs, n_edges)``.
+
+    One sparse x dense product. ``X`` is CSR ``(n_docs, V)``; ``W`` feature-major ``(V, n_edges)``
+    (the dtype of the result follows scipy's upcasting: float32 for float32 inputs).
+    """
+    if sp.issparse(X):
+        out = X.tocsr() @ W  # type: ignore[union-attr]
+    else:
+        out = np.asarray(X) @ W
+    return np.asarray(out)
+
+
+def bf_bucket(k: np.ndarray | int, R: int) -> np.ndarray:
+    """Column of ``bf`` for ``k`` selected children: ``min(k, R + 1) - 1``."""
+    return np.minimum(np.asarray(k, dtype=np.int64), R + 1) - 1
+
+
+def bf_shape(taxonomy: Taxonomy | TreeIndex, R: int = 3) -> tuple[int, int]:
+    """Shape of the branching-feature weight array: ``(n_nodes + 1, R + 1)``."""
+    return (tree_index(taxonomy).n_nodes + 1, R + 1)
+
+
+def _as2d(S: np.ndarray, n_edges: int) -> np.ndarray:
+    S = np.asarray(S)
+    if S.ndim == 1:
+        S = S[None, :]
+    if S.ndim != 2 or S.shape[1] != n_edges:
+        raise ValueError(f"edge scores must have shape (n_docs, {n_edges}); got {S.shape}")
+    return S
+
+
+def mask_to_sets(mask: np.ndarray) -> list[np.ndarray]:
+    """Rows of a boolean ``(n_docs, n_cols)`` mask as arrays of column ids (int64)."""
+    rows, cols = np.nonzero(mask)
+    bounds = np.searchsorted(rows, np.arange(1, mask.shape[0]))
+    return np.split(cols.astype(np.int64), bounds)
+
+
+def _topdown(idx: TreeIndex, chosen: np.ndarray) -> np.ndarray:
+    """Node-major ``(n_nodes, n_docs)``: a child is selected iff its parent is selected and chose
+    it. Modifies and returns ``chosen``."""
+    sel = chosen
+    sel[0] = True
+    for lv in idx.levels:
+        sel[lv.lo : lv.hi] &= sel[idx.parent[lv.lo : lv.hi]]
+    return sel
+
+
+def _fix_single_best(ch: np.ndarray, off: np.ndarray, mx: np.ndarray, lv: _Level) -> None:
+    """Node-major: where a segment has no positive offer, choose its first best child."""
+    neg = mx <= 0
+    if not neg.any():
+        return
+    key = np.where(off == mx[lv.owner], lv.cols[:, None], _BIG)
+    first = np.minimum.reduceat(key, lv.starts, axis=0)
+    pp, dd = np.nonzero(neg)
+    ch[first[pp, dd], dd] = True
+
+
+# ---------------------------------------------------------------------------------- local search
+def local_search_mask(taxonomy: Taxonomy | TreeIndex, S: np.ndarray) -> np.ndarray:
+    """Top-down local search (Murawaki 2013, Alg. 2) as a node mask ``(n_docs, n_nodes)``.
+
+    At each selected node take every child whose edge score is ``> 0``, or the single best child
+    (the first on ties) if none is; the root column is True.
+    """
+    idx = tree_index(taxonomy)
+    ST = np.ascontiguousarray(_as2d(S, idx.n_edges).T)
+    chosen = np.zeros((idx.n_nodes, ST.shape[1]), dtype=bool)
+    for lv in idx.levels:
+        off = ST[lv.lo - 1 : lv.hi - 1]
+        mx = np.maximum.reduceat(off, lv.starts, axis=0)
+        ch = off > 0
+        _fix_single_best(ch, off, mx, lv)
+        chosen[lv.lo : lv.hi] = ch
+    return _topdown(idx, chosen).T
+
+
+def local_search(taxonomy: Taxonomy | TreeIndex, S: np.ndarray) -> list[np.ndarray]:
+    """Top-down local search (LS, Alg. 2): the predicted leaf set of every document."""
+    idx = tree_index(taxonomy)
+    sel = local_search_mask(idx, S)
+    return mask_to_sets(sel & idx.is_leaf)
+
+
+def flat_select(S: np.ndarray) -> np.ndarray:
+    """Flat decoding (Murawaki 2013, Sect. 3): every column with score ``> 0``, else the single
+    best (first on ties). Returns a boolean mask of the shape of ``S``."""
+    S = np.atleast_2d(np.asarray(S))
+    out = S > 0
+    none = ~out.any(axis=1)
+    if none.any():
+        out[np.flatnonzero(none), np.argmax(S[none], axis=1)] = True
+    return out
+
+
+# ------------------------------------------------------------------------------------------- DP
+@dataclass
+class DPResult:
+    """What :func:`dp_solve` found for each document.
+
+    Attributes
+    ----------
+    selected : ndarray of bool, (n_docs, n_nodes)
+        ``tree(m)`` as a node mask, root column True; ``selected & is_leaf`` is ``m``.
+    score : ndarray of float64, (n_docs,)
+        ``score(x, m)`` of the argmax (edge scores, plus branching terms with ``bf``).
+    k : ndarray of int64, (n_docs, n_nodes), or None
+        With branching features: the number of children chosen at each selected internal node
+        (0 elsewhere). ``None`` without.
+    """
+
+    selected: np.ndarray
+    score: np.ndarray
+    k: np.ndarray | None = None
+
+    def leaf_sets(self, index: TreeIndex) -> list[np.ndarray]:
+        return mask_to_sets(self.selected & index.is_leaf)
+
+
+def _check_bf(idx: TreeIndex, bf: np.ndarray, R: int) -> np.ndarray:
+    bf = np.asarray(bf)
+    if bf.shape != (idx.n_nodes + 1, R + 1):
+        raise ValueError(
+            f"branching weights must have shape (n_nodes + 1, R + 1) = {(idx.n_nodes + 1, R + 1)}; "
+            f"got {bf.shape}"
+        )
+    return bf
+
+
+def dp_solve(
+    taxonomy: Taxonomy | TreeIndex, S: np.ndarray, bf: np.ndarray | None = None, R: int = 3
+) -> DPResult:
+    """Exact decoding of the global model (MAXTREE, Alg. 3; with ``bf``, Alg. 4), for a batch.
+
+    Parameters
+    ----------
+    taxonomy : Taxonomy or TreeIndex
+    S : ndarray, (n_docs, n_edges) or (n_edges,)
+        Edge scores ``w_{p->c} . phi(x)``.
+    bf : ndarray, (n_nodes + 1, R + 1), optional
+        Branching-feature weights (module docstring for the layout).
+    R : int
+        Number of explicit branching buckets (the paper's R = 3).
+
+    Returns
+    -------
+    DPResult
+        Bottom-up, every child ``c`` of an internal node ``p`` offers ``sub(c) + s(p->c)`` (a
+        leaf's ``sub`` is 0). Without ``bf``, ``p`` takes every positive offer or else the single
+        best (the first on ties); with ``bf``, the best ``k >= 1`` of ``top-k sum + bf[p, b(k)] +
+        bf[shared, b(k)]`` (the smallest ``k`` on ties, offers ranked by value then id).
+
+    Notes
+    -----
+    Works node-major (``(n_nodes, n_docs)``, one contiguous row per node) so that the segment
+    reductions run over whole rows. With branching features the best ``k`` is found without a
+    full sort: for ``k <= R`` the candidates need only the top ``R`` offers, and every ``k > R``
+    shares the bucket ``>R``, whose best choice is the top ``R + 1`` plus every other positive
+    offer. So ``R + 1`` rounds of "take the segment maximum" suffice. :func:`dp_solve_one` is the
+    one-document path used by online training (same results).
+    """
+    idx = tree_index(taxonomy)
+    S2 = _as2d(S, idx.n_edges)
+    n = S2.shape[0]
+    ST = np.ascontiguousarray(S2.T)
+    sub = np.zeros((idx.n_nodes, n), dtype=np.float64)
+    chosen = np.zeros((idx.n_nodes, n), dtype=bool)
+    kk: np.ndarray | None = None
+    if bf is None:
+        for lv in reversed(idx.levels):
+            off = ST[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            mx = np.maximum.reduceat(off, lv.starts, axis=0)
+            possum = np.add.reduceat(np.maximum(off, 0.0), lv.starts, axis=0)
+            sub[lv.parents] = np.where(mx > 0, possum, mx)
+            ch = off > 0
+            _fix_single_best(ch, off, mx, lv)
+            chosen[lv.lo : lv.hi] = ch
+    else:
+        bfw = _check_bf(idx, bf, R).astype(np.float64, copy=False)
+        kk = np.zeros((idx.n_nodes, n), dtype=np.int64)
+        docs = np.arange(n)[None, :]
+        for lv in reversed(idx.levels):
+            off = ST[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            kbest, best, ch = _bf_level(off, lv, bfw, R, docs)
+            sub[lv.parents] = best
+            kk[lv.parents] = kbest
+            chosen[lv.lo : lv.hi] = ch
+    sel = _topdown(idx, chosen)
+    if kk is not None:
+        kk *= sel
+        kk = kk.T
+    return DPResult(selected=sel.T, score=sub[0].copy(), k=kk)
+
+
+def _bf_level(
+    off: np.ndarray, lv: _Level, bfw: np.ndarray, R: int, docs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Branching choice at every parent of one level, node-major. Returns (k, best score,
+    chosen-children mask)."""
+    work = off.copy()
+    P = lv.parents.size
+    counts = lv.counts[:, None]
+    tops = []
+    picks = []
+    for _ in range(min(R + 1, int(lv.counts.max()))):
+        mxj = np.maximum.reduceat(work, lv.starts, axis=0)
+        key = np.where(work == mxj[lv.owner], lv.cols[:, None], _BIG)
+        pj = np.minimum.reduceat(key, lv.starts, axis=0)
+        pj = np.minimum(pj, lv.cols.size - 1)  # exhausted segments: any valid row, masked below
+        work[pj, docs] = -np.inf
+        tops.append(mxj)
+        picks.append(pj)
+    # candidate j (0-based) = top-(j+1) sum + bf term of bucket j; j = R is the bucket ">R"
+    cands = np.full((R + 1, P, off.shape[1]), -np.inf)
+    cum = np.zeros((P, off.shape[1]))
+    for j, t in enumerate(tops):
+        cum = cum + t
+        valid = j < counts
+        if j < R:
+            cands[j] = np.where(valid, cum + (bfw[lv.parents, j] + bfw[-1, j])[:, None], -np.inf)
+    rest_pos = None
+    if len(tops) == R + 1:
+        rest_pos = np.add.reduceat(np.maximum(work, 0.0), lv.starts, axis=0)
+        cands[R] = np.where(R < counts, cum + rest_pos + (bfw[lv.parents, R] + bfw[-1, R])[:, None], -np.inf)
+    jbest = np.argmax(cands, axis=0)  # first max: the smallest k on ties
+    best = np.take_along_axis(cands, jbest[None], axis=0)[0]
+    ch = np.zeros(off.shape, dtype=bool)
+    for j, pj in enumerate(picks):
+        take = (jbest >= j) & (j < counts)
+        pp, dd = np.nonzero(take)
+        ch[pj[pp, dd], dd] = True
+    kbest = jbest + 1
+    if rest_pos is not None:
+        over = jbest == R
+        if over.any():
+            extra = (work > 0) & over[lv.owner]
+            ch |= extra
+            kbest = kbest + np.add.reduceat(extra, lv.starts, axis=0)
+    return kbest, best, ch
+
+
+def dp_solve_one(
+    index: TreeIndex, s: np.ndarray, bf: np.ndarray | None = None, R: int = 3
+) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """Exact DP for one document (the online-training path): ``(selected, score, k)``.
+
+    ``s`` is the edge-score vector ``(n_edges,)``; ``selected`` a node mask ``(n_nodes,)`` (root
+    True); ``k`` (with ``bf``) the number of children chosen at every selected internal node.
+    Same result as :func:`dp_solve` on one row, with 1-D arrays and a constant number of numpy
+    calls per level (a segmented sort by ``np.lexsort`` for branching features).
+    """
+    idx = index
+    sub = np.zeros(idx.n_nodes, dtype=np.float64)
+    chosen = np.zeros(idx.n_nodes, dtype=bool)
+    kk: np.ndarray | None = None
+    if bf is None:
+        for lv in reversed(idx.levels):
+            off = s[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            mx = np.maximum.reduceat(off, lv.starts)
+            pos = mx > 0
+            ch = off > 0
+            if pos.all():
+                sub[lv.parents] = np.add.reduceat(np.where(ch, off, 0.0), lv.starts)
+            else:
+                sub[lv.parents] = np.where(pos, np.add.reduceat(np.where(ch, off, 0.0), lv.starts), mx)
+                key = np.where(off == mx[lv.owner], lv.cols, _BIG)
+                first = np.minimum.reduceat(key, lv.starts)
+                ch[first[~pos]] = True
+            chosen[lv.lo : lv.hi] = ch
+    else:
+        bfw = _check_bf(idx, bf, R)
+        b = idx.seg_bucket(R)
+        bterm = (bfw[idx.edge_parent, b] + bfw[-1, b]).astype(np.float64)
+        kk = np.zeros(idx.n_nodes, dtype=np.int64)
+        for lv in reversed(idx.levels):
+            off = s[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            order = np.lexsort((-off, lv.owner))
+            srt = off[order]
+            cs = np.cumsum(srt)
+            cand = cs - (cs - srt)[lv.starts][lv.owner] + bterm[lv.lo - 1 : lv.hi - 1]
+            mx = np.maximum.reduceat(cand, lv.starts)
+            key = np.where(cand == mx[lv.owner], lv.cols, _BIG)
+            kbest = np.minimum.reduceat(key, lv.starts) - lv.starts + 1
+            sub[lv.parents] = mx
+            kk[lv.parents] = kbest
+            chosen[lv.lo + order] = lv.cols - lv.rank0 < kbest[lv.owner]
+    sel = chosen
+    sel[0] = True
+    par = idx.parent
+    for lv in idx.levels:
+        sel[lv.lo : lv.hi] &= sel[par[lv.lo : lv.hi]]
+    if kk is not None:
+        kk *= sel
+    return sel, float(sub[0]), kk
+
+
+def dp_decode(
+    taxonomy: Taxonomy | TreeIndex, S: np.ndarray, bf: np.ndarray | None = None, R: int = 3
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Exact DP decoding (Alg. 3, or Alg. 4 with ``bf``): ``(leaf_sets, best_scores)``.
+
+    See :func:`dp_solve` for the arguments and for the per-document details training needs.
+    """
+    idx = tree_index(taxonomy)
+    res = dp_solve(idx, S, bf=bf, R=R)
+    return res.leaf_sets(idx), res.score
+
+
+# ---------------------------------------------------------------------------------------- N-best
+def nbest(
+    taxonomy: Taxonomy | TreeIndex,
+    S: np.ndarray,
+    n: int,
+    bf: np.ndarray | None = None,
+    R: int = 3,
+) -> list[list[tuple[np.ndarray, float]]]:
+    """The ``n`` best label sets of every document, best first (exact).
+
+    k-best dynamic programming over the same recursion as MAXTREE: every node keeps the ``n`` best
+    (score, leaf set) pairs of its subtree. At an internal node each child offers "not taken" or
+    one of its ``n`` best (plus the edge score); the best combinations of a sequence of
+    independent choices are merged child by child keeping the top ``n`` (plus one for the
+    all-off combination, which is dropped: a selected node needs at least one child). With
+    branching features the merge keeps a separate top-``n`` list per bucket of the number of
+    children taken (0, 1, ..., R, >R), and the branching term is added per bucket at the end.
+    Distinct combinations are distinct leaf sets, so the result has no duplicates. Cost per
+    document: O(n_edges * n^2 (R + 2)) in Python; meant for small ``n``.
+
+    Returns
+    -------
+    list (per document) of list of ``(leaf_ids, score)``, at most ``n`` items, scores descending.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1; got {n}")
+    idx = tree_index(taxonomy)
+    S = _as2d(S, idx.n_edges).astype(np.float64, copy=False)
+    bfw = None if bf is None else _check_bf(idx, bf, R).astype(np.float64, copy=False)
+    out = []
+    for row in S:
+        best = _nbest_doc(idx, row, n, bfw, R)
+        out.append([(np.array(sorted(leaves), dtype=np.int64), float(sc)) for sc, leaves in best])
+    return out
+
+
+_Cand = tuple[float, tuple[int, ...]]
+
+
+def _topn(items: list[_Cand], n: int) -> list[_Cand]:
+    return heapq.nlargest(n, items, key=lambda t: t[0])
+
+
+def _nbest_doc(idx: TreeIndex, s: np.ndarray, n: int, bfw: np.ndarray | None, R: int) -> list[_Cand]:
+    cands: dict[int, list[_Cand]] = {}
+    for p in range(idx.n_nodes - 1, -1, -1):
+        if idx.is_leaf[p]:
+            cands[p] = [(0.0, (p,))]
+            continue
+        lo = int(idx.first_child[p])
+        kids = range(lo, lo + int(idx.n_children[p]))
+        if bfw is None:
+            combos: list[_Cand] = [(0.0, ())]
+            for c in kids:
+                e = float(s[c - 1])
+                on = [(e + sc, lv) for sc, lv in cands.pop(c)]
+                merged = combos + [(a + b, la + lb) for a, la in combos for b, lb in on]
+                combos = _topn(merged, n + 1)
+            cands[p] = _topn([t for t in combos if t[1]], n)
+        else:
+            nb = R + 2  # bucket by number taken: 0, 1, ..., R, R+1 (= ">R")
+            by_k: list[list[_Cand]] = [[(0.0, ())]] + [[] for _ in range(nb - 1)]
+            for c in kids:
+                e = float(s[c - 1])
+                on = [(e + sc, lv) for sc, lv in cands.pop(c)]
+                new: list[list[_Cand]] = [list(lst) for lst in by_k]
+                for j, lst in enumerate(by_k):
+                    if lst:
+                        jj = min(j + 1, nb - 1)
+                        new[jj].extend((a + b, la + lb) for a, la in lst for b, lb in on)
+                by_k = [_topn(lst, n) for lst in new]
+            final: list[_Cand] = []
+            for j in range(1, nb):
+                w = bfw[p, j - 1] + bfw[-1, j - 1]
+                final.extend((sc + w, lv) for sc, lv in by_k[j])
+            cands[p] = _topn(final, n)
+    return cands[0]

@@ -1,0 +1,730 @@
+"""M3MDC: maximum margin multi-dimensional classification, and its binary-relevance baseline.
+
+Jia & Zhang, "Maximum Margin Multi-Dimensional Classification", AAAI 2020 (restated in
+``ALGORITHMS.md``). Each example has one class in each of ``q`` class spaces; space ``j`` has
+``K_j`` classes. One-vs-one decomposition inside every space gives ``m = Σ K_j (K_j − 1) / 2``
+binary problems ``(w_i, b_i)``; the columns of ``W`` (``d × m``) are coupled through a learned
+pair covariance ``C`` (``m × m``)::
+
+    min_{W, b, C}  Σ_i Σ_j ξ_ij + (λ1/2) tr(W Wᵀ) + (λ2/2) tr(W C⁻¹ Wᵀ)
+    s.t.           y_ij (⟨w_i, x_ij⟩ + b_i) ≥ 1 − ξ_ij,  ξ_ij ≥ 0,  C ⪰ 0,  tr(C) ≤ 1
+
+solved by alternating (a) the W, b step with C fixed and (b) the closed-form C step
+``C = (WᵀW)^{1/2} / tr((WᵀW)^{1/2})``.
+
+How the W step is solved (exactly)
+----------------------------------
+With ``C`` fixed the W step is the convex QP ``Σ_i L_i(w_i, b_i) + ½ tr(W Q Wᵀ)`` with
+``Q = λ1 I + λ2 C⁻¹`` and ``L_i`` the hinge loss of pair ``i``. Its dual is the paper's Eq. (8)
+(kernel ``M_{i1 i2} ⟨x, x'⟩`` with ``M = Q⁻¹``). The pairwise problems are *not* independent
+given ``C`` alone: the off-diagonal entries of ``C⁻¹`` couple the columns of ``W`` (in the paper
+the sub-QP (9) of pair ``i`` depends on the other pairs' multipliers through ``S_ij``, and the
+sub-QPs are swept one after the other). To solve them in parallel and still reach the exact
+optimum we use a majorize–minimize (Jacobi) scheme: with the diagonal matrix
+``D = diag(Q_ii + Σ_{k≠i} |Q_ik|) ⪰ Q`` (Gershgorin), ::
+
+    ½ tr(W Q Wᵀ) ≤ ½ tr(W_s Q W_sᵀ) + ⟨W − W_s, W_s Q⟩ + ½ Σ_i D_i ‖w_i − w_i^s‖²
+
+with equality at ``W_s``. Minimising the right-hand side plus the hinge losses separates into one
+independent sub-problem per pair: a linear SVM with an unregularised bias whose regulariser is
+centred, ``min L_i(w, b) + (D_i/2) ‖w − c_i‖²`` with ``c_i = w_i^s − (W_s Q)_i / D_i``. Each one
+is solved exactly (to a KKT tolerance) in the dual by SMO with second-order working-set selection
+(Fan, Chen & Lin 2005, the LIBSVM solver; the box is ``0 ≤ α ≤ 1`` and ``Σ α y = 0``, the equality
+coming from the unregularised bias), and ``b`` is then set to the midpoint of the exact
+minimiser interval of the hinge loss for that ``w`` (the paper's "moderate" bias). The objective
+never increases (each pair keeps its old ``(w_i, b_i)`` if the new one does not lower its
+surrogate), and a fixed point satisfies ``W Q = G`` with ``G_i = Σ_j α_ij y_ij x_ij``, i.e. the
+KKT conditions of the full W-step QP, so the iteration converges to the exact solution of the
+stated objective (not a surrogate such as a regularised bias). When ``Q`` is diagonal
+(``C = I/m`` at the first alternation, or λ2 = 0) the majoriser is exact and one sweep suffices;
+λ2 = 0 therefore gives exactly the BR baseline.
+
+The C step and the ridge
+------------------------
+``C = (A)^{1/2} / tr(A^{1/2})`` with ``A = WᵀW + ε I`` computed from an eigen-decomposition of
+``A``; ``C⁻¹`` is formed from the same eigenpairs (no explicit inverse). This is the *exact*
+minimiser over ``{C ≻ 0, tr C ≤ 1}`` of the objective plus ``(λ2 ε / 2) tr(C⁻¹)`` (Zhang & Yeung
+2014 use the same perturbation), so the alternation monotonically decreases this perturbed
+objective — the one recorded in ``history_``. ``ε = ridge · tr(W₁ᵀW₁)/m`` is fixed after the first
+W step (``ridge = 1e-8``), which keeps ``C`` invertible when ``W`` is rank-deficient (``m > d``).
+
+Degenerate pairs and prediction
+-------------------------------
+A pair ``(a, b)`` (``a < b``; ``+1`` means class ``a``) whose training data lack one or both
+classes has no margin to maximise: it is excluded from the optimisation and from ``C`` (its row
+and column of ``C_`` are zero) and becomes a constant voter — ``w = 0``, ``b = +1`` (only ``a``
+seen), ``b = −1`` (only ``b`` seen) or ``b = 0`` (neither; abstains). Prediction: each pair votes
+for ``a`` if ``w·x + b > 0``, for ``b`` if ``< 0`` and abstains at exactly 0; in each class space
+the class with most votes wins, ties going to the lowest class index.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
+
+logger = logging.getLogger(__name__)
+
+_TAU = 1e-12  # LIBSVM's floor for non-positive curvature in working-set selection
+
+Matrix = Any  # np.ndarray or scipy.sparse CSR matrix (n × d)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pairwise sub-problem (module-level: pickles cleanly for Spark)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairData:
+    """The training data of the active one-vs-one pairs, shared by every sub-problem.
+
+    ``X`` is stored once; ``rows[i]`` are the example indices of pair ``i`` and ``signs[i]`` their
+    ``±1`` targets (``+1``: the pair's lower class). Broadcast this once per fit on Spark.
+    """
+
+    X: Matrix
+    rows: tuple[np.ndarray, ...]
+    signs: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class PairTask:
+    """One sub-problem ``min_{w,b} Σ hinge + (scale/2) ‖w − center‖²`` of pair ``pair``."""
+
+    pair: int
+    center: np.ndarray
+    scale: float
+    alpha0: np.ndarray | None
+    tol: float
+    max_iter: int
+
+
+@dataclass(frozen=True)
+class PairResult:
+    pair: int
+    w: np.ndarray
+    b: float
+    alpha: np.ndarray
+    iterations: int
+    converged: bool
+
+
+def solve_pair_task(data: PairData, task: PairTask) -> PairResult:
+    """Solve one centred linear-SVM sub-problem exactly (SMO in the dual, then the exact bias).
+
+    Dual: ``max_α Σ_j α_j (1 − y_j ⟨x_j, c⟩) − (1/(2 s)) ‖Σ_j α_j y_j x_j‖²`` s.t.
+    ``0 ≤ α ≤ 1``, ``Σ α_j y_j = 0``; primal ``w = c + (1/s) Σ α_j y_j x_j``.
+    """
+    rows = data.rows[task.pair]
+    y = data.signs[task.pair]
+    Xp = data.X[rows]
+    gram = Xp @ Xp.T
+    K = gram.toarray() if sp.issparse(gram) else np.asarray(gram)
+    center = np.asarray(task.center, dtype=np.float64)
+    p = 1.0 - y * np.asarray(Xp @ center).ravel()
+    alpha, iterations, converged = smo(K, y, p, float(task.scale), task.alpha0, task.tol, task.max_iter)
+    w = center + np.asarray(Xp.T @ (alpha * y)).ravel() / task.scale
+    b = optimal_bias(np.asarray(Xp @ w).ravel(), y)
+    return PairResult(task.pair, w, b, alpha, iterations, converged)
+
+
+def smo(
+    K: np.ndarray,
+    y: np.ndarray,
+    p: np.ndarray,
+    scale: float,
+    alpha0: np.ndarray | None,
+    tol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, int, bool]:
+    """Minimise ``½ αᵀ Q α − pᵀ α`` with ``Q = (y yᵀ ∘ K) / scale``, ``0 ≤ α ≤ 1``, ``yᵀα = 0``.
+
+    SMO with the second-order working-set selection of Fan, Chen & Lin (JMLR 2005). Stops when
+    the maximal KKT violation ``max_{I_up} −y_t G_t − min_{I_low} −y_t G_t`` is at most ``tol``.
+    Returns ``(alpha, iterations, converged)``.
+    """
+    n = y.shape[0]
+    upper = 1.0
+    alpha = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=np.float64), 0.0, upper)
+    kdiag = np.diag(K).copy()
+    grad = y * (K @ (alpha * y)) / scale - p
+    pos = y > 0
+    for it in range(max_iter):
+        up = np.where(pos, alpha < upper, alpha > 0.0)
+        low = np.where(pos, alpha > 0.0, alpha < upper)
+        v = -y * grad
+        v_up = np.where(up, v, -np.inf)
+        i = int(np.argmax(v_up))
+        m_val = v_up[i]
+        m_low = np.where(low, v, np.inf)
+        if not np.isfinite(m_val) or m_val - m_low.min() <= tol:
+            return alpha, it, True
+        gap = m_val - v
+        curv = np.maximum((kdiag[i] + kdiag - 2.0 * K[i]) / scale, _TAU)
+        score = np.where(low & (gap > 0.0), -(gap * gap) / curv, np.inf)
+        j = int(np.argmin(score))
+        # move along d (d_i = y_i, d_j = −y_j): keeps yᵀα, decreases f at rate gap_j
+        t = gap[j] / curv[j]
+        t_i = upper - alpha[i] if pos[i] else alpha[i]
+        t_j = alpha[j] if pos[j] else upper - alpha[j]
+        t = min(t, t_i, t_j)
+        if t == t_i:
+            alpha[i] = upper if pos[i] else 0.0
+        else:
+            alpha[i] += t * y[i]
+        if t == t_j:
+            alpha[j] = 0.0 if pos[j] else upper
+        else:
+            alpha[j] -= t * y[j]
+        grad += (t / scale) * y * (K[:, i] - K[:, j])
+    return alpha, max_iter, False
+
+
+def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:
+    """The midpoint of the exact minimiser interval of ``b ↦ Σ_j max(0, 1 − y_j (f_j + b))``.
+
+    Both classes must be present (otherwise the loss has no finite minimiser interval).
+    """
+    t = y - f  # breakpoints: the hinge of example j is zero from t_j on (y=+1) / up to t_j (y=−1)
+    tp = np.sort(t[y > 0])
+    tn = np.sort(t[y < 0])
+    cand = np.unique(t)
+    right = -(tp.size - np.searchsorted(tp, cand, "right")) + np.searchsorted(tn, cand, "right")
+    left = -(tp.size - np.searchsorted(tp, cand, "left")) + np.searchsorted(tn, cand, "left")
+    lo = cand[int(np.argmax(right >= 0))]
+    hi = cand[int(np.nonzero(left <= 0)[0][-1])]
+    return float(0.5 * (lo + hi))
+
+
+def hinge_losses(data: PairData, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``L_i = Σ_j max(0, 1 − y_ij (⟨w_i, x_ij⟩ + b_i))`` for every active pair."""
+    out = np.empty(len(data.rows))
+    for i, (rows, y) in enumerate(zip(data.rows, data.signs, strict=True)):
+        f = np.asarray(data.X[rows] @ W[:, i]).ravel() + b[i]
+        out[i] = np.maximum(0.0, 1.0 - y * f).sum()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the sub-problems run: serially here, or on Spark (sparkhc.mdc.spark_solve)
+# ---------------------------------------------------------------------------------------------
+
+
+class PairSolver(Protocol):
+    """Runs :func:`solve_pair_task` over a list of tasks; must return results in task order."""
+
+    def open(self, data: PairData) -> None: ...
+
+    def solve(self, tasks: Sequence[PairTask]) -> list[PairResult]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialPairSolver:
+    """The reference: the sub-problems one after another in this process."""
+
+    def __init__(self) -> None:
+        self._data: PairData | None = None
+
+    def open(self, data: PairData) -> None:
+        self._data = data
+
+    def solve(self, tasks: Sequence[PairTask]) -> list[PairResult]:
+        if self._data is None:
+            raise RuntimeError("SerialPairSolver.solve called before open")
+        data = self._data
+        return [solve_pair_task(data, t) for t in tasks]
+
+    def close(self) -> None:
+        self._data = None
+
+
+# ---------------------------------------------------------------------------------------------
+# The C step and the objective
+# ---------------------------------------------------------------------------------------------
+
+
+def update_c(W: np.ndarray, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """``C = A^{1/2} / tr(A^{1/2})`` with ``A = WᵀW + eps I``, and ``C⁻¹`` from the same eigenpairs.
+
+    Eq. (12) of the paper. Returns ``(C, C_inv)``; ``C_inv`` is ``inf``-free only when
+    ``A`` is positive definite (``eps > 0`` or ``W`` of full column rank).
+    """
+    m = W.shape[1]
+    A = W.T @ W + eps * np.eye(m)
+    lam, U = np.linalg.eigh(0.5 * (A + A.T))
+    s = np.sqrt(np.clip(lam, 0.0, None))
+    total = s.sum()
+    if total <= 0.0:
+        C = np.eye(m) / m
+        return C, np.eye(m) * m
+    C = (U * (s / total)) @ U.T
+    with np.errstate(divide="ignore"):
+        P = (U * (total / s)) @ U.T
+    return 0.5 * (C + C.T), 0.5 * (P + P.T)
+
+
+def objective(
+    data: PairData,
+    W: np.ndarray,
+    b: np.ndarray,
+    C_inv: np.ndarray,
+    lambda1: float,
+    lambda2: float,
+    eps: float = 0.0,
+) -> float:
+    """``Σ ξ + (λ1/2) tr(WWᵀ) + (λ2/2) [tr(W C⁻¹ Wᵀ) + eps tr(C⁻¹)]`` over the active pairs."""
+    reg1 = 0.5 * lambda1 * float(np.sum(W * W))
+    reg2 = 0.5 * lambda2 * (float(np.sum(W * (W @ C_inv))) + eps * float(np.trace(C_inv))) if lambda2 else 0.0
+    return float(hinge_losses(data, W, b).sum()) + reg1 + reg2
+
+
+def mdc_metrics(gold: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """Hamming Score, Exact Match and Sub-Exact Match (Jia & Zhang 2020, Experiments).
+
+    ``gold`` and ``pred`` are ``(n, q)`` arrays of class indices. With ``r_i`` the number of class
+    spaces predicted correctly for example ``i``: Hamming Score ``= mean(r_i / q)``, Exact Match
+    ``= mean(r_i == q)``, Sub-Exact Match ``= mean(r_i ≥ q − 1)``.
+    """
+    gold = np.asarray(gold)
+    pred = np.asarray(pred)
+    if gold.shape != pred.shape or gold.ndim != 2 or gold.shape[0] == 0:
+        raise InputDataError(f"gold and pred must be equal non-empty (n, q) arrays; got {gold.shape} and {pred.shape}")
+    q = gold.shape[1]
+    r = (gold == pred).sum(axis=1)
+    return {
+        "hamming_score": float(np.mean(r / q)),
+        "exact_match": float(np.mean(r == q)),
+        "sub_exact_match": float(np.mean(r >= q - 1)),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_positive(owner: str, name: str, value: Any, allow_zero: bool = False, integer: bool = False) -> None:
+    ok_type = isinstance(value, int | np.integer) if integer else isinstance(value, int | float | np.number)
+    ok = ok_type and not isinstance(value, bool) and np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        kind = "an integer" if integer else "a float"
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"The {name!r} parameter of {owner} must be {kind} {bound}. Got {value!r} instead.")
+
+
+def _as_features(X: Any) -> Matrix:
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float64)
+    A = np.ascontiguousarray(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise InputDataError(f"X must be a 2-D array; got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise InputDataError("X contains NaN or infinite values")
+    return A
+
+
+def ovo_pairs(n_classes: Sequence[int]) -> np.ndarray:
+    """The one-vs-one pairs ``(space, a, b)``, ``a < b``, space by space (the paper's order)."""
+    out = [(j, a, b) for j, k in enumerate(n_classes) for a in range(k) for b in range(a + 1, k)]
+    return np.array(out, dtype=np.int64).reshape(-1, 3)
+
+
+class _OvOModel:
+    """Shared one-vs-one bookkeeping, voting, and state of M3MDC and BR."""
+
+    _state_keys: tuple[str, ...] = ("W", "b", "pairs", "n_classes", "active")
+
+    W_: np.ndarray
+    b_: np.ndarray
+    pairs_: np.ndarray
+    n_classes_: np.ndarray
+    active_: np.ndarray
+
+    def _prepare(self, X: Any, Y: Any, n_classes: Sequence[int] | None) -> tuple[Matrix, PairData, np.ndarray]:
+        X = _as_features(X)
+        Y = np.asarray(Y)
+        if Y.ndim != 2 or Y.shape[0] != X.shape[0]:
+            raise InputDataError(f"Y must be an (n, q) array with n = {X.shape[0]} rows; got shape {Y.shape}")
+        if Y.shape[0] == 0 or Y.shape[1] == 0:
+            raise InputDataError("Y is empty")
+        if not np.issubdtype(Y.dtype, np.integer):
+            raise InputDataError(f"Y must hold integer class indices; got dtype {Y.dtype}")
+        if n_classes is None:
+            n_classes = [int(Y[:, j].max()) + 1 for j in range(Y.shape[1])]
+        n_classes = [int(k) for k in n_classes]
+        if len(n_classes) != Y.shape[1]:
+            raise InputDataError(f"n_classes has {len(n_classes)} entries for {Y.shape[1]} class spaces")
+        for j, k in enumerate(n_classes):
+            bad = (Y[:, j] < 0) | (Y[:, j] >= k)
+            if bad.any():
+                raise InputDataError(
+                    f"class space {j}: {int(bad.sum())} targets outside 0..{k - 1} (first at row {int(np.argmax(bad))})"
+                )
+        pairs = ovo_pairs(n_classes)
+        m = pairs.shape[0]
+        d = X.shape[1]
+        self.pairs_ = pairs
+        self.n_classes_ = np.array(n_classes, dtype=np.int64)
+        self.W_ = np.zeros((d, m))
+        self.b_ = np.zeros(m)
+        active = np.zeros(m, dtype=bool)
+        rows: list[np.ndarray] = []
+        signs: list[np.ndarray] = []
+        for i, (j, a, b) in enumerate(pairs):
+            has_a = bool((Y[:, j] == a).any())
+            has_b = bool((Y[:, j] == b).any())
+            if has_a and has_b:
+                active[i] = True
+                r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
+                rows.append(r)
+                signs.append(np.where(Y[r, j] == a, 1.0, -1.0))
+            else:
+                self.b_[i] = 1.0 if has_a else (-1.0 if has_b else 0.0)
+        self.active_ = active
+        if not active.any():
+            logger.warning("no class space has two classes in the training data: every pair is constant")
+        return X, PairData(X, tuple(rows), tuple(signs)), active
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "W_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """``X W + b``: one column per pair (constant for degenerate pairs)."""
+        self._check_fitted()
+        X = _as_features(X)
+        if X.shape[1] != self.W_.shape[0]:
+            raise InputDataError(f"X has {X.shape[1]} features; the model was fitted with {self.W_.shape[0]}")
+        return np.asarray(X @ self.W_) + self.b_
+
+    def predict(self, X: Any) -> np.ndarray:
+        """One-vs-one voting per class space; ties go to the lowest class index."""
+        scores = self.decision_function(X)
+        n = scores.shape[0]
+        out = np.empty((n, len(self.n_classes_)), dtype=np.int64)
+        for j, k in enumerate(self.n_classes_):
+            votes = np.zeros((n, int(k)), dtype=np.int64)
+            for i in np.flatnonzero(self.pairs_[:, 0] == j):
+                _, a, b = self.pairs_[i]
+                votes[:, a] += scores[:, i] > 0
+                votes[:, b] += scores[:, i] < 0
+            out[:, j] = np.argmax(votes, axis=1)
+        return out
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Named numpy arrays (``np.savez``-able, no pickle) that :meth:`set_state` restores."""
+        self._check_fitted()
+        return {k: np.array(getattr(self, f"{k}_")) for k in self._state_keys}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        missing = [k for k in self._state_keys if k not in state]
+        if missing:
+            raise ModelError(f"{type(self).__name__} state lacks {missing}")
+        W = np.asarray(state["W"], dtype=np.float64)
+        pairs = np.asarray(state["pairs"], dtype=np.int64)
+        n_classes = np.asarray(state["n_classes"], dtype=np.int64)
+        m = pairs.shape[0]
+        if W.ndim != 2 or W.shape[1] != m or np.asarray(state["b"]).shape != (m,):
+            raise ModelError(f"state W {W.shape} / b {np.asarray(state['b']).shape} do not match {m} pairs")
+        if not np.array_equal(pairs, ovo_pairs(n_classes)):
+            raise ModelError("state pairs do not match n_classes")
+        for k in self._state_keys:
+            setattr(self, f"{k}_", np.array(state[k]))
+        self.W_, self.pairs_, self.n_classes_ = W, pairs, n_classes
+        self.active_ = np.asarray(state["active"], dtype=bool)
+
+
+class BinaryRelevanceSVM(_OvOModel):
+    """The BR baseline: an independent one-vs-one linear SVM per class space (λ2 = 0).
+
+    Each pair solves ``min Σ ξ + (λ1/2) ‖w‖²`` (unregularised bias) with the same exact SMO solver
+    as M3MDC; equivalent to LIBSVM's linear ``C``-SVC with ``C = 1/λ1`` per pair.
+
+    Parameters
+    ----------
+    lambda1 : float, default 0.1
+    smo_tol, smo_max_iter : KKT tolerance and iteration cap of the per-pair SMO.
+    solver : PairSolver, optional
+        Where the pairwise problems run (serial by default; see ``sparkhc.mdc.spark_solve``).
+    """
+
+    def __init__(
+        self,
+        lambda1: float = 0.1,
+        smo_tol: float = 1e-10,
+        smo_max_iter: int = 200_000,
+        solver: PairSolver | None = None,
+    ) -> None:
+        self.lambda1 = lambda1
+        self.smo_tol = smo_tol
+        self.smo_max_iter = smo_max_iter
+        self.solver = solver
+
+    def fit(self, X: Any, Y: Any, n_classes: Sequence[int] | None = None) -> BinaryRelevanceSVM:
+        owner = type(self).__name__
+        _check_positive(owner, "lambda1", self.lambda1)
+        _check_positive(owner, "smo_tol", self.smo_tol)
+        _check_positive(owner, "smo_max_iter", self.smo_max_iter, integer=True)
+        X, data, active = self._prepare(X, Y, n_classes)
+        d = X.shape[1]
+        solver = self.solver if self.solver is not None else SerialPairSolver()
+        tasks = [
+            PairTask(i, np.zeros(d), float(self.lambda1), None, float(self.smo_tol), int(self.smo_max_iter))
+            for i in range(len(data.rows))
+        ]
+        solver.open(data)
+        try:
+            results = solver.solve(tasks)
+        finally:
+            solver.close()
+        idx = np.flatnonzero(active)
+        for r in results:
+            self.W_[:, idx[r.pair]] = r.w
+            self.b_[idx[r.pair]] = r.b
+        self.alpha_ = [r.alpha for r in results]
+        self.smo_iterations_ = int(sum(r.iterations for r in results))
+        if not all(r.converged for r in results):
+            logger.warning("BR: SMO hit smo_max_iter=%d on some pair", self.smo_max_iter)
+        return self
+
+
+class M3MDC(_OvOModel):
+    """Maximum margin multi-dimensional classification (Jia & Zhang, AAAI 2020, Table 1).
+
+    Parameters
+    ----------
+    lambda1, lambda2 : float, default 0.1 and 0.001
+        Weights of ``(1/2) tr(W Wᵀ)`` and ``(1/2) tr(W C⁻¹ Wᵀ)`` (the paper's defaults).
+    tol : float, default 1e-4
+        Stop the alternation when ``‖W_t − W_{t−1}‖_F / ‖W_t‖_F < tol``.
+    max_iter : int, default 20
+        Maximal number of alternations (W step + C step).
+    inner_tol, max_inner_iter : stop the W step's majorize–minimize sweeps when the relative
+        change of ``W`` in one sweep is below ``inner_tol`` (default 1e-9, at most 2000 sweeps).
+    smo_tol, smo_max_iter : KKT tolerance and iteration cap of the per-pair SMO.
+    ridge : float, default 1e-8
+        Relative ridge ``ε = ridge · tr(W₁ᵀW₁)/m`` of the C step (module docstring).
+    solver : PairSolver, optional
+        Where the pairwise sub-problems run (serial by default; ``SparkPairSolver`` on Spark).
+
+    Attributes
+    ----------
+    W_ (d × m), b_ (m,), C_ (m × m; zero rows/columns for degenerate pairs), pairs_ (m × 3:
+    space, a, b), n_classes_, active_, alpha_ (dual variables per active pair), history_ (one
+    dict per alternation: objective after the W and after the C step, ‖ΔW‖_F, inner sweeps),
+    n_iter_, converged_.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    >>> Y = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+    >>> M3MDC().fit(X, Y).predict(X).tolist()
+    [[0, 0], [0, 1], [1, 0], [1, 1]]
+    """
+
+    _state_keys = ("W", "b", "C", "pairs", "n_classes", "active")
+
+    C_: np.ndarray
+
+    def __init__(
+        self,
+        lambda1: float = 0.1,
+        lambda2: float = 0.001,
+        tol: float = 1e-4,
+        max_iter: int = 20,
+        inner_tol: float = 1e-9,
+        max_inner_iter: int = 2000,
+        smo_tol: float = 1e-10,
+        smo_max_iter: int = 200_000,
+        ridge: float = 1e-8,
+        solver: PairSolver | None = None,
+    ) -> None:
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.tol = tol
+        self.max_iter = max_iter
+        self.inner_tol = inner_tol
+        self.max_inner_iter = max_inner_iter
+        self.smo_tol = smo_tol
+        self.smo_max_iter = smo_max_iter
+        self.ridge = ridge
+        self.solver = solver
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        owner = type(self).__name__
+        _check_positive(owner, "lambda1", self.lambda1)
+        _check_positive(owner, "lambda2", self.lambda2, allow_zero=True)
+        _check_positive(owner, "tol", self.tol, allow_zero=True)
+        _check_positive(owner, "max_iter", self.max_iter, integer=True)
+        _check_positive(owner, "inner_tol", self.inner_tol, allow_zero=True)
+        _check_positive(owner, "max_inner_iter", self.max_inner_iter, integer=True)
+        _check_positive(owner, "smo_tol", self.smo_tol)
+        _check_positive(owner, "smo_max_iter", self.smo_max_iter, integer=True)
+        _check_positive(owner, "ridge", self.ridge, allow_zero=True)
+
+    # -- fitting ------------------------------------------------------------------------------
+
+    def fit(self, X: Any, Y: Any, n_classes: Sequence[int] | None = None) -> M3MDC:
+        """Alternate the W, b step and the C step from ``C = I/m`` (Table 1 of the paper)."""
+        self._validate()
+        X, data, active = self._prepare(X, Y, n_classes)
+        ma = len(data.rows)
+        d = X.shape[1]
+        W = np.zeros((d, ma))
+        b = np.zeros(ma)
+        alpha: list[np.ndarray | None] = [None] * ma
+        C = np.eye(ma) / max(ma, 1)
+        P = np.eye(ma) * ma
+        eps = 0.0
+        self.history_: list[dict[str, float]] = []
+        self.converged_ = False
+        solver = self.solver if self.solver is not None else SerialPairSolver()
+        solver.open(data)
+        try:
+            for t in range(1, int(self.max_iter) + 1):
+                t0 = time.perf_counter()
+                W_prev = W
+                W, b, alpha, sweeps, smo_its = self._w_step(solver, data, W, b, alpha, P)
+                if t == 1 and ma:
+                    mean_sq = float(np.sum(W * W)) / ma
+                    eps = float(self.ridge) * (mean_sq if mean_sq > 0 else 1.0)
+                f_w = objective(data, W, b, P, self.lambda1, self.lambda2, eps)
+                if ma:
+                    C, P = update_c(W, eps)
+                f_c = objective(data, W, b, P, self.lambda1, self.lambda2, eps)
+                dw = float(np.linalg.norm(W - W_prev))
+                norm_w = float(np.linalg.norm(W))
+                rel = dw / norm_w if norm_w > 0 else 0.0
+                self.history_.append(
+                    {
+                        "iteration": t,
+                        "objective_after_w": f_w,
+                        "objective_after_c": f_c,
+                        "delta_w": dw,
+                        "rel_delta_w": rel,
+                        "inner_sweeps": sweeps,
+                        "smo_iterations": smo_its,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
+                logger.info(
+                    "M3MDC alternation %d: objective %.10g -> %.10g, |dW| %.3e (rel %.3e), %d sweeps, %.2fs",
+                    t, f_w, f_c, dw, rel, sweeps, time.perf_counter() - t0,
+                )
+                if rel < self.tol:
+                    self.converged_ = True
+                    break
+        finally:
+            solver.close()
+        self.n_iter_ = len(self.history_)
+        self.eps_ = eps
+        self._store(W, b, C, active, alpha)
+        return self
+
+    def fit_fixed_c(self, X: Any, Y: Any, C: np.ndarray, n_classes: Sequence[int] | None = None) -> M3MDC:
+        """Only the W, b step for a given ``C`` over the active pairs (positive definite)."""
+        self._validate()
+        X, data, active = self._prepare(X, Y, n_classes)
+        ma = len(data.rows)
+        C = np.asarray(C, dtype=np.float64)
+        if C.shape != (ma, ma):
+            raise InputDataError(f"C must be {ma} x {ma} (the active pairs); got {C.shape}")
+        lam, U = np.linalg.eigh(0.5 * (C + C.T))
+        if lam.min() <= 0:
+            raise InputDataError("C must be positive definite")
+        P = (U / lam) @ U.T
+        solver = self.solver if self.solver is not None else SerialPairSolver()
+        solver.open(data)
+        try:
+            W, b, alpha, sweeps, _ = self._w_step(
+                solver, data, np.zeros((X.shape[1], ma)), np.zeros(ma), [None] * ma, 0.5 * (P + P.T)
+            )
+        finally:
+            solver.close()
+        self.history_ = []
+        self.n_iter_ = 0
+        self.converged_ = True
+        self.eps_ = 0.0
+        self.inner_sweeps_ = sweeps
+        self._store(W, b, C, active, alpha)
+        return self
+
+    def _store(self, W: np.ndarray, b: np.ndarray, C: np.ndarray, active: np.ndarray, alpha: list[Any]) -> None:
+        idx = np.flatnonzero(active)
+        self.W_[:, idx] = W
+        self.b_[idx] = b
+        m = self.pairs_.shape[0]
+        self.C_ = np.zeros((m, m))
+        self.C_[np.ix_(idx, idx)] = C
+        self.alpha_ = list(alpha)
+
+    def _w_step(
+        self,
+        solver: PairSolver,
+        data: PairData,
+        W: np.ndarray,
+        b: np.ndarray,
+        alpha: list[np.ndarray | None],
+        P: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None], int, int]:
+        """Majorize–minimize sweeps over the pairs (module docstring), warm-started from ``W, α``."""
+        ma = W.shape[1]
+        if ma == 0:
+            return W, b, alpha, 0, 0
+        Q = self.lambda1 * np.eye(ma) + (self.lambda2 * P if self.lambda2 else 0.0)
+        off = np.abs(Q - np.diag(np.diag(Q))).sum(axis=1)
+        D = np.diag(Q) + off
+        exact = not np.any(off > 0)
+        W = W.copy()
+        b = b.copy()
+        alpha = list(alpha)
+        smo_its = 0
+        sweeps = 0
+        for sweeps in range(1, int(self.max_inner_iter) + 1):  # noqa: B007 - the count is returned
+            grad = W @ Q
+            centers = W - grad / D
+            tasks = [
+                PairTask(i, centers[:, i].copy(), float(D[i]), alpha[i], float(self.smo_tol), int(self.smo_max_iter))
+                for i in range(ma)
+            ]
+            results = solver.solve(tasks)
+            W_new = W.copy()
+            b_new = b.copy()
+            for r in results:
+                i = r.pair
+                smo_its += r.iterations
+                if not r.converged:
+                    logger.warning("M3MDC: SMO hit smo_max_iter=%d on pair %d", self.smo_max_iter, i)
+                new = _surrogate(data, i, r.w, r.b, centers[:, i], D[i])
+                old = _surrogate(data, i, W[:, i], b[i], centers[:, i], D[i])
+                if new <= old:
+                    W_new[:, i] = r.w
+                    b_new[i] = r.b
+                    alpha[i] = r.alpha
+            step = float(np.linalg.norm(W_new - W))
+            W, b = W_new, b_new
+            if exact or step <= self.inner_tol * max(float(np.linalg.norm(W)), 1e-300):
+                break
+        else:
+            logger.warning("M3MDC: W step stopped after max_inner_iter=%d sweeps", self.max_inner_iter)
+        return W, b, alpha, sweeps, smo_its
+
+
+def _surrogate(data: PairData, i: int, w: np.ndarray, b: float, center: np.ndarray, scale: float) -> float:
+    f = np.asarray(data.X[data.rows[i]] @ w).ravel() + b
+    hinge = float(np.maximum(0.0, 1.0 - data.signs[i] * f).sum())
+    diff = w - center
+    return hinge + 0.5 * scale * float(diff @ diff)

@@ -1,0 +1,43 @@
+"""Model registry: name -> lazily imported class.
+
+A model family lives in its own module; the registry maps the names used in configuration and on
+the command line to ``module:Class`` so that importing sparkhc stays cheap and an optional
+dependency is needed only by the model that uses it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from sparkhc.errors import ConfigError
+
+_REGISTRY: dict[str, str] = {
+    # Murawaki 2013
+    "flat": "sparkhc.models.murawaki:FlatPA",
+    "tree": "sparkhc.models.murawaki:TreePA",
+    "global": "sparkhc.models.murawaki:GlobalPA",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Register ``module:Class`` under ``name``."""
+    _REGISTRY[name] = target
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_model_class(name: str) -> Any:
+    """The class registered as ``name``; a clear error for unknown names or missing deps."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown model {name!r}; known models: {', '.join(names())}") from None
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"model {name!r} needs a missing dependency: {e}") from e
+    return getattr(module, cls_name)

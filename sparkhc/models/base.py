@@ -1,0 +1,228 @@
+"""Model state and the base class every model family implements.
+
+``ModelState`` is the one way model parameters travel: named numpy arrays plus integer/float
+counters and a combine rule. *mean* (PA / perceptron weights: iterative parameter mixing,
+Murawaki 2013 Alg. 6) or *sum* (naive Bayes / EM sufficient statistics). Mixing on Spark, saving
+and loading are written once against it (``sparkhc.spark.ipm``, ``sparkhc.persistence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparkhc.batch import SparseBatch
+from sparkhc.errors import ConfigError, NotFittedError
+from sparkhc.taxonomy import Taxonomy
+
+Combine = Literal["mean", "sum"]
+
+
+@dataclass
+class ModelState:
+    """Named arrays, counters and the rule that combines states of several shards.
+
+    Arrays may be dense numpy arrays or scipy CSR matrices (sparse weight matrices).
+    """
+
+    arrays: dict[str, Any]
+    counters: dict[str, float] = field(default_factory=dict)
+    combine: Combine = "mean"
+
+    def copy(self) -> ModelState:
+        return ModelState(
+            {k: v.copy() for k, v in self.arrays.items()}, dict(self.counters), self.combine
+        )
+
+
+@dataclass
+class StateSum:
+    """Partial aggregate of states: the sum of arrays and counters and how many were added.
+
+    ``add`` and ``merge`` are associative and commutative, so Spark's ``treeAggregate`` can
+    combine partitions in any order; :meth:`result` divides by the count for *mean* states.
+    """
+
+    arrays: dict[str, Any] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    n: int = 0
+    combine: Combine = "mean"
+    dtypes: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, state: ModelState) -> StateSum:
+        # float arrays are summed in float64: a sum of a few float32 values is then exact in
+        # practice, so the result does not depend on the order Spark combines partitions in
+        arrays = {k: _widen(v) for k, v in state.arrays.items()}
+        dtypes = {k: v.dtype for k, v in state.arrays.items()}
+        return self.merge(StateSum(arrays, dict(state.counters), 1, state.combine, dtypes))
+
+    def merge(self, other: StateSum) -> StateSum:
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return StateSum(
+                {k: _copy(v) for k, v in other.arrays.items()},
+                dict(other.counters),
+                other.n,
+                other.combine,
+                dict(other.dtypes),
+            )
+        if set(self.arrays) != set(other.arrays):
+            raise ValueError(f"cannot combine states with arrays {sorted(self.arrays)} and {sorted(other.arrays)}")
+        arrays = {k: _add(self.arrays[k], other.arrays[k]) for k in self.arrays}
+        counters = dict(self.counters)
+        for k, v in other.counters.items():
+            counters[k] = counters.get(k, 0) + v
+        return StateSum(arrays, counters, self.n + other.n, self.combine, {**other.dtypes, **self.dtypes})
+
+    def result(self) -> ModelState:
+        if self.n == 0:
+            raise ValueError("no states to combine")
+        if self.combine == "mean":
+            arrays = {k: _scale(v, 1.0 / self.n) for k, v in self.arrays.items()}
+        else:
+            arrays = dict(self.arrays)
+        arrays = {k: _cast(v, self.dtypes.get(k)) for k, v in arrays.items()}
+        return ModelState(arrays, dict(self.counters), self.combine)
+
+
+def combine_states(states: Iterable[ModelState]) -> ModelState:
+    """Serial reference of the Spark mixing: mean (or sum) of the states."""
+    acc = StateSum()
+    for s in states:
+        acc = acc.add(s)
+    return acc.result()
+
+
+def _widen(v: Any) -> Any:
+    if v.dtype == np.float32:
+        return v.astype(np.float64)
+    return v
+
+
+def _cast(v: Any, dtype: Any) -> Any:
+    if dtype is None or v.dtype == dtype:
+        return v
+    return v.astype(dtype)
+
+
+def _copy(v: Any) -> Any:
+    return v.copy()
+
+
+def _add(a: Any, b: Any) -> Any:
+    if sp.issparse(a) or sp.issparse(b):
+        out = (sp.csr_matrix(a) + sp.csr_matrix(b)).tocsr()
+        out.sort_indices()
+        return out
+    return a + b
+
+
+def _scale(v: Any, f: float) -> Any:
+    if v.dtype.kind != "f":
+        # integer arrays (e.g. counts per shard) average to the nearest integer
+        return np.rint(v * f) if not sp.issparse(v) else v
+    if sp.issparse(v):
+        return (v * v.dtype.type(f)).tocsr()
+    return v * v.dtype.type(f)
+
+
+class HierModel:
+    """Base class of hierarchical classifiers over a :class:`Taxonomy`.
+
+    Subclasses set ``name`` and ``combine`` and implement :meth:`init_state`,
+    :meth:`partial_fit`, :meth:`decode` and parameter validation. ``__init__`` only stores
+    arguments (scikit-learn convention); learned state lives in ``state_``.
+    """
+
+    name: ClassVar[str] = "base"
+    combine: ClassVar[Combine] = "mean"
+    #: parameters and their defaults; subclasses override
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise ConfigError(
+                f"unknown parameter(s) {unknown} for model {self.name!r}; known: {sorted(self.defaults)}"
+            )
+        self.taxonomy = taxonomy
+        self.n_features = int(n_features)
+        self.params: dict[str, Any] = {**self.defaults, **params}
+        self.state_: ModelState | None = None
+
+    # -- parameters --------------------------------------------------------------------------
+    def _check_param(self, key: str, ok: bool, expected: str) -> None:
+        if not ok:
+            raise ConfigError(
+                f"The {key!r} parameter of {type(self).__name__} must be {expected}. "
+                f"Got {self.params[key]!r} instead."
+            )
+
+    def validate_params(self) -> None:
+        """Raise :class:`ConfigError` for a bad parameter (called by fit)."""
+
+    # -- state -------------------------------------------------------------------------------
+    def init_state(self) -> ModelState:
+        raise NotImplementedError
+
+    def get_state(self) -> ModelState:
+        if self.state_ is None:
+            raise NotFittedError(f"model {self.name!r} is not fitted yet")
+        return self.state_
+
+    def set_state(self, state: ModelState) -> HierModel:
+        self.state_ = state
+        return self
+
+    # -- training ----------------------------------------------------------------------------
+    def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
+        """One epoch over ``batch`` (a shard) starting from the current state; returns counters
+        (at least ``examples``, ``updates``, ``loss``)."""
+        raise NotImplementedError
+
+    def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int = 0) -> HierModel:
+        """Serial training: ``epochs`` calls of :meth:`partial_fit` from a fresh state."""
+        self.validate_params()
+        self.state_ = self.init_state()
+        n = int(epochs if epochs is not None else self.params.get("epochs", 1))
+        for e in range(n):
+            self.partial_fit(batch, seed=seed, epoch=e)
+        return self
+
+    # -- prediction --------------------------------------------------------------------------
+    def decode(self, batch: SparseBatch) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Predicted leaf sets (ids in ``self.taxonomy``) and optional per-node scores
+        (n_docs, n_nodes) for threshold sweeps."""
+        raise NotImplementedError
+
+    def predict(self, batch: SparseBatch) -> list[list[str]]:
+        """Predicted label names (deepest labels; virtual leaves mapped back)."""
+        leaf_sets, _ = self.decode(batch)
+        return [self.taxonomy.to_labels(m) for m in leaf_sets]
+
+    def model_size(self, tol: float = 1e-7) -> int:
+        """Number of weights with ``|w| > tol`` (Murawaki 2013, Sect. 5)."""
+        total = 0
+        for v in self.get_state().arrays.values():
+            if sp.issparse(v):
+                total += int(np.count_nonzero(np.abs(v.data) > tol))
+            elif v.dtype.kind == "f":
+                total += int(np.count_nonzero(np.abs(v) > tol))
+        return total
+
+
+def shuffled_order(n: int, seed: int, epoch: int, shard: int = 0) -> np.ndarray:
+    """Per-epoch shuffle (Murawaki Alg. 1/5 "shuffle"), reproducible from (seed, epoch, shard)."""
+    rng = np.random.default_rng([int(seed), int(epoch), int(shard)])
+    return rng.permutation(n)
+
+
+def leaf_indicator(leaf_sets: Sequence[np.ndarray], n_nodes: int) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(len(leaf_sets)), [len(m) for m in leaf_sets])
+    cols = np.concatenate([np.asarray(m, dtype=np.int64) for m in leaf_sets]) if leaf_sets else np.zeros(0, int)
+    return sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(len(leaf_sets), n_nodes))

@@ -1,0 +1,627 @@
+"""Murawaki 2013 (IJCNLP, "Global model for hierarchical multi-label text classification").
+
+Three model families trained online with Passive-Aggressive (PA-I, Crammer et al. 2006) updates:
+
+* :class:`FlatPA` -- FLAT (Sect. 3): one binary PA-I classifier per leaf (virtual ``/_self`` leaves
+  included); decoding takes every positive leaf, else the single best.
+* :class:`TreePA` -- TREE (Sect. 3.2): one binary PA-I classifier per edge ``p -> c``, trained on
+  ALL documents or only on SIB documents (those with a gold leaf under ``p``); decoded by top-down
+  local search (LS, Alg. 2) or exact dynamic programming (DP, Alg. 3). LS-ALL, LS-SIB, DP-ALL and
+  DP-SIB are its four configurations.
+* :class:`GlobalPA` -- GT (Sect. 4.4, Alg. 5): the global model trained by structured PA-I with
+  prediction-based updates and the cost ``1 - example F``, optionally with branching features
+  (BF, Sect. 4.3, R = 3, node-specific and shared); decoded by DP.
+
+Weights live in a :class:`~sparkhc.models.base.ModelState` (combine ``"mean"``: iterative parameter
+mixing, Alg. 6): ``"W"`` feature-major ``(n_features, n_columns)`` -- columns are edges (``c - 1``
+for node ``c``) for TREE/GT and leaves (in ``taxonomy.leaves`` order) for FLAT -- and, with
+branching features, ``"bf"`` of shape ``(n_nodes + 1, R + 1)`` (layout in :mod:`sparkhc.decoding`).
+Weights are stored as float32 by default (``dtype="float64"`` for exact reference runs); the
+step size ``tau`` and the loss are always computed in float64.
+
+Per training example the cost is one gather-product ``x.data @ W[x.indices]`` (``nnz(x)``
+contiguous rows of ``W``), one DP over the taxonomy (``O(depth)`` vectorised numpy calls, see
+:mod:`sparkhc.decoding`) and a scatter into ``nnz(x) x |edges touched|`` entries of ``W``: no loop
+over features and no dense vocabulary-sized temporaries.
+
+Examples
+--------
+>>> from sparkhc.taxonomy import Taxonomy
+>>> from sparkhc.batch import SparseBatch
+>>> import numpy as np, scipy.sparse as sp
+>>> tax = Taxonomy.from_edges([("R", "A"), ("R", "B"), ("A", "A1"), ("A", "A2")])
+>>> X = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32))
+>>> batch = SparseBatch(X, np.array(["d1", "d2", "d3"]), [["A1"], ["A2"], ["B"]])
+>>> GlobalPA(tax, 3, epochs=3).fit(batch).predict(batch)
+[['A1'], ['A2'], ['B']]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparkhc.batch import SparseBatch
+from sparkhc.decoding import (
+    TreeIndex,
+    bf_bucket,
+    dp_solve,
+    dp_solve_one,
+    edge_scores,
+    flat_select,
+    local_search_mask,
+    mask_to_sets,
+    tree_index,
+)
+from sparkhc.errors import InputDataError, ModelError
+from sparkhc.models.base import HierModel, ModelState, shuffled_order
+
+__all__ = ["FlatPA", "TreePA", "GlobalPA", "pa_binary_step", "GoldSets"]
+
+#: documents decoded per sparse product in :meth:`decode` (bounds the dense score block)
+DECODE_CHUNK = 4096
+
+
+# ------------------------------------------------------------------------------- gold label sets
+@dataclass
+class GoldSets:
+    """Gold label sets of a batch in flat (CSR-like) arrays, computed once per batch.
+
+    ``leaves[leaves_ptr[i]:leaves_ptr[i+1]]`` is ``m_i`` and ``nodes[nodes_ptr[i]:...]`` is
+    ``tree(m_i)`` as node ids (root excluded, ascending). ``bf[bf_ptr[i]:...]`` (with branching
+    features) are the flat indices into ``bf.reshape(-1)`` of the indicators of ``Phi_BF(x, m_i)``:
+    for every internal node ``p`` of ``tree(m_i)`` (root included) with ``k`` children in it, the
+    node-specific ``(p, b(k))`` and the shared ``(-1, b(k))``, repeated when several nodes share it.
+    ``phi2[i]`` is ``||phi(x_i)||^2``.
+    """
+
+    leaves: np.ndarray
+    leaves_ptr: np.ndarray
+    nodes: np.ndarray
+    nodes_ptr: np.ndarray
+    phi2: np.ndarray
+    bf: np.ndarray | None = None
+    bf_ptr: np.ndarray | None = None
+
+
+def _gold_sets(batch: SparseBatch, X: sp.csr_matrix, idx: TreeIndex, model: HierModel, R: int | None) -> GoldSets:
+    tax = model.taxonomy
+    sets = batch.leaf_sets(tax)
+    n = len(sets)
+    sizes = np.array([len(m) for m in sets], dtype=np.int64)
+    if n and sizes.min() == 0:
+        i = int(np.flatnonzero(sizes == 0)[0])
+        raise InputDataError(
+            f"document {batch.doc_ids[i]!r} has an empty gold label set ({int((sizes == 0).sum())} such "
+            f"document(s) in this batch); {type(model).__name__} needs at least one label per "
+            "training document"
+        )
+    leaves = np.concatenate(sets).astype(np.int64) if n else np.zeros(0, np.int64)
+    leaves_ptr = np.concatenate([[0], np.cumsum(sizes)])
+    rows = np.repeat(np.arange(n), sizes)
+    Y = sp.csr_matrix((np.ones(len(leaves), np.float32), (rows, leaves)), shape=(n, idx.n_nodes))
+    closed = (Y @ tax.ancestor_matrix()).tocsr()
+    closed.sum_duplicates()
+    closed.sort_indices()
+    nodes = closed.indices.astype(np.int64)
+    nodes_ptr = closed.indptr.astype(np.int64)
+    d = X.data.astype(np.float64)
+    row_of = np.repeat(np.arange(n), np.diff(X.indptr))
+    phi2 = np.bincount(row_of, weights=d * d, minlength=n)
+    out = GoldSets(leaves, leaves_ptr, nodes, nodes_ptr, phi2)
+    if R is not None:
+        # branching of tree(m): the parent of every node of tree(m), counted per (doc, parent)
+        nrow = np.repeat(np.arange(n), np.diff(nodes_ptr))
+        key = nrow * idx.n_nodes + idx.parent[nodes]
+        uk, k = np.unique(key, return_counts=True)
+        doc, par = np.divmod(uk, idx.n_nodes)
+        b = bf_bucket(k, R)
+        own = par * (R + 1) + b
+        shared = idx.n_nodes * (R + 1) + b
+        flat = np.stack([own, shared], axis=1).reshape(-1)
+        cnt = np.bincount(doc, minlength=n) * 2
+        out.bf = flat
+        out.bf_ptr = np.concatenate([[0], np.cumsum(cnt)])
+    return out
+
+
+# ---------------------------------------------------------------------------------- PA-I binary
+def pa_binary_step(
+    W: np.ndarray,
+    fi: np.ndarray,
+    fv: np.ndarray,
+    phi2: float,
+    cols: np.ndarray | None,
+    y: np.ndarray,
+    C: float,
+) -> tuple[int, float]:
+    """One PA-I step (Murawaki 2013, Alg. 1) for many independent binary classifiers at once.
+
+    Column ``j`` of ``W`` (or ``cols[j]``) is the classifier of target ``y[j]`` in {-1, +1}:
+    ``l = max(0, 1 - y w.x)``; if ``l > 0``: ``tau = min(C, l / ||x||^2)``, ``w += tau y x``.
+    ``fi``/``fv`` are the indices and values of ``x``. Updates ``W`` in place; returns
+    ``(number of classifiers updated, sum of their losses)``.
+    """
+    if cols is None:
+        s = fv @ W[fi]
+    else:
+        s = fv @ W[fi[:, None], cols]
+    loss = 1.0 - y * s.astype(np.float64)
+    upd = np.flatnonzero(loss > 0)
+    if upd.size == 0 or phi2 <= 0.0:
+        return 0, float(loss[upd].sum()) if upd.size else 0.0
+    lu = loss[upd]
+    tau = np.minimum(C, lu / phi2)
+    target = upd if cols is None else cols[upd]
+    W[fi[:, None], target] += np.multiply.outer(fv.astype(np.float64), tau * y[upd])
+    return int(upd.size), float(lu.sum())
+
+
+# ------------------------------------------------------------------------------------ base class
+class _PAModel(HierModel):
+    """Shared parameters, state handling and checks of the PA models."""
+
+    combine: ClassVar[Any] = "mean"
+    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0}
+
+    # -- parameters ------------------------------------------------------------------------------
+    def validate_params(self) -> None:
+        p = self.params
+        C = p["C"]
+        self._check_param(
+            "C",
+            isinstance(C, numbers.Real) and not isinstance(C, bool) and math.isfinite(float(C)) and C > 0,
+            "a float in the range (0, inf)",
+        )
+        ep = p["epochs"]
+        self._check_param(
+            "epochs", isinstance(ep, numbers.Integral) and not isinstance(ep, bool) and ep >= 1, "an int >= 1"
+        )
+        self._check_param("dtype", p["dtype"] in ("float32", "float64"), "'float32' or 'float64'")
+        sd = p["seed"]
+        self._check_param("seed", isinstance(sd, numbers.Integral) and not isinstance(sd, bool), "an int")
+        if self.taxonomy.n_edges == 0:
+            raise ModelError(f"the taxonomy {self.taxonomy.source} has no edges: nothing to classify")
+
+    @property
+    def _dtype(self) -> np.dtype:
+        return np.dtype(self.params["dtype"])
+
+    @property
+    def _index(self) -> TreeIndex:
+        ix = self.__dict__.get("_tree_index")
+        if ix is None:
+            ix = tree_index(self.taxonomy)
+            self.__dict__["_tree_index"] = ix
+        return ix
+
+    def __getstate__(self) -> dict[str, Any]:
+        # caches hold weak references and derived arrays: rebuilt on demand
+        return {k: v for k, v in self.__dict__.items() if k not in ("_tree_index", "_gold_cache")}
+
+    # -- state -----------------------------------------------------------------------------------
+    def _n_columns(self) -> int:
+        return self.taxonomy.n_edges
+
+    def init_state(self) -> ModelState:
+        self.validate_params()
+        arrays = {"W": np.zeros((self.n_features, self._n_columns()), dtype=self._dtype)}
+        return ModelState(arrays, {}, "mean")
+
+    def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int | None = None) -> HierModel:  # type: ignore[override]
+        """Serial training from a fresh state: ``epochs`` (default: the parameter) calls of
+        :meth:`partial_fit` with ``seed`` (default: the parameter)."""
+        return super().fit(batch, epochs=epochs, seed=int(self.params["seed"] if seed is None else seed))
+
+    def _weights(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A state array as C-contiguous ndarray of the model dtype, written back into the state
+        when it had to be converted (so that in-place updates land in ``state_``)."""
+        assert self.state_ is not None
+        arr = self.state_.arrays.get(name)
+        if arr is None:
+            raise ModelError(f"model {self.name!r}: the state has no array {name!r}")
+        if sp.issparse(arr):
+            arr = arr.toarray()
+        if arr.shape != shape:
+            raise ModelError(
+                f"model {self.name!r}: state array {name!r} has shape {arr.shape}, expected {shape} "
+                f"(n_features={self.n_features}, taxonomy {self.taxonomy.source})"
+            )
+        if not (isinstance(arr, np.ndarray) and arr.flags.c_contiguous and arr.flags.writeable):
+            arr = np.array(arr, order="C")
+            self.state_.arrays[name] = arr
+        return arr
+
+    def _prepare(self, batch: SparseBatch) -> sp.csr_matrix:
+        if batch.n_features != self.n_features:
+            raise ModelError(
+                f"the batch has {batch.n_features} features but model {self.name!r} was built for "
+                f"{self.n_features}"
+            )
+        X = batch.X
+        if not sp.isspmatrix_csr(X):
+            X = sp.csr_matrix(X)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return X
+
+    def _gold(self, batch: SparseBatch, X: sp.csr_matrix, R: int | None) -> GoldSets:
+        cache = self.__dict__.get("_gold_cache")
+        if cache is not None:
+            ref, key, gold = cache
+            if ref() is batch and key == (id(X), R, len(batch)):
+                return gold
+        gold = _gold_sets(batch, X, self._index, self, R)
+        try:
+            self.__dict__["_gold_cache"] = (weakref.ref(batch), (id(X), R, len(batch)), gold)
+        except TypeError:
+            pass
+        return gold
+
+    def _start_epoch(self) -> None:
+        self.validate_params()
+        if self.state_ is None:
+            self.state_ = self.init_state()
+
+    def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
+        W = self._weights("W", (self.n_features, self._n_columns()))
+        return edge_scores(X, W)
+
+    def decode(self, batch: SparseBatch, return_scores: bool = True) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Predicted leaf sets and, with ``return_scores``, per-node scores ``(n_docs, n_nodes)``
+        (float32): the score of the edge into each node (root column 0; see subclasses)."""
+        self.get_state()
+        X = self._prepare(batch)
+        n = X.shape[0]
+        sets: list[np.ndarray] = []
+        scores = np.zeros((n, self.taxonomy.n_nodes), dtype=np.float32) if return_scores else None
+        for a in range(0, n, DECODE_CHUNK):
+            b = min(n, a + DECODE_CHUNK)
+            part, sc = self._decode_block(X[a:b])
+            sets.extend(part)
+            if scores is not None:
+                scores[a:b] = sc
+        return sets, scores
+
+    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+        raise NotImplementedError
+
+    # -- local (binary) training shared by FLAT and TREE --------------------------------------------
+    def _binary_epoch(
+        self,
+        X: sp.csr_matrix,
+        order: np.ndarray,
+        phi2: np.ndarray,
+        pos: np.ndarray,
+        pos_ptr: np.ndarray,
+        cols: np.ndarray | None = None,
+        ycols: np.ndarray | None = None,
+    ) -> dict[str, float]:
+        """One epoch of independent PA-I classifiers, one per column of W.
+
+        Without ``cols``: document ``i`` trains every column, positive for the columns
+        ``pos[pos_ptr[i]:pos_ptr[i+1]]`` and negative for the others. With ``cols`` (SIB data):
+        it trains only the columns ``cols[pos_ptr[i]:pos_ptr[i+1]]`` with targets ``ycols`` (+-1)
+        at the same positions.
+        """
+        W = self._weights("W", (self.n_features, self._n_columns()))
+        C = float(self.params["C"])
+        ncol = W.shape[1]
+        indptr, indices, data = X.indptr, X.indices, X.data
+        n_upd = n_bin = n_active = 0
+        loss = 0.0
+        y_all = np.empty(ncol, dtype=np.float64)
+        for i in order:
+            fi = indices[indptr[i] : indptr[i + 1]]
+            fv = data[indptr[i] : indptr[i + 1]]
+            lo, hi = pos_ptr[i], pos_ptr[i + 1]
+            if cols is None:
+                y_all.fill(-1.0)
+                y_all[pos[lo:hi]] = 1.0
+                u, lsum = pa_binary_step(W, fi, fv, float(phi2[i]), None, y_all, C)
+                n_bin += ncol
+            else:
+                assert ycols is not None
+                u, lsum = pa_binary_step(W, fi, fv, float(phi2[i]), cols[lo:hi], ycols[lo:hi], C)
+                n_bin += hi - lo
+            n_upd += u
+            loss += lsum
+            n_active += int(u > 0)
+        return {
+            "examples": float(len(order)),
+            "updates": float(n_upd),
+            "loss": loss,
+            "binary_examples": float(n_bin),
+            "examples_updated": float(n_active),
+        }
+
+
+# ------------------------------------------------------------------------------------------- FLAT
+class FlatPA(_PAModel):
+    """FLAT (Murawaki 2013, Sect. 3): one PA-I binary classifier per leaf label.
+
+    Parameters
+    ----------
+    taxonomy : Taxonomy
+        The model taxonomy (with virtual ``/_self`` leaves for partial-path data).
+    n_features : int
+    C : float, default 1.0
+        PA-I aggressiveness.
+    epochs : int, default 10
+    dtype : {"float32", "float64"}, default "float32"
+        Storage type of the weights.
+    seed : int, default 0
+        Shuffling seed used by :meth:`fit` when none is given.
+
+    State: ``W`` of shape ``(n_features, n_leaves)``, column ``j`` the classifier of leaf
+    ``taxonomy.leaves[j]``. Decoding: every leaf with positive score, else the single best.
+    """
+
+    name: ClassVar[str] = "flat"
+
+    def _n_columns(self) -> int:
+        return len(self._index.leaves)
+
+    def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
+        """One PA-I epoch (Alg. 1) of every leaf classifier over ``batch`` in the order
+        ``shuffled_order(len(batch), seed, epoch)``, starting from the current state."""
+        self._start_epoch()
+        X = self._prepare(batch)
+        gold = self._gold(batch, X, None)
+        col_of = np.full(self._index.n_nodes, -1, dtype=np.int64)
+        col_of[self._index.leaves] = np.arange(len(self._index.leaves))
+        pos = col_of[gold.leaves]
+        order = shuffled_order(len(batch), seed, epoch)
+        return self._binary_epoch(X, order, gold.phi2, pos, gold.leaves_ptr)
+
+    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+        S = self._scores_block(X)
+        leaves = self._index.leaves
+        sets = [leaves[c] for c in mask_to_sets(flat_select(S))]
+        scores = np.full((X.shape[0], self._index.n_nodes), -np.inf, dtype=np.float32)
+        scores[:, leaves] = S
+        return sets, scores
+
+    def decode(self, batch: SparseBatch, return_scores: bool = True) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Predicted leaf sets and per-node scores: the leaf classifiers' scores in the leaf
+        columns, ``-inf`` elsewhere."""
+        return super().decode(batch, return_scores)
+
+
+# ------------------------------------------------------------------------------------------- TREE
+class TreePA(_PAModel):
+    """TREE (Murawaki 2013, Sect. 3.2): independent PA-I edge classifiers ``w_{p->c}``.
+
+    Parameters
+    ----------
+    taxonomy, n_features, C, epochs, dtype, seed
+        As :class:`FlatPA`.
+    data : {"all", "sib"}, default "all"
+        ALL: ``w_{p->c}`` is trained on every document, positive iff it has a gold leaf under
+        ``c``. SIB: only on documents with a gold leaf under ``p`` (the root: all documents).
+    decoder : {"ls", "dp"}, default "dp"
+        Top-down local search (Alg. 2) or exact dynamic programming (Alg. 3).
+
+    State: ``W`` of shape ``(n_features, n_edges)``; column ``c - 1`` is the edge into node ``c``.
+    Local classifiers are independent, so one epoch here equals one epoch of each edge's own
+    Alg. 1 run in the shared shuffled order (the paper trains them in parallel).
+    """
+
+    name: ClassVar[str] = "tree"
+    defaults: ClassVar[dict[str, Any]] = {**_PAModel.defaults, "data": "all", "decoder": "dp"}
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        self._check_param("data", self.params["data"] in ("all", "sib"), "'all' or 'sib'")
+        self._check_param("decoder", self.params["decoder"] in ("ls", "dp"), "'ls' or 'dp'")
+
+    def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
+        """One PA-I epoch of every edge classifier over ``batch`` (order
+        ``shuffled_order(len(batch), seed, epoch)``), starting from the current state."""
+        self._start_epoch()
+        X = self._prepare(batch)
+        gold = self._gold(batch, X, None)
+        idx = self._index
+        pos = gold.nodes - 1
+        order = shuffled_order(len(batch), seed, epoch)
+        if self.params["data"] == "all":
+            return self._binary_epoch(X, order, gold.phi2, pos, gold.nodes_ptr)
+        cols, cols_ptr, ycols = self._sib_columns(gold, idx)
+        return self._binary_epoch(X, order, gold.phi2, cols, cols_ptr, cols=cols, ycols=ycols)
+
+    @staticmethod
+    def _sib_columns(gold: GoldSets, idx: TreeIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per document: the edges out of the root and out of every internal node of tree(m)
+        (``cols[cols_ptr[i]:cols_ptr[i+1]]``) and their targets (+1 iff the edge is in tree(m))."""
+        n = len(gold.nodes_ptr) - 1
+        nrow = np.repeat(np.arange(n), np.diff(gold.nodes_ptr))
+        internal = ~idx.is_leaf[gold.nodes]
+        par_doc = np.concatenate([np.arange(n), nrow[internal]])
+        par = np.concatenate([np.zeros(n, np.int64), gold.nodes[internal]])
+        o = np.argsort(par_doc, kind="stable")
+        par_doc, par = par_doc[o], par[o]
+        cnt = idx.n_children[par]
+        first_edge = idx.first_child[par] - 1
+        total = int(cnt.sum())
+        # concatenate the ranges [first_edge, first_edge + cnt) without a Python loop
+        starts = np.repeat(first_edge - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
+        cols = starts + np.arange(total)
+        cols_ptr = np.concatenate([[0], np.cumsum(np.bincount(par_doc, weights=cnt, minlength=n))]).astype(np.int64)
+        col_doc = np.repeat(par_doc, cnt)
+        gold_key = nrow * idx.n_nodes + gold.nodes
+        col_key = col_doc * idx.n_nodes + cols + 1
+        ycols = np.where(np.isin(col_key, gold_key), 1.0, -1.0)
+        return cols.astype(np.int64), cols_ptr, ycols
+
+    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+        S = self._scores_block(X)
+        idx = self._index
+        if self.params["decoder"] == "ls":
+            sel = local_search_mask(idx, S)
+        else:
+            sel = dp_solve(idx, S).selected
+        scores = np.zeros((X.shape[0], idx.n_nodes), dtype=np.float32)
+        scores[:, 1:] = S
+        return mask_to_sets(sel & idx.is_leaf), scores
+
+
+# ----------------------------------------------------------------------------------------- GLOBAL
+class GlobalPA(_PAModel):
+    """GT (Murawaki 2013, Sect. 4.4, Alg. 5): the global model trained by structured PA-I.
+
+    ``score(x, m) = sum_{p->c in tree(m)} w_{p->c}.phi(x)`` (+ branching terms). Per example:
+    ``m^ = DP(x; w)``; cost ``rho = 1 - 2|m & m^| / (|m| + |m^|)`` on leaf sets; if ``m^ != m``:
+    ``l = score(m^) - score(m) + sqrt(rho)``, skipped when ``l <= 0``; ``Delta = Phi(x, m) -
+    Phi(x, m^)`` touches only the edges in the symmetric difference of ``tree(m)`` and ``tree(m^)``
+    (``+phi`` on gold-only edges, ``-phi`` on predicted-only ones) and the branching indicators
+    that differ; ``||Delta||^2 = |tree(m) ^ tree(m^)| ||phi||^2 + ||Delta_BF||^2``;
+    ``tau = min(C, l / ||Delta||^2)``; ``w += tau Delta``.
+
+    Parameters
+    ----------
+    taxonomy, n_features, C, epochs, dtype, seed
+        As :class:`FlatPA`.
+    branching : bool, default False
+        Branching features (Sect. 4.3): at every internal node of ``tree(m)`` (root included)
+        with ``k`` children chosen, one node-specific and one shared indicator of the bucket
+        ``1, ..., R, >R`` of ``k``.
+    R : int, default 3
+        Number of explicit branching buckets.
+
+    State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``.
+    """
+
+    name: ClassVar[str] = "global"
+    defaults: ClassVar[dict[str, Any]] = {**_PAModel.defaults, "branching": False, "R": 3}
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        self._check_param("branching", isinstance(self.params["branching"], bool | np.bool_), "a bool")
+        R = self.params["R"]
+        self._check_param("R", isinstance(R, numbers.Integral) and not isinstance(R, bool) and R >= 1, "an int >= 1")
+
+    @property
+    def _R(self) -> int | None:
+        return int(self.params["R"]) if self.params["branching"] else None
+
+    def init_state(self) -> ModelState:
+        state = super().init_state()
+        R = self._R
+        if R is not None:
+            state.arrays["bf"] = np.zeros((self._index.n_nodes + 1, R + 1), dtype=self._dtype)
+        return state
+
+    def _bf(self) -> np.ndarray | None:
+        R = self._R
+        if R is None:
+            return None
+        return self._weights("bf", (self._index.n_nodes + 1, R + 1))
+
+    def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
+        """One epoch of Alg. 5 over ``batch`` in the order ``shuffled_order(len(batch), seed,
+        epoch)``, starting from the current state (the shard step of Alg. 6).
+
+        Returns counters: ``examples``, ``updates``, ``loss`` (sum of ``l`` over updated
+        examples), ``cost`` (sum of ``rho``), ``exact`` (examples with ``m^ = m``), ``tau`` (sum
+        of step sizes). An example whose ``||Delta||`` is 0 (an empty document without branching
+        features) adds its loss but cannot update.
+        """
+        self._start_epoch()
+        X = self._prepare(batch)
+        R = self._R
+        gold = self._gold(batch, X, R)
+        idx = self._index
+        W = self._weights("W", (self.n_features, idx.n_edges))
+        bf = self._bf()
+        bf_flat = bf.reshape(-1) if bf is not None else None
+        C = float(self.params["C"])
+        n_nodes = idx.n_nodes
+        is_leaf = idx.is_leaf
+        internal = ~is_leaf
+        indptr, indices, data = X.indptr, X.indices, X.data
+        g_leaves, g_lptr = gold.leaves, gold.leaves_ptr
+        g_nodes, g_nptr = gold.nodes, gold.nodes_ptr
+        g_bf, g_bptr = gold.bf, gold.bf_ptr
+        phi2 = gold.phi2
+        n_upd = n_exact = 0
+        loss_sum = cost_sum = tau_sum = 0.0
+        gm = np.zeros(n_nodes, dtype=bool)
+        Rb = R if R is not None else 3
+        order = shuffled_order(len(batch), seed, epoch)
+        for i in order:
+            a, b = indptr[i], indptr[i + 1]
+            fi = indices[a:b]
+            fv = data[a:b]
+            s = fv @ W[fi]
+            sel, _, kk = dp_solve_one(idx, s, bf, Rb)
+            gn = g_nodes[g_nptr[i] : g_nptr[i + 1]]
+            gm[:] = False
+            gm[0] = True
+            gm[gn] = True
+            if np.array_equal(sel, gm):
+                n_exact += 1
+                continue
+            gl = g_leaves[g_lptr[i] : g_lptr[i + 1]]
+            n_pred = int(np.count_nonzero(sel & is_leaf))
+            inter = int(np.count_nonzero(sel[gl]))
+            rho = 1.0 - 2.0 * inter / (gl.size + n_pred)
+            plus = np.flatnonzero(gm & ~sel)  # gold-only nodes: their edges get +phi
+            minus = np.flatnonzero(sel & ~gm)  # predicted-only nodes: -phi
+            s64 = s.astype(np.float64)
+            margin = float(s64[minus - 1].sum() - s64[plus - 1].sum())
+            bf_n2 = 0.0
+            if bf_flat is not None:
+                assert kk is not None and g_bf is not None and g_bptr is not None and R is not None
+                pin = np.flatnonzero(sel & internal)
+                bk = bf_bucket(kk[pin], R)
+                pred_f = np.concatenate([pin * (R + 1) + bk, n_nodes * (R + 1) + bk])
+                gold_f = g_bf[g_bptr[i] : g_bptr[i + 1]]
+                u, inv = np.unique(np.concatenate([gold_f, pred_f]), return_inverse=True)
+                net = np.bincount(
+                    inv, weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]), minlength=u.size
+                )
+                nz = net != 0
+                u, net = u[nz], net[nz]
+                margin -= float(bf_flat[u].astype(np.float64) @ net)
+                bf_n2 = float(net @ net)
+            loss = margin + math.sqrt(rho)
+            cost_sum += rho
+            if loss <= 0.0:
+                continue
+            loss_sum += loss
+            norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
+            if norm2 <= 0.0:
+                continue
+            tau = min(C, loss / norm2)
+            tau_sum += tau
+            n_upd += 1
+            if fi.size:
+                cols = np.concatenate([plus, minus]) - 1
+                sign = np.concatenate([np.full(plus.size, tau), np.full(minus.size, -tau)])
+                W[fi[:, None], cols] += np.multiply.outer(fv.astype(np.float64), sign)
+            if bf_flat is not None and bf_n2 > 0:
+                bf_flat[u] += tau * net
+        return {
+            "examples": float(len(order)),
+            "updates": float(n_upd),
+            "loss": loss_sum,
+            "cost": cost_sum,
+            "exact": float(n_exact),
+            "tau": tau_sum,
+        }
+
+    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+        S = self._scores_block(X)
+        idx = self._index
+        R = self._R
+        res = dp_solve(idx, S, bf=self._bf(), R=R if R is not None else 3)
+        scores = np.zeros((X.shape[0], idx.n_nodes), dtype=np.float32)
+        scores[:, 1:] = S
+        return res.leaf_sets(idx), scores

@@ -1,0 +1,560 @@
+"""Featurize raw documents into the Parquet features layout (ALGORITHMS.md, "Features").
+
+Pipeline (:func:`featurize`)::
+
+    raw documents --mapInArrow(tokenize)--> (doc_id, split, fold, labels, terms)   [persisted]
+        fit documents --explode distinct terms--> groupBy count = df --filter min/max_df--> driver
+        (hashing: distinct crc32 buckets per document, groupBy count)
+    FeatureSpec fitted on the driver and broadcast
+        --mapInArrow(transform)--> features --repartition(n, doc_id)--> sortWithinPartitions(doc_id)
+        --> <out_dir>.tmp-<uuid>/features/part-NNNNN.parquet (+ feature_spec.json, _SUMMARY.json)
+        --> rename to <out_dir>
+
+Determinism: the output rows of a file are a pure function of the input documents and the spec.
+Rows are hash-partitioned on ``doc_id`` (Spark's Murmur3 with a fixed seed, independent of the
+input partitioning, unlike range partitioning whose bounds come from random sampling), into a
+number of files fixed by the caller or by the document count, and sorted by ``doc_id`` inside each
+file. Spark's random file names are replaced by ``part-00000.parquet``, ... in task order. The
+Parquet writer options are pinned (snappy, one file per task); the footer holds no timestamp
+(``created_by`` and the Spark version/schema key-values are constants for a given Spark). Hash
+partitioning also mixes documents of every class into every file, which is what data-parallel
+training over partitions wants (ids like ``train/alt.atheism/123`` would put whole classes into
+one range partition).
+
+Atomicity: everything is written into the sibling ``<out_dir>.tmp-<uuid>`` and renamed into
+place only when complete; an existing ``out_dir`` is replaced only with ``overwrite=True``, by
+renaming it aside, renaming the new directory in and then deleting the old one. On any error the
+temporary directory is removed. Paths must be on a file system that the driver and executors
+share (local mode, or a shared mount): the renames are done by the driver with :mod:`os`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import StorageLevel
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
+from sparkhc.spark.schemas import (
+    COUNTS,
+    DOC_ID,
+    FEATURES_ARROW_SCHEMA,
+    FEATURES_SCHEMA,
+    FOLD,
+    INDICES,
+    LABEL_IDS,
+    LABELS,
+    SPLIT,
+    TERMS,
+    TEXT,
+    TOKENS,
+    VALUES,
+    simple_type_name,
+)
+from sparkhc.taxonomy import Taxonomy
+from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+
+log = logging.getLogger(__name__)
+
+FEATURES_DIR = "features"
+SUMMARY_FILE = "_SUMMARY.json"
+TAXONOMY_FILE = "taxonomy.tsv"
+#: Default number of documents per output file (``num_partitions = ceil(n_docs / this)``).
+ROWS_PER_FILE = 10_000
+NULL_SPLIT = "<null>"
+
+TOKENIZED_SCHEMA = T.StructType(
+    [
+        T.StructField(DOC_ID, T.StringType(), nullable=False),
+        T.StructField(SPLIT, T.StringType(), nullable=True),
+        T.StructField(FOLD, T.IntegerType(), nullable=True),
+        T.StructField(LABELS, T.ArrayType(T.StringType(), containsNull=False), nullable=False),
+        T.StructField(TERMS, T.ArrayType(T.StringType(), containsNull=False), nullable=False),
+    ]
+)
+_TOKENIZED_ARROW = pa.schema(
+    [
+        pa.field(DOC_ID, pa.string(), nullable=False),
+        pa.field(SPLIT, pa.string()),
+        pa.field(FOLD, pa.int32()),
+        pa.field(LABELS, pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+        pa.field(TERMS, pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+    ]
+)
+
+
+class OutputExistsError(SparkhcError, FileExistsError):
+    """The output directory exists and ``overwrite`` was not set."""
+
+
+# ---------------------------------------------------------------------------------------- input
+def normalize_raw(raw_df: DataFrame, source: str = "raw documents") -> DataFrame:
+    """Select and type-check the raw-documents columns.
+
+    ``doc_id`` (string) and ``labels`` (array<string>) are required, and at least one of ``text``
+    (string) / ``tokens`` (array<string>); a missing ``split``/``tokens``/``text``/``fold`` is
+    taken as null; ``fold`` may be any integer type (cast to int); null labels become ``[]``.
+    Other columns are ignored. Raises :class:`SchemaError` naming the column.
+    """
+    have = {f.name: f.dataType for f in raw_df.schema.fields}
+    want: dict[str, tuple[T.DataType, bool]] = {
+        DOC_ID: (T.StringType(), True),
+        TEXT: (T.StringType(), False),
+        TOKENS: (T.ArrayType(T.StringType()), False),
+        LABELS: (T.ArrayType(T.StringType()), True),
+        SPLIT: (T.StringType(), False),
+        FOLD: (T.IntegerType(), False),
+    }
+    cols = []
+    for name, (dtype, required) in want.items():
+        if name not in have:
+            if required:
+                raise SchemaError(f"{source}: column {name!r} is missing (columns: {sorted(have)})")
+            cols.append(F.lit(None).cast(dtype).alias(name))
+            continue
+        got = have[name]
+        if name == FOLD:
+            ok = isinstance(got, T.ByteType | T.ShortType | T.IntegerType | T.LongType | T.NullType)
+        elif isinstance(dtype, T.ArrayType):
+            ok = isinstance(got, T.NullType) or (
+                isinstance(got, T.ArrayType) and isinstance(got.elementType, T.StringType | T.NullType)
+            )
+        else:
+            ok = isinstance(got, T.StringType | T.NullType) if name != DOC_ID else isinstance(got, T.StringType)
+        if not ok:
+            raise SchemaError(
+                f"{source}: column {name!r} has type {simple_type_name(got)}, expected {simple_type_name(dtype)}"
+            )
+        col = F.col(name).cast(dtype)
+        if name == LABELS:
+            col = F.coalesce(col, F.array().cast(dtype))
+        cols.append(col.alias(name))
+    if TEXT not in have and TOKENS not in have:
+        raise SchemaError(f"{source}: neither 'text' nor 'tokens' is present (columns: {sorted(have)})")
+    return raw_df.select(*cols)
+
+
+# ---------------------------------------------------------------------------------------- executors
+def _str_list_array(lists: list[list[str]]) -> pa.Array:
+    return pa.array(lists, type=_TOKENIZED_ARROW.field(TERMS).type)
+
+
+def _tokens_of(batch: pa.RecordBatch, spec: FeatureSpec) -> list[list[str]]:
+    tok = spec.tokenizer
+    texts = batch.column(TEXT).to_pylist()
+    tokens = batch.column(TOKENS).to_pylist()
+    return [tok.tokenize_document(t, k) for t, k in zip(texts, tokens, strict=True)]
+
+
+def _labels_array(col: pa.Array) -> pa.Array:
+    return col.fill_null(pa.scalar([], type=col.type)).cast(FEATURES_ARROW_SCHEMA.field(LABELS).type)
+
+
+def tokenize_partition(batches: Iterator[pa.RecordBatch], spec_bc: Broadcast[FeatureSpec]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: raw documents -> (doc_id, split, fold, labels, terms)."""
+    spec = spec_bc.value
+    for b in batches:
+        terms = _tokens_of(b, spec)
+        yield pa.RecordBatch.from_arrays(
+            [
+                b.column(DOC_ID),
+                b.column(SPLIT),
+                b.column(FOLD).cast(pa.int32()),
+                _labels_array(b.column(LABELS)),
+                _str_list_array(terms),
+            ],
+            schema=_TOKENIZED_ARROW,
+        )
+
+
+def _features_batch(
+    b: pa.RecordBatch, terms: list[list[str]], spec: FeatureSpec, taxonomy: Taxonomy | None
+) -> pa.RecordBatch:
+    offsets, idx, val, cnt = spec.transform_many(terms)
+    off = pa.array(offsets, type=pa.int32())
+    labels = _labels_array(b.column(LABELS))
+    lid_type = FEATURES_ARROW_SCHEMA.field(LABEL_IDS).type
+    if taxonomy is None:
+        label_ids = pa.nulls(b.num_rows, type=lid_type)
+    else:
+        index = {name: i for i, name in enumerate(taxonomy.names)}
+        label_ids = pa.array(
+            [sorted({index[name] for name in labs}) for labs in labels.to_pylist()], type=lid_type
+        )
+    return pa.RecordBatch.from_arrays(
+        [
+            b.column(DOC_ID),
+            b.column(SPLIT),
+            b.column(FOLD).cast(pa.int32()),
+            labels,
+            label_ids,
+            pa.ListArray.from_arrays(off, pa.array(idx, type=pa.int32()), type=FEATURES_ARROW_SCHEMA.field(INDICES).type),
+            pa.ListArray.from_arrays(off, pa.array(val, type=pa.float32()), type=FEATURES_ARROW_SCHEMA.field(VALUES).type),
+            pa.ListArray.from_arrays(off, pa.array(cnt, type=pa.float32()), type=FEATURES_ARROW_SCHEMA.field(COUNTS).type),
+        ],
+        schema=FEATURES_ARROW_SCHEMA,
+    )
+
+
+def features_from_terms_partition(
+    batches: Iterator[pa.RecordBatch],
+    spec_bc: Broadcast[FeatureSpec],
+    taxonomy_bc: Broadcast[Taxonomy] | None,
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: tokenized documents -> features rows."""
+    spec = spec_bc.value
+    taxonomy = None if taxonomy_bc is None else taxonomy_bc.value
+    for b in batches:
+        terms = b.column(TERMS).to_pylist()
+        yield _features_batch(b, terms, spec, taxonomy)
+
+
+def features_from_raw_partition(
+    batches: Iterator[pa.RecordBatch],
+    spec_bc: Broadcast[FeatureSpec],
+    taxonomy_bc: Broadcast[Taxonomy] | None,
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: raw documents -> features rows (tokenize and transform in one pass)."""
+    spec = spec_bc.value
+    taxonomy = None if taxonomy_bc is None else taxonomy_bc.value
+    for b in batches:
+        yield _features_batch(b, _tokens_of(b, spec), spec, taxonomy)
+
+
+# ---------------------------------------------------------------------------------------- driver
+def _fit_filter(df: DataFrame, spec: FeatureSpec) -> DataFrame:
+    cond = F.lit(True)
+    if spec.fit_on is not None:
+        cond = cond & F.col(SPLIT).isin(list(spec.fit_on))
+    if spec.fit_exclude_folds is not None:
+        cond = cond & (F.col(FOLD).isNull() | ~F.col(FOLD).isin(list(spec.fit_exclude_folds)))
+    return df.filter(cond)
+
+
+def fit_spec(tokens_df: DataFrame, spec: FeatureSpec) -> FeatureSpec:
+    """Fit the vocabulary / df on the fit documents of a tokenized DataFrame, distributedly.
+
+    Only the pruned vocabulary with its document frequencies (or the per-bucket df in hashing
+    mode) reaches the driver.
+    """
+    fit_df = _fit_filter(tokens_df, spec)
+    n_fit = fit_df.count()
+    if n_fit == 0:
+        raise InputDataError(
+            f"no document matches the fit filter (fit_on={spec.fit_on!r}, fit_exclude_folds="
+            f"{spec.fit_exclude_folds!r}); set fit_on to the training split names, or None for all documents"
+        )
+    if spec.mode == "hashing":
+        n = spec.n_features
+        buckets = F.array_distinct(
+            F.transform(TERMS, lambda t: (F.crc32(F.encode(t, "UTF-8")) % F.lit(n)).cast("int"))
+        )
+        rows = (
+            fit_df.select(F.explode(buckets).alias("bucket")).groupBy("bucket").count().collect()
+        )
+        df = np.zeros(n, dtype=np.int64)
+        if rows:
+            df[np.array([r[0] for r in rows], dtype=np.int64)] = [r[1] for r in rows]
+        return spec.fitted(n_fit, df=df)
+    counts = fit_df.select(F.explode(F.array_distinct(TERMS)).alias("term")).groupBy("term").count()
+    counts = counts.filter(
+        (F.col("count") >= spec.min_df) & (F.col("count") <= F.lit(spec.max_df * n_fit))
+    )
+    rows = counts.collect()
+    return spec.fitted(n_fit, terms=[r[0] for r in rows], df=[int(r[1]) for r in rows])
+
+
+def _check_ids(tokens_df: DataFrame) -> int:
+    """Number of documents; raises InputDataError on null or duplicate doc_ids (with samples)."""
+    row = tokens_df.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count_distinct(F.col(DOC_ID)).alias("distinct"),
+        F.sum(F.col(DOC_ID).isNull().cast("int")).alias("nulls"),
+    ).first()
+    assert row is not None
+    n, distinct, nulls = int(row["n"]), int(row["distinct"]), int(row["nulls"] or 0)
+    if nulls:
+        raise InputDataError(f"{nulls} document(s) have a null doc_id")
+    if distinct != n:
+        dups = tokens_df.groupBy(DOC_ID).count().filter(F.col("count") > 1)
+        sample = [r[DOC_ID] for r in dups.orderBy(DOC_ID).limit(5).collect()]
+        raise InputDataError(
+            f"doc_id must be unique: {n - distinct} duplicate row(s), e.g. {sample} "
+            "(featurize writes exactly one row per document)"
+        )
+    return n
+
+
+def _check_labels(tokens_df: DataFrame, taxonomy: Taxonomy) -> None:
+    labels = [r[0] for r in tokens_df.select(F.explode(LABELS).alias("l")).distinct().collect()]
+    bad = sorted(lab for lab in labels if lab not in taxonomy or lab == taxonomy.root_name)
+    if bad:
+        docs = tokens_df.filter(F.arrays_overlap(F.col(LABELS), F.array(*[F.lit(b) for b in bad])))
+        n_docs = docs.count()
+        sample = [r[DOC_ID] for r in docs.select(DOC_ID).orderBy(DOC_ID).limit(5).collect()]
+        raise InputDataError(
+            f"{len(bad)} label(s) are not nodes of the taxonomy {taxonomy.source} (the root is not a label): "
+            f"{bad[:10]}; {n_docs} document(s) affected, e.g. {sample}"
+        )
+
+
+def _as_spec(spec_params: Mapping[str, Any] | FeatureSpec | None) -> FeatureSpec:
+    if isinstance(spec_params, FeatureSpec):
+        return spec_params
+    return FeatureSpec.from_params(spec_params or {})
+
+
+def transform(
+    spark: SparkSession,
+    raw_df: DataFrame,
+    spec: FeatureSpec,
+    taxonomy: Taxonomy | None = None,
+) -> DataFrame:
+    """Featurize new documents with an existing (fitted) spec, e.g. for prediction.
+
+    Returns a DataFrame in the features layout (:data:`FEATURES_SCHEMA`), one row per input row,
+    in the input's partitioning. Labels are mapped to ``label_ids`` when ``taxonomy`` is given;
+    unknown labels then raise an error on the executor, so check them first when they may occur.
+    """
+    if spec.needs_fit and not spec.is_fitted:
+        raise NotFittedError(
+            f"transform needs a fitted FeatureSpec (mode={spec.mode!r}, weighting={spec.weighting!r}); "
+            "use featurize or FeatureSpec.load"
+        )
+    raw = normalize_raw(raw_df)
+    sc = spark.sparkContext
+    spec_bc = sc.broadcast(spec)
+    tax_bc = None if taxonomy is None else sc.broadcast(taxonomy)
+    fn = functools.partial(features_from_raw_partition, spec_bc=spec_bc, taxonomy_bc=tax_bc)
+    return raw.mapInArrow(fn, FEATURES_SCHEMA)
+
+
+def featurize(
+    spark: SparkSession,
+    raw_df: DataFrame,
+    out_dir: str | os.PathLike[str],
+    spec_params: Mapping[str, Any] | FeatureSpec | None = None,
+    taxonomy: Taxonomy | None = None,
+    num_partitions: int | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Tokenize, fit the vocabulary/idf on the fit documents and write the features directory.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    raw_df : DataFrame
+        Raw documents (:data:`sparkhc.spark.schemas.RAW_SCHEMA`); ``doc_id`` must be unique.
+    out_dir : path
+        Output directory: ``features/part-NNNNN.parquet``, ``feature_spec.json``,
+        ``_SUMMARY.json`` and, with a taxonomy, ``taxonomy.tsv``.
+    spec_params : mapping or FeatureSpec, optional
+        FeatureSpec parameters (see :class:`sparkhc.text.spec.FeatureSpec`). A *fitted*
+        FeatureSpec is used as is (no refit): featurizing new data for an existing model.
+    taxonomy : Taxonomy, optional
+        Maps ``labels`` to ``label_ids``; every label must be a (non-root) node.
+    num_partitions : int, optional
+        Number of output files; default ``ceil(n_docs / ROWS_PER_FILE)``.
+    overwrite : bool
+        Replace an existing ``out_dir`` (atomically) instead of raising OutputExistsError.
+
+    Returns
+    -------
+    dict
+        The content of ``_SUMMARY.json``.
+    """
+    t0 = time.perf_counter()
+    spec = _as_spec(spec_params)
+    out = Path(out_dir).absolute()
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out}: output directory exists; pass overwrite=True to replace it")
+    if num_partitions is not None and (isinstance(num_partitions, bool) or int(num_partitions) < 1):
+        raise ValueError(f"num_partitions must be a positive int. Got {num_partitions!r} instead.")
+    raw = normalize_raw(raw_df)
+    sc = spark.sparkContext
+    tok_bc = sc.broadcast(spec.unfitted() if spec.is_fitted else spec)
+    tokens_df = raw.mapInArrow(functools.partial(tokenize_partition, spec_bc=tok_bc), TOKENIZED_SCHEMA)
+    tokens_df = tokens_df.persist(StorageLevel.MEMORY_AND_DISK)
+    broadcasts: list[Broadcast[Any]] = [tok_bc]
+    tmp = out.parent / f"{out.name}.tmp-{uuid.uuid4().hex}"
+    timings: dict[str, float] = {}
+    mark = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        timings[name] = round(now - mark, 3)
+        mark = now
+
+    try:
+        n_docs = _check_ids(tokens_df)
+        lap("tokenize_and_check_ids")
+        if taxonomy is not None:
+            _check_labels(tokens_df, taxonomy)
+        if not spec.is_fitted:
+            # also for hashing with tf / log_tf: the df is recorded (cheap) for inspection
+            spec = fit_spec(tokens_df, spec)
+        lap("fit")
+        log.info("featurize: %d documents, %d features (spec %s)", n_docs, spec.n_features, spec.fingerprint)
+        n_parts = int(num_partitions) if num_partitions else max(1, math.ceil(n_docs / ROWS_PER_FILE))
+        spec_bc = sc.broadcast(spec)
+        tax_bc = None if taxonomy is None else sc.broadcast(taxonomy)
+        broadcasts += [b for b in (spec_bc, tax_bc) if b is not None]
+        fn = functools.partial(features_from_terms_partition, spec_bc=spec_bc, taxonomy_bc=tax_bc)
+        feats = (
+            tokens_df.mapInArrow(fn, FEATURES_SCHEMA)
+            .repartition(n_parts, F.col(DOC_ID))
+            .sortWithinPartitions(DOC_ID)
+        )
+        tmp.mkdir(parents=True)
+        feat_dir = tmp / FEATURES_DIR
+        _write_parquet(feats, feat_dir)
+        lap("transform_and_write")
+        files = _rename_parts(feat_dir)
+        stats = _split_stats(spark, feat_dir, tokens_df)
+        lap("summary")
+        if stats["n_documents"] != n_docs:
+            raise RuntimeError(f"featurize wrote {stats['n_documents']} rows for {n_docs} documents")
+        spec.save(tmp / SPEC_FILE)
+        if taxonomy is not None:
+            taxonomy.to_tsv(tmp / TAXONOMY_FILE)
+        summary: dict[str, Any] = {
+            **stats,
+            "mode": spec.mode,
+            "n_features": spec.n_features,
+            "vocabulary_size": None if spec.vocabulary is None else len(spec.vocabulary),
+            "n_fit_docs": spec.n_fit_docs,
+            "spec_fingerprint": spec.fingerprint,
+            "taxonomy": None
+            if taxonomy is None
+            else {"fingerprint": taxonomy.fingerprint(), "source": taxonomy.source, "nodes": taxonomy.n_nodes - 1},
+            "num_partitions": n_parts,
+            "files": files,
+            "spark_version": spark.version,
+        }
+        summary["timings"] = timings
+        summary["seconds"] = round(time.perf_counter() - t0, 3)
+        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _swap_into_place(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        tokens_df.unpersist()
+        for b in broadcasts:
+            b.unpersist()
+    log.info(
+        "featurize: wrote %s (%d documents, %d empty, %.1f s)",
+        out, summary["n_documents"], summary["empty_documents"], summary["seconds"],
+    )
+    return summary
+
+
+def _write_parquet(df: DataFrame, path: Path) -> None:
+    # Writer options pinned so that session settings cannot change the bytes of the files.
+    (
+        df.write.mode("errorifexists")
+        .option("compression", "snappy")
+        .option("maxRecordsPerFile", 0)
+        .parquet(path.as_uri())
+    )
+
+
+_PART = re.compile(r"^part-(\d+)-.*\.parquet$")
+
+
+def _rename_parts(feat_dir: Path) -> list[dict[str, Any]]:
+    """Rename Spark's part files to part-00000.parquet, ... in task order; drop .crc files.
+
+    Returns name, rows and sha256 of every file.
+    """
+    names = sorted(os.listdir(feat_dir))
+    parts = []
+    for name in names:
+        if name.endswith(".crc"):
+            os.remove(feat_dir / name)
+            continue
+        m = _PART.match(name)
+        if m:
+            parts.append((int(m.group(1)), name))
+        elif not name.startswith(("_", ".")):
+            raise RuntimeError(f"{feat_dir}: unexpected file {name!r} written by Spark")
+    parts.sort()
+    files = []
+    for i, (_, name) in enumerate(parts):
+        new = f"part-{i:05d}.parquet"
+        os.rename(feat_dir / name, feat_dir / new)
+        files.append(
+            {"name": new, "rows": pq.read_metadata(feat_dir / new).num_rows, "sha256": _sha256(feat_dir / new)}
+        )
+    return files
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _split_stats(spark: SparkSession, feat_dir: Path, tokens_df: DataFrame) -> dict[str, Any]:
+    """Documents, empty documents and nonzeros per split, counted from the written files."""
+    written = spark.read.parquet(feat_dir.as_uri())
+    split_key = F.coalesce(F.col(SPLIT), F.lit(NULL_SPLIT)).alias("s")
+    rows = (
+        written.groupBy(split_key)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum((F.size(INDICES) == 0).cast("long")).alias("empty"),
+            F.sum(F.size(INDICES).cast("long")).alias("nnz"),
+        )
+        .collect()
+    )
+    no_tok = tokens_df.groupBy(split_key).agg(F.sum((F.size(TERMS) == 0).cast("long")).alias("z")).collect()
+    per = {r["s"]: int(r["n"]) for r in rows}
+    empty = {r["s"]: int(r["empty"] or 0) for r in rows}
+    no_tokens = {r["s"]: int(r["z"] or 0) for r in no_tok}
+    return {
+        "n_documents": sum(per.values()),
+        "documents_per_split": dict(sorted(per.items())),
+        "empty_documents": sum(empty.values()),
+        "empty_documents_per_split": dict(sorted(empty.items())),
+        "documents_without_tokens": sum(no_tokens.values()),
+        "nnz": sum(int(r["nnz"] or 0) for r in rows),
+    }
+
+
+def _swap_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    if not overwrite:
+        raise OutputExistsError(f"{out}: output directory appeared while featurizing; not replaced")
+    old = out.parent / f"{out.name}.old-{uuid.uuid4().hex}"
+    os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

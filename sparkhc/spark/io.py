@@ -1,0 +1,223 @@
+"""Read the features layout: validated DataFrames on Spark, SparseBatches on executors and driver.
+
+On executors, build one :class:`~sparkhc.batch.SparseBatch` per partition straight from Arrow
+record batches (no Python object per row for the features)::
+
+    from sparkhc.spark.io import read_features, map_batches
+
+    df, spec = read_features(spark, "work/20ng")
+
+    def score(batch):                      # batch: SparseBatch of one whole partition
+        yield pa.RecordBatch.from_pydict({"doc_id": batch.doc_ids.tolist(),
+                                          "nnz": np.diff(batch.X.indptr).tolist()})
+
+    out = map_batches(df, score, "doc_id string, nnz bigint", spec.n_features)
+
+:func:`map_batches` is ``df.mapInArrow`` with :func:`partition_to_batch` in front. To keep the
+batches across Spark actions (one per epoch of data-parallel training), use :func:`batches_rdd`,
+an ``RDD[SparseBatch]`` with one element per partition that can be persisted; it ships each
+partition to Python once as one Arrow IPC blob through ``mapInArrow`` (measured on 20 Newsgroups,
+local[2]: about as fast as ``df.rdd.mapPartitions`` over Rows for one pass, and no per-row
+Python objects).
+
+On the driver, :func:`read_features_local` reads the files with pyarrow (tests, baselines).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import RDD
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from sparkhc.batch import SparseBatch
+from sparkhc.errors import InputDataError, SchemaError
+from sparkhc.spark.featurize import FEATURES_DIR, SUMMARY_FILE
+from sparkhc.spark.schemas import (
+    COUNTS,
+    DOC_ID,
+    FEATURES_ARROW_SCHEMA,
+    FOLD,
+    INDICES,
+    LABELS,
+    SPLIT,
+    VALUES,
+    check_arrow_features_schema,
+    check_spark_features_schema,
+)
+from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+
+DEFAULT_EXTRA = (SPLIT, FOLD)
+_BLOB = "arrow_ipc"
+
+
+def _layout(path: str | os.PathLike[str]) -> tuple[Path, Path, list[Path]]:
+    """(out_dir, features dir, part files) of a featurize output directory, checked."""
+    root = Path(path)
+    if not root.is_dir():
+        raise InputDataError(f"{root}: features directory not found (expected the out_dir of featurize)")
+    feat = root / FEATURES_DIR
+    if not feat.is_dir():
+        raise SchemaError(f"{root}: no {FEATURES_DIR}/ subdirectory; expected the out_dir of featurize")
+    parts = sorted(p for p in feat.iterdir() if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
+    if not parts:
+        raise SchemaError(f"{feat}: no Parquet part files")
+    if not (root / SPEC_FILE).is_file():
+        raise SchemaError(f"{root}: {SPEC_FILE} is missing; expected the out_dir of featurize")
+    return root, feat, parts
+
+
+def _check_footers(parts: Sequence[Path]) -> None:
+    for p in parts:
+        try:
+            schema = pq.read_schema(p)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise SchemaError(f"{p}: not a readable Parquet file ({e})") from None
+        check_arrow_features_schema(schema, str(p))
+
+
+def read_features(spark: SparkSession, path: str | os.PathLike[str]) -> tuple[DataFrame, FeatureSpec]:
+    """Load a featurize output directory as a DataFrame plus its FeatureSpec.
+
+    The footer of every part file and the resulting DataFrame schema are checked against the
+    features layout; a mismatch raises :class:`SchemaError` naming the file and the column.
+    """
+    root, feat, parts = _layout(path)
+    _check_footers(parts)
+    spec = FeatureSpec.load(root)
+    df = spark.read.parquet(feat.absolute().as_uri())
+    check_spark_features_schema(df.schema, str(feat))
+    return df, spec
+
+
+def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``_SUMMARY.json`` of a featurize output directory (documents per split, taxonomy
+    fingerprint, files with sha256, ...)."""
+    p = Path(path) / SUMMARY_FILE
+    if not p.is_file():
+        raise SchemaError(f"{p}: not found; expected the out_dir of featurize")
+    out: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    return out
+
+
+def read_features_local(
+    path: str | os.PathLike[str],
+    with_counts: bool = True,
+    extra_columns: Sequence[str] = DEFAULT_EXTRA,
+) -> tuple[SparseBatch, FeatureSpec]:
+    """Read all part files on the driver with pyarrow (tests, baselines): one SparseBatch in file
+    order (files sorted by name, rows as stored), and the FeatureSpec. Same validation as
+    :func:`read_features`."""
+    root, _, parts = _layout(path)
+    _check_footers(parts)
+    spec = FeatureSpec.load(root)
+    tables = [pq.read_table(p) for p in parts]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    batch = SparseBatch.from_arrow(
+        table, spec.n_features, with_counts=with_counts, extra_columns=extra_columns, source=str(root)
+    )
+    return batch, spec
+
+
+# ---------------------------------------------------------------------------------------- executors
+def _to_table(chunks: Iterable[pa.RecordBatch | pd.DataFrame]) -> pa.Table:
+    batches: list[pa.RecordBatch] = []
+    for c in chunks:
+        if isinstance(c, pd.DataFrame):
+            cols = [n for n in FEATURES_ARROW_SCHEMA.names if n in c.columns]
+            schema = pa.schema([FEATURES_ARROW_SCHEMA.field(n).with_nullable(True) for n in cols])
+            batches.extend(pa.Table.from_pandas(c[cols], schema=schema, preserve_index=False).to_batches())
+        else:
+            batches.append(c)
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return FEATURES_ARROW_SCHEMA.empty_table()
+    if len({b.schema for b in batches}) > 1:
+        return pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+    return pa.Table.from_batches(batches)
+
+
+def partition_to_batch(
+    chunks: Iterable[pa.RecordBatch | pd.DataFrame],
+    n_features: int,
+    with_counts: bool = False,
+    extra_columns: Sequence[str] = DEFAULT_EXTRA,
+    source: str = "features partition",
+) -> SparseBatch:
+    """One SparseBatch from all Arrow record batches (``mapInArrow``) or pandas frames
+    (``mapInPandas``) of a partition; an empty partition gives an empty batch."""
+    table = _to_table(chunks)
+    return SparseBatch.from_arrow(
+        table, n_features, with_counts=with_counts, extra_columns=extra_columns, source=source
+    )
+
+
+def _map_batches_fn(
+    chunks: Iterator[pa.RecordBatch],
+    fn: Callable[[SparseBatch], Iterable[pa.RecordBatch]],
+    n_features: int,
+    with_counts: bool,
+    extra_columns: Sequence[str],
+) -> Iterator[pa.RecordBatch]:
+    batch = partition_to_batch(chunks, n_features, with_counts, extra_columns)
+    yield from fn(batch)
+
+
+def map_batches(
+    df: DataFrame,
+    fn: Callable[[SparseBatch], Iterable[pa.RecordBatch]],
+    schema: T.StructType | str,
+    n_features: int,
+    with_counts: bool = False,
+    extra_columns: Sequence[str] = DEFAULT_EXTRA,
+) -> DataFrame:
+    """``df.mapInArrow`` where ``fn`` receives the whole partition as one SparseBatch and yields
+    Arrow record batches of ``schema``. ``fn`` should be a module-level function (it is pickled);
+    pass large state through a broadcast variable."""
+    wrapped = functools.partial(
+        _map_batches_fn, fn=fn, n_features=n_features, with_counts=with_counts, extra_columns=tuple(extra_columns)
+    )
+    return df.mapInArrow(wrapped, schema)
+
+
+def _ipc_partition(chunks: Iterator[pa.RecordBatch], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    table = _to_table(chunks)
+    table = table.select([c for c in columns if c in table.column_names])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    yield pa.RecordBatch.from_pydict({_BLOB: [sink.getvalue().to_pybytes()]})
+
+
+def _batches_from_ipc(
+    rows: Iterable[Any], n_features: int, with_counts: bool, extra_columns: Sequence[str]
+) -> Iterator[SparseBatch]:
+    tables = [pa.ipc.open_stream(row[0]).read_all() for row in rows]
+    # one blob per partition; none if Spark skipped the Python function for an empty partition
+    chunks = [b for t in tables for b in t.to_batches()]
+    yield partition_to_batch(chunks, n_features, with_counts, extra_columns)
+
+
+def batches_rdd(
+    df: DataFrame,
+    n_features: int,
+    with_counts: bool = False,
+    extra_columns: Sequence[str] = DEFAULT_EXTRA,
+) -> RDD[SparseBatch]:
+    """An RDD with exactly one SparseBatch per partition of ``df`` (empty partitions give empty
+    batches); persist it to reuse the batches across epochs."""
+    columns = [DOC_ID, LABELS, INDICES, VALUES, *([COUNTS] if with_counts else []), *extra_columns]
+    blobs = df.mapInArrow(functools.partial(_ipc_partition, columns=columns), f"{_BLOB} binary")
+    conv = functools.partial(
+        _batches_from_ipc, n_features=n_features, with_counts=with_counts, extra_columns=tuple(extra_columns)
+    )
+    return blobs.rdd.mapPartitions(conv, preservesPartitioning=True)

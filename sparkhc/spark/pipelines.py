@@ -1,0 +1,328 @@
+"""The pipelines behind the CLI verbs and the spark-submit jobs (one implementation each)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkhc.batch import FOLD, LABELS, SPLIT
+from sparkhc.config import Config
+from sparkhc.errors import ModelError, SchemaError, SparkhcError
+from sparkhc.models import get_model_class
+from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
+from sparkhc.taxonomy import Taxonomy
+
+log = logging.getLogger(__name__)
+
+TAXONOMY_FILE = "taxonomy.tsv"
+CORPUS_FILE = "corpus.json"
+PRED_META_FILE = "_MODEL.json"
+
+
+# ---------------------------------------------------------------------- helpers
+def select_rows(df: DataFrame, split: str | None = None, fold: int | None = None,
+                exclude_fold: int | None = None) -> DataFrame:
+    """Rows of a split and/or fold (cross-validation: ``exclude_fold`` for training)."""
+    if split is not None:
+        df = df.where(F.col(SPLIT) == split)
+    if fold is not None:
+        df = df.where(F.col(FOLD) == int(fold))
+    if exclude_fold is not None:
+        df = df.where(F.col(FOLD).isNull() | (F.col(FOLD) != int(exclude_fold)))
+    return df
+
+
+def features_taxonomy(features: str | Path) -> Taxonomy:
+    f = Path(features) / TAXONOMY_FILE
+    if not f.is_file():
+        raise SchemaError(f"{features}: no {TAXONOMY_FILE} in the features folder (featurize with a taxonomy)")
+    return Taxonomy.load(f)
+
+
+def features_corpus_info(features: str | Path) -> dict[str, Any]:
+    f = Path(features) / CORPUS_FILE
+    if not f.is_file():
+        return {}
+    info: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
+    return info
+
+
+def scored_mask(taxonomy: Taxonomy, scored_labels: list[str] | None) -> Any:
+    """Boolean node mask of the labels scored by example- and label-based metrics."""
+    import numpy as np
+
+    if scored_labels is None:
+        mask = ~taxonomy.virtual.copy()
+        mask[0] = False
+        return mask
+    mask = np.zeros(taxonomy.n_nodes, dtype=bool)
+    for name in scored_labels:
+        mask[taxonomy.id(name)] = True
+    return mask
+
+
+def internal_deepest_labels(df: DataFrame, taxonomy: Taxonomy) -> list[str]:
+    """Internal nodes that are the deepest label of some document (they get /_self leaves)."""
+    combos = [r[0] for r in df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()]
+    is_leaf = taxonomy.is_leaf
+    found: set[str] = set()
+    for labs in combos:
+        ids = [taxonomy.id(x) for x in (labs or [])]
+        for c in taxonomy.deepest(taxonomy.closure(ids)):
+            if not is_leaf[c]:
+                found.add(taxonomy.names[c])
+    return sorted(found)
+
+
+def _state_version(model_dir: Path) -> str:
+    h = hashlib.sha256((model_dir / "state.npz").read_bytes()).hexdigest()[:12]
+    return h
+
+
+# ---------------------------------------------------------------------- featurize
+def featurize(
+    spark: SparkSession,
+    cfg: Config,
+    out: str | Path,
+    corpus: str | None = None,
+    input_path: str | None = None,
+    taxonomy_path: str | None = None,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    unknown_labels: str = "error",
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Read a corpus, tokenize and weight it on Spark, write the features folder atomically."""
+    from sparkhc.corpus import readers, registry
+    from sparkhc.spark.featurize import featurize as featurize_df
+
+    t0 = time.perf_counter()
+    corpus_meta: dict[str, Any] = {}
+    if corpus is not None:
+        info = registry.get_corpus(corpus)
+        root = registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir)
+        taxonomy = info.load_taxonomy(root)
+        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels)
+        table = readers.to_table(batches)
+        scored = info.scored_labels(taxonomy, table)
+        fit_on: Any = ("train",) if info.splits else None
+        corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
+    else:
+        if taxonomy_path is None:
+            raise SparkhcError("--taxonomy is required with --input")
+        taxonomy = Taxonomy.load(taxonomy_path)
+        batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels)
+        table = readers.to_table(batches)
+        splits = set(table.column(SPLIT).to_pylist())
+        fit_on = ("train",) if "train" in splits else None
+        corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+    report_dict = report.to_dict()
+    log.info("read %s", report.summary())
+    fc = cfg.featurize
+    params = {
+        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
+        "stop_words": fc.stop_words, "fit_on": list(fit_on) if fit_on else None,
+    }
+    if fc.mode == "vocab":
+        params.update(min_df=fc.min_df, max_df=fc.max_df)
+    else:
+        params.update(hash_bits=fc.hash_bits)
+    if fc.token_pattern:
+        params["token_pattern"] = fc.token_pattern
+    raw_df = spark.createDataFrame(table)
+    extra_files = {
+        TAXONOMY_FILE: taxonomy.to_tsv(),
+        CORPUS_FILE: json.dumps({**corpus_meta, "read_report": report_dict, "taxonomy_fingerprint":
+                                 taxonomy.fingerprint()}, indent=2, sort_keys=True, default=str) + "\n",
+    }
+    summary = featurize_df(
+        spark, raw_df, out, params, taxonomy=taxonomy, num_partitions=fc.partitions, overwrite=overwrite,
+        extra_files=extra_files,
+    )
+    summary["read_report"] = report_dict
+    summary["total_seconds"] = round(time.perf_counter() - t0, 2)
+    return summary
+
+
+# ---------------------------------------------------------------------- train
+def train(
+    spark: SparkSession,
+    cfg: Config,
+    features: str | Path,
+    out: str | Path,
+    model_name: str | None = None,
+    overwrite: bool = False,
+    checkpoint_dir: str | Path | None = None,
+    split: str | None = "train",
+    fold: int | None = None,
+    exclude_fold: int | None = None,
+    fault_hook: Any = None,
+) -> dict[str, Any]:
+    """Train a registered model on the selected features by iterative parameter mixing."""
+    from sparkhc.spark.io import read_features
+    from sparkhc.spark.ipm import train_ipm
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ModelError(f"{out} already exists; pass --overwrite to replace it")
+    name = model_name or cfg.train.model
+    cls = get_model_class(name)
+    df, spec = read_features(spark, str(features))
+    taxonomy = features_taxonomy(features)
+    df = select_rows(df, split, fold, exclude_fold)
+    mtax = taxonomy
+    if cfg.train.self_leaves:
+        selfs = internal_deepest_labels(df, taxonomy)
+        if selfs:
+            mtax = taxonomy.with_self_leaves(selfs)
+            log.info("virtual /_self leaves for %d internal labels", len(selfs))
+    model = cls(mtax, spec.n_features, **cfg.model_params(name))
+    epochs_log: list[dict[str, Any]] = []
+    ckpt = checkpoint_dir
+    if ckpt is None and cfg.train.checkpoint:
+        ckpt = out.parent / f".{out.name}.checkpoints"
+    train_ipm(
+        spark, df, model, epochs=cfg.train.epochs, shards=cfg.train.shards, seed=cfg.train.seed,
+        checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook,
+    )
+    n_docs = epochs_log[-1]["examples"] if epochs_log else None
+    meta = {
+        "feature_spec_fingerprint": spec.fingerprint,
+        "features_path": str(Path(features).resolve()),
+        "training": {
+            "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
+            "documents": n_docs,
+            "epochs": cfg.train.epochs,
+            "shards": cfg.train.shards,
+            "seed": cfg.train.seed,
+            "epoch_log": epochs_log,
+            "seconds": round(time.perf_counter() - t0, 2),
+        },
+        "scored_labels": features_corpus_info(features).get("scored_labels"),
+    }
+    save_model(out, model, meta, feature_spec_json=spec.to_json(), overwrite=overwrite)
+    if ckpt is not None and Path(ckpt).exists() and checkpoint_dir is None:
+        import shutil
+
+        shutil.rmtree(ckpt, ignore_errors=True)
+    meta_out = read_metadata(out)
+    return {"model": str(out), "name": name, "version": _state_version(out), "model_size": meta_out["model_size"],
+            "documents": n_docs, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+# ---------------------------------------------------------------------- predict
+def predict(
+    spark: SparkSession,
+    cfg: Config,
+    model_dir: str | Path,
+    features: str | Path,
+    out: str | Path,
+    overwrite: bool = False,
+    split: str | None = "test",
+    fold: int | None = None,
+    exclude_fold: int | None = None,
+) -> dict[str, Any]:
+    """Decode the selected documents in parallel and write predictions Parquet atomically."""
+    from sparkhc.spark.io import read_features
+    from sparkhc.spark.predict import predict_df
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise SparkhcError(f"{out} already exists; pass --overwrite to replace it")
+    df, spec = read_features(spark, str(features))
+    taxonomy = features_taxonomy(features)
+    model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
+    version = _state_version(Path(model_dir))
+    df = select_rows(df, split, fold, exclude_fold)
+    if cfg.predict.partitions:
+        df = df.repartition(cfg.predict.partitions)
+    preds = predict_df(df, model, version)
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        data_dir = tmp / "data"
+        preds.write.mode("overwrite").parquet(str(data_dir))
+        n = spark.read.parquet(str(data_dir)).count()
+        write_json_atomic(tmp / PRED_META_FILE, {
+            "model_dir": str(Path(model_dir).resolve()), "model_version": version, "model": meta["model"],
+            "taxonomy_fingerprint": meta["taxonomy_fingerprint"], "features": str(Path(features).resolve()),
+            "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold}, "documents": n,
+            "scored_labels": meta.get("scored_labels"),
+            "seconds": round(time.perf_counter() - t0, 2),
+        })
+    return {"predictions": str(out), "documents": n, "model_version": version,
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+# ---------------------------------------------------------------------- evaluate
+def evaluate(
+    spark: SparkSession,
+    predictions: str | Path,
+    features: str | Path | None = None,
+    out: str | Path | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Aggregate the metric count tables on Spark; write metrics JSON; return it and a table."""
+    from sparkhc.metrics import format_table
+    from sparkhc.spark.evaluate import aggregate_metrics
+    from sparkhc.spark.predict import PRED_LABELS
+
+    predictions = Path(predictions)
+    meta_file = predictions / PRED_META_FILE
+    if not meta_file.is_file():
+        raise SchemaError(f"{predictions}: not a predictions folder ({PRED_META_FILE} missing)")
+    pmeta = json.loads(meta_file.read_text(encoding="utf-8"))
+    feats = Path(features) if features is not None else Path(pmeta["features"])
+    taxonomy = features_taxonomy(feats)
+    if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
+        raise ModelError(f"{predictions}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
+                         f"{feats} has {taxonomy.fingerprint()}")
+    scored = pmeta.get("scored_labels")
+    if scored is None:
+        scored = features_corpus_info(feats).get("scored_labels")
+    df = spark.read.parquet(str(predictions / "data"))
+    missing = df.where(F.col(LABELS).isNull()).count()
+    if missing:
+        raise SchemaError(f"{predictions}: {missing} prediction rows have no gold labels; cannot evaluate")
+    counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
+                               pred_col=PRED_LABELS)
+    metrics = counts.compute()
+    result = {"metrics": metrics, "model_version": pmeta["model_version"], "model": pmeta["model"],
+              "predictions": str(predictions), "selection": pmeta["selection"],
+              "decode_seconds": pmeta.get("seconds")}
+    out = Path(out) if out is not None else predictions / "metrics.json"
+    write_json_atomic(out, result)
+    return result, format_table(metrics)
+
+
+# ---------------------------------------------------------------------- demo
+def demo(
+    spark: SparkSession,
+    cfg: Config,
+    workdir: str | Path,
+    corpus: str = "20newsgroups",
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    model_name: str | None = None,
+) -> str:
+    """featurize -> train -> predict -> evaluate on a corpus with a train/test split."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    feats, model_dir, preds = work / "features", work / "model", work / "predictions"
+    t0 = time.perf_counter()
+    s = featurize(spark, cfg, feats, corpus=corpus, data_dir=data_dir, cache_dir=cache_dir, overwrite=True)
+    log.info("featurized %s documents", s.get("documents"))
+    info = train(spark, cfg, feats, model_dir, model_name=model_name, overwrite=True, split="train")
+    log.info("trained %s in %.1f s", info["name"], info["seconds"])
+    p = predict(spark, cfg, model_dir, feats, preds, overwrite=True, split="test")
+    result, table = evaluate(spark, preds)
+    secs = time.perf_counter() - t0
+    head = (f"sparkhc demo: {corpus}, model {info['name']} ({info['model_size']} weights), "
+            f"{p['documents']} test documents, {secs:.0f} s end to end\n")
+    return head + table

@@ -191,7 +191,7 @@ def label_matrix(
     labels: Sequence[Sequence[str]],
     taxonomy: Taxonomy,
     closed: bool = True,
-    doc_ids: Sequence[str] | None = None,
+    doc_ids: Sequence[str] | np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Binary CSR (n_docs, n_nodes) of label-name sets; ancestor-closed when ``closed``."""
     rows: list[int] = []

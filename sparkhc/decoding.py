@@ -80,6 +80,19 @@ class _Level:
     rank0: np.ndarray  # (hi-lo,) start offset of each child's segment (starts[owner])
     cols: np.ndarray  # arange(hi - lo)
     counts: np.ndarray  # (P,) number of children
+    all_leaves: bool  # every child in the block is a leaf (its subtree score is 0)
+    groups: tuple[_Group, ...]  # the parents grouped by number of children (batch path)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Parents of one level with the same number ``k`` of children."""
+
+    k: int
+    parents: np.ndarray  # (g,)
+    rows: np.ndarray  # (g, k): child j of parent i is node lo + rows[i, j]
+    nodes: np.ndarray  # (g, k): the same as node ids
+    block: tuple[int, int] | None  # (start, stop) in the level block when rows == arange, else None
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,13 @@ def _build_index(tax: Taxonomy) -> TreeIndex:
         if hi - lo != int(counts.sum()) or np.any(np.diff(starts) != counts[:-1]):
             raise ValueError("taxonomy ids are not in level order (child blocks are not contiguous)")
         owner = np.repeat(np.arange(parents.size), counts)
+        groups = []
+        for k in np.unique(counts):
+            g = parents[counts == k]
+            rows = (first_child[g][:, None] - lo) + np.arange(int(k))[None, :]
+            r0 = int(rows[0, 0])
+            block = (r0, r0 + rows.size) if np.array_equal(rows.ravel(), np.arange(r0, r0 + rows.size)) else None
+            groups.append(_Group(k=int(k), parents=g, rows=rows, nodes=rows + lo, block=block))
         levels.append(
             _Level(
                 parents=parents,
@@ -164,6 +184,8 @@ def _build_index(tax: Taxonomy) -> TreeIndex:
                 rank0=starts[owner],
                 cols=np.arange(hi - lo),
                 counts=counts,
+                all_leaves=bool(is_leaf[lo:hi].all()),
+                groups=tuple(groups),
             )
         )
     return TreeIndex(
@@ -246,15 +268,40 @@ def _topdown(idx: TreeIndex, chosen: np.ndarray) -> np.ndarray:
     return sel
 
 
-def _fix_single_best(ch: np.ndarray, off: np.ndarray, mx: np.ndarray, lv: _Level) -> None:
-    """Node-major: where a segment has no positive offer, choose its first best child."""
+def _slabs(off: np.ndarray, gr: _Group) -> np.ndarray:
+    """Offers of a group's children as ``(g, k, n_docs)`` (a view when they are consecutive)."""
+    if gr.block is not None:
+        a, b = gr.block
+        return off[a:b].reshape(gr.parents.size, gr.k, off.shape[1])
+    return off[gr.rows]
+
+
+def _first_max(O: np.ndarray, mx: np.ndarray) -> np.ndarray:
+    """``O`` (g, k, n): one-hot (g, k, n) of the first ``j`` with ``O[:, j] == mx``."""
+    hit = O == mx[:, None]
+    found = hit[:, 0].copy()
+    for j in range(1, O.shape[1]):
+        h = hit[:, j]
+        h &= ~found
+        found |= h
+    return hit
+
+
+def _choose_plain(O: np.ndarray, mx: np.ndarray) -> np.ndarray:
+    """Children taken without branching features: the positive offers, else the first best."""
+    ch = O > 0
     neg = mx <= 0
-    if not neg.any():
-        return
-    key = np.where(off == mx[lv.owner], lv.cols[:, None], _BIG)
-    first = np.minimum.reduceat(key, lv.starts, axis=0)
-    pp, dd = np.nonzero(neg)
-    ch[first[pp, dd], dd] = True
+    if neg.any():
+        ch |= _first_max(O, mx) & neg[:, None]
+    return ch
+
+
+def _put(chosen: np.ndarray, lo: int, gr: _Group, ch: np.ndarray) -> None:
+    if gr.block is not None:
+        a, b = gr.block
+        chosen[lo + a : lo + b] = ch.reshape(b - a, -1)
+    else:
+        chosen[gr.nodes] = ch
 
 
 # ---------------------------------------------------------------------------------- local search
@@ -269,10 +316,9 @@ def local_search_mask(taxonomy: Taxonomy | TreeIndex, S: np.ndarray) -> np.ndarr
     chosen = np.zeros((idx.n_nodes, ST.shape[1]), dtype=bool)
     for lv in idx.levels:
         off = ST[lv.lo - 1 : lv.hi - 1]
-        mx = np.maximum.reduceat(off, lv.starts, axis=0)
-        ch = off > 0
-        _fix_single_best(ch, off, mx, lv)
-        chosen[lv.lo : lv.hi] = ch
+        for gr in lv.groups:
+            O = _slabs(off, gr)
+            _put(chosen, lv.lo, gr, _choose_plain(O, O.max(axis=1)))
     return _topdown(idx, chosen).T
 
 
@@ -363,81 +409,82 @@ def dp_solve(
     idx = tree_index(taxonomy)
     S2 = _as2d(S, idx.n_edges)
     n = S2.shape[0]
-    ST = np.ascontiguousarray(S2.T)
-    sub = np.zeros((idx.n_nodes, n), dtype=np.float64)
+    dt = np.promote_types(S2.dtype, np.float32)
+    ST = np.ascontiguousarray(S2.T, dtype=dt)
+    sub = np.zeros((idx.n_nodes, n), dtype=dt)
     chosen = np.zeros((idx.n_nodes, n), dtype=bool)
     kk: np.ndarray | None = None
-    if bf is None:
-        for lv in reversed(idx.levels):
-            off = ST[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
-            mx = np.maximum.reduceat(off, lv.starts, axis=0)
-            possum = np.add.reduceat(np.maximum(off, 0.0), lv.starts, axis=0)
-            sub[lv.parents] = np.where(mx > 0, possum, mx)
-            ch = off > 0
-            _fix_single_best(ch, off, mx, lv)
-            chosen[lv.lo : lv.hi] = ch
-    else:
-        bfw = _check_bf(idx, bf, R).astype(np.float64, copy=False)
+    bfw = None if bf is None else _check_bf(idx, bf, R).astype(dt, copy=False)
+    if bfw is not None:
         kk = np.zeros((idx.n_nodes, n), dtype=np.int64)
-        docs = np.arange(n)[None, :]
-        for lv in reversed(idx.levels):
-            off = ST[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
-            kbest, best, ch = _bf_level(off, lv, bfw, R, docs)
-            sub[lv.parents] = best
-            kk[lv.parents] = kbest
-            chosen[lv.lo : lv.hi] = ch
+    for lv in reversed(idx.levels):
+        off = ST[lv.lo - 1 : lv.hi - 1]
+        if not lv.all_leaves:
+            off = off + sub[lv.lo : lv.hi]
+        for gr in lv.groups:
+            O = _slabs(off, gr)  # (g, k, n)
+            if bfw is None or kk is None:
+                mx = O.max(axis=1)
+                sub[gr.parents] = np.where(mx > 0, np.maximum(O, 0).sum(axis=1), mx)
+                _put(chosen, lv.lo, gr, _choose_plain(O, mx))
+            else:
+                best, kbest, ch = _choose_bf(O, bfw, gr.parents, R)
+                sub[gr.parents] = best
+                kk[gr.parents] = kbest
+                _put(chosen, lv.lo, gr, ch)
     sel = _topdown(idx, chosen)
     if kk is not None:
         kk *= sel
         kk = kk.T
-    return DPResult(selected=sel.T, score=sub[0].copy(), k=kk)
+    return DPResult(selected=sel.T, score=sub[0].astype(np.float64), k=kk)
 
 
-def _bf_level(
-    off: np.ndarray, lv: _Level, bfw: np.ndarray, R: int, docs: np.ndarray
+def _choose_bf(
+    O: np.ndarray, bfw: np.ndarray, parents: np.ndarray, R: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Branching choice at every parent of one level, node-major. Returns (k, best score,
-    chosen-children mask)."""
-    work = off.copy()
-    P = lv.parents.size
-    counts = lv.counts[:, None]
-    tops = []
+    """Branching choice (Alg. 4) for a group of parents with ``k`` children each.
+
+    ``O`` (g, k, n) are the offers. Candidate ``j`` (0-based, ``j < R``) takes the top ``j + 1``
+    offers; candidate ``R`` (bucket ">R", only when ``k > R``) takes the top ``R + 1`` and every
+    other positive offer, the best of all ``k > R``. Returns (best score (g, n), number of
+    children taken (g, n), children mask (g, k, n)).
+    """
+    k = O.shape[1]
+    bt = bfw[parents] + bfw[-1]  # (g, R + 1)
+    work = O
     picks = []
-    for _ in range(min(R + 1, int(lv.counts.max()))):
-        mxj = np.maximum.reduceat(work, lv.starts, axis=0)
-        key = np.where(work == mxj[lv.owner], lv.cols[:, None], _BIG)
-        pj = np.minimum.reduceat(key, lv.starts, axis=0)
-        pj = np.minimum(pj, lv.cols.size - 1)  # exhausted segments: any valid row, masked below
-        work[pj, docs] = -np.inf
-        tops.append(mxj)
-        picks.append(pj)
-    # candidate j (0-based) = top-(j+1) sum + bf term of bucket j; j = R is the bucket ">R"
-    cands = np.full((R + 1, P, off.shape[1]), -np.inf)
-    cum = np.zeros((P, off.shape[1]))
-    for j, t in enumerate(tops):
-        cum = cum + t
-        valid = j < counts
+    cands = []
+    cum = None
+    for j in range(min(k, R + 1)):
+        mx = work.max(axis=1)
+        h = _first_max(work, mx)
+        picks.append(h)
+        work = np.where(h, -np.inf, work)
+        cum = mx if cum is None else cum + mx
         if j < R:
-            cands[j] = np.where(valid, cum + (bfw[lv.parents, j] + bfw[-1, j])[:, None], -np.inf)
-    rest_pos = None
-    if len(tops) == R + 1:
-        rest_pos = np.add.reduceat(np.maximum(work, 0.0), lv.starts, axis=0)
-        cands[R] = np.where(R < counts, cum + rest_pos + (bfw[lv.parents, R] + bfw[-1, R])[:, None], -np.inf)
-    jbest = np.argmax(cands, axis=0)  # first max: the smallest k on ties
-    best = np.take_along_axis(cands, jbest[None], axis=0)[0]
-    ch = np.zeros(off.shape, dtype=bool)
-    for j, pj in enumerate(picks):
-        take = (jbest >= j) & (j < counts)
-        pp, dd = np.nonzero(take)
-        ch[pj[pp, dd], dd] = True
+            cands.append(cum + bt[:, j : j + 1])
+    rest = None
+    if k > R:
+        assert cum is not None
+        rest = work > 0
+        cands.append(cum + np.maximum(work, 0).sum(axis=1) + bt[:, R : R + 1])
+    best = cands[0]
+    jbest = np.zeros(best.shape, dtype=np.int64)
+    for j in range(1, len(cands)):
+        better = cands[j] > best
+        best = np.where(better, cands[j], best)
+        jbest[better] = j
+    ch = picks[0].copy()
+    for j in range(1, len(picks)):
+        ch |= picks[j] & (jbest >= j)[:, None]
     kbest = jbest + 1
-    if rest_pos is not None:
+    if rest is not None:
         over = jbest == R
         if over.any():
-            extra = (work > 0) & over[lv.owner]
+            extra = rest & over[:, None]
             ch |= extra
-            kbest = kbest + np.add.reduceat(extra, lv.starts, axis=0)
-    return kbest, best, ch
+            kbest += extra.sum(axis=1)
+    return best, kbest, ch
 
 
 def dp_solve_one(

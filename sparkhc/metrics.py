@@ -151,20 +151,22 @@ def _bep_from_table(pos: np.ndarray, neg: np.ndarray) -> float:
     tp_arr, pp_arr, g = _curve_counts(pos, neg)
     if g == 0 or len(tp_arr) == 0:
         return 0.0
-    tp = tp_arr.tolist()
-    pp = pp_arr.tolist()
-    prec = [Fraction(t, p) for t, p in zip(tp, pp, strict=True)]
-    rec = [Fraction(t, g) for t in tp]
-    # first cut-off with recall > 0 and P <= R; the last cut-off (R = 1) always qualifies
-    k = next(i for i in range(len(tp)) if tp[i] > 0 and prec[i] <= rec[i])
-    dk = prec[k] - rec[k]
+    # first cut-off with recall > 0 and P <= R, i.e. TP > 0 and PP >= G (TP/PP <= TP/G); the
+    # last cut-off (PP = N >= G, TP = G > 0) always qualifies
+    k = int(np.flatnonzero((tp_arr > 0) & (pp_arr >= g))[0])
+
+    def point(i: int) -> tuple[Fraction, Fraction]:
+        return Fraction(int(tp_arr[i]), int(pp_arr[i])), Fraction(int(tp_arr[i]), g)
+
+    pk, rk = point(k)
+    dk = pk - rk
     if dk == 0:
-        return float(prec[k])
+        return float(pk)
     # previous point: cut-off k-1, or the virtual start (R = 0, P = P_1) above the top score
-    pj, rj = (prec[k - 1], rec[k - 1]) if k > 0 else (prec[0], Fraction(0))
+    pj, rj = point(k - 1) if k > 0 else (point(0)[0], Fraction(0))
     dj = pj - rj  # >= 0: either R = 0 there or k is the first cut-off with P <= R
     lam = dj / (dj - dk)
-    return float(pj + lam * (prec[k] - pj))
+    return float(pj + lam * (pk - pj))
 
 
 def pr_curve(scores: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -39,13 +41,15 @@ from sparkhc.taxonomy import Taxonomy
 TEXT = "text"
 TOKENS = "tokens"
 
-#: The raw-documents layout every reader produces (and :func:`read_parquet` accepts).
+#: The raw-documents layout every reader produces (and :func:`read_parquet` accepts). Equal to
+#: ``sparkhc.spark.schemas.RAW_ARROW_SCHEMA``. ``labels`` is nullable in the schema (unlabelled
+#: documents to predict), but the readers always emit a list (``[]`` when there are no labels).
 RAW_SCHEMA = pa.schema(
     [
         pa.field(DOC_ID, pa.string(), nullable=False),
         pa.field(TEXT, pa.string(), nullable=True),
         pa.field(TOKENS, pa.list_(pa.string()), nullable=True),
-        pa.field(LABELS, pa.list_(pa.string()), nullable=False),
+        pa.field(LABELS, pa.list_(pa.string()), nullable=True),
         pa.field(SPLIT, pa.string(), nullable=True),
         pa.field(FOLD, pa.int32(), nullable=True),
     ]
@@ -254,11 +258,12 @@ class _Sink:
         self._rows: list[tuple[str, str | None, list[str] | None, list[str], str | None, int | None]] = []
 
     # -- locations
-    def set_file(self, path: str, unit: str | None = "line") -> None:
+    def set_file(self, path: str, unit: str | None = "line", listed: bool = True) -> None:
         self._files.append(path)
         self._units.append(unit)
         self._file_idx = len(self._files) - 1
-        self.report.files.append(path)
+        if listed:
+            self.report.files.append(path)
 
     def where(self, pos: int, file_idx: int | None = None) -> str:
         i = self._file_idx if file_idx is None else file_idx
@@ -725,7 +730,7 @@ def read_label_dirs(
         raise InputDataError(f"{base}: corpus directory not found")
     _check_choice("layout", layout, ("auto", "split/label", "label"))
     "".encode(encoding)  # unknown codec -> LookupError now, not mid-iteration
-    report = ReadReport(source=str(base))
+    report = ReadReport(source=str(base), files=[str(base)])
     sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, ancestors, True)
     tops = sorted((d for d in base.iterdir() if not d.name.startswith(".")), key=lambda p: natural_key(p.name))
     top_dirs = [d for d in tops if d.is_dir()]
@@ -770,10 +775,11 @@ def read_label_dirs(
                 if f.name.startswith(".") or not f.is_file():
                     report.skip_file(str(f))
                     continue
-                sink.set_file(str(f), None)
+                sink.set_file(str(f), None, listed=False)
                 report.read += 1
                 doc_id = f.relative_to(base).as_posix()
-                sink.claim_id(0, doc_id)  # unique by construction; keeps the bookkeeping uniform
+                if not sink.claim_id(0, doc_id):  # unique by construction, checked all the same
+                    continue
                 data = f.read_bytes()
                 try:
                     text = data.decode(encoding)
@@ -969,6 +975,7 @@ def _schema_str(schema: pa.Schema) -> str:
 def read_parquet(
     paths: str | Path | Iterable[str | Path],
     *,
+    require_labels: bool = True,
     taxonomy: Taxonomy | None = None,
     unknown_labels: UnknownLabels = "error",
     on_empty: OnEmpty = "error",
@@ -979,8 +986,9 @@ def read_parquet(
     """Read Parquet files in the raw-documents schema (see :func:`validate_raw_schema`).
 
     The schemas of all files are checked before any row is read. Rows go through the same checks
-    as the other readers (null ``doc_id`` or null label items are invalid records; duplicates,
-    empty documents and unknown labels as documented in :func:`read_jsonl`).
+    as the other readers (null ``doc_id`` or null label items are invalid records, and null
+    ``labels`` unless ``require_labels=False``, which reads them as ``[]``; duplicates, empty
+    documents and unknown labels as documented in :func:`read_jsonl`).
     """
     import pyarrow.parquet as pq
 
@@ -1014,8 +1022,13 @@ def read_parquet(
                     if not sink.claim_id(row, doc_id):
                         continue
                     labels = data[LABELS][i]
-                    if labels is None or any(lab is None or not lab for lab in labels):
-                        sink.invalid(row, "wrong type", f"column {LABELS!r} is null or has a null/empty item", doc_id)
+                    if labels is None:
+                        if require_labels:
+                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null", doc_id)
+                            continue
+                        labels = []
+                    if any(lab is None or not lab for lab in labels):
+                        sink.invalid(row, "wrong type", f"column {LABELS!r} has a null or empty item", doc_id)
                         continue
                     tokens = data[TOKENS][i] if TOKENS in data else None
                     if tokens is not None and any(t is None for t in tokens):
@@ -1033,6 +1046,51 @@ def read_parquet(
     return _run(sink, records()), report
 
 
+# ---------------------------------------------------------------------------------------- dispatch
+_JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
+
+
+def _is_parquet(p: Path) -> bool:
+    if p.suffix == ".parquet":
+        return True
+    with open(p, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
+    """Read raw documents from ``path``, choosing the reader from what is there.
+
+    - a Parquet file (``.parquet`` or ``PAR1`` magic), or a directory of ``*.parquet`` files (as
+      Spark writes them, read recursively in sorted order): :func:`read_parquet`;
+    - a JSON Lines file (``.jsonl``, ``.json``, ``.ndjson``, optionally ``.gz``), or a directory of
+      them: :func:`read_jsonl`;
+    - any other directory: :func:`read_label_dirs`.
+
+    ``options`` are passed to the chosen reader (e.g. ``taxonomy``, ``unknown_labels``,
+    ``on_empty``, ``on_invalid``, ``batch_size``). LYRL2004 token files need a qrels file: use
+    :func:`read_lyrl2004`.
+    """
+    p = Path(path)
+    if p.is_dir():
+        parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith((".", "_")))
+        if parquet:
+            return read_parquet(parquet, **options)
+        jsonl = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_JSONL_SUFFIXES))
+        if jsonl:
+            return read_jsonl(jsonl, **options)
+        return read_label_dirs(p, **options)
+    if not p.is_file():
+        raise InputDataError(f"{p}: input not found")
+    if _is_parquet(p):
+        return read_parquet(p, **options)
+    if p.name.endswith(_JSONL_SUFFIXES):
+        return read_jsonl(p, **options)
+    raise InputDataError(
+        f"{p}: unknown input format; expected .parquet, .jsonl(.gz) or a directory (one sub-directory per "
+        "label); LYRL2004 token files are read with read_lyrl2004 and a qrels file"
+    )
+
+
 # ---------------------------------------------------------------------------------------- helpers
 def to_table(batches: Iterable[pa.RecordBatch]) -> pa.Table:
     """Collect batches into one table (for small corpora and tests)."""
@@ -1045,9 +1103,6 @@ def write_jsonl_gz(records: Iterable[Mapping[str, Any]], path: str | Path) -> in
     Written to a temporary file next to ``path`` and renamed, so readers never see a partial
     file. Returns the number of records.
     """
-    import os
-    import tempfile
-
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)

@@ -212,6 +212,11 @@ class CorpusInfo:
     protocol: str = ""
     notes: str = ""
 
+    @property
+    def description(self) -> str:
+        """One line for listings: title and protocol."""
+        return f"{self.title}; protocol: {self.protocol}" if self.protocol else self.title
+
     # ------------------------------------------------------------------ files
     def required_files(self) -> list[FileSpec]:
         return [f for f in self.files if f.required]
@@ -326,8 +331,13 @@ class CorpusInfo:
             tax = Taxonomy.from_edges(edges, root=self.root, source=f"{tax.source} (90 ApteMod topics)")
         return tax
 
-    def scored_labels(self, taxonomy: Taxonomy) -> list[str]:
-        """The labels the protocol scores, in taxonomy id order (virtual leaves excluded)."""
+    def scored_labels(self, taxonomy: Taxonomy, table: pa.Table | None = None) -> list[str]:
+        """The labels the protocol scores, in taxonomy id order (virtual leaves excluded).
+
+        They depend on the protocol and the taxonomy only, so labels that no document carries are
+        scored too (RCV1: 5 of the 103 topics are absent from the subset); ``table`` is accepted
+        for callers that have the documents at hand and is not used.
+        """
         real = [c for c in range(1, taxonomy.n_nodes) if not taxonomy.virtual[c]]
         if self.scored == "all":
             return [taxonomy.names[c] for c in real]
@@ -786,6 +796,11 @@ register(CorpusInfo(
 def corpus_names() -> list[str]:
     """The registered corpus names."""
     return sorted(_REGISTRY)
+
+
+def all_corpora() -> list[CorpusInfo]:
+    """The registered corpora, by name."""
+    return [_REGISTRY[n] for n in corpus_names()]
 
 
 def get_corpus(name: str) -> CorpusInfo:

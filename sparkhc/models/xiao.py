@@ -297,7 +297,7 @@ def _as_csr(counts: Any) -> sp.csr_matrix:
     return sp.csr_matrix(x, dtype=np.float64)
 
 
-def sufficient_statistics(counts: Any, weights: np.ndarray) -> Stats:
+def sufficient_statistics(counts: Any, weights: np.ndarray, labeled: bool = False) -> Stats:
     """``word = Wᵀ X`` (K, V) and ``prior = Σ_i W_i`` (K,): pure sums, mergeable by addition.
 
     Parameters
@@ -306,13 +306,19 @@ def sufficient_statistics(counts: Any, weights: np.ndarray) -> Stats:
         Raw term counts ``x_it``.
     weights : ndarray (n_docs, K)
         Event counts of each document for each component (path scores, posteriors, ...).
+    labeled : bool
+        Also return ``vocab[t] = Σ_i x_it`` (term totals of the labeled documents), which
+        defines the model vocabulary when ``vocabulary="labeled"`` (see :func:`estimate`).
     """
     x = _as_csr(counts)
     w = np.asarray(weights, dtype=np.float64)
     if w.shape[0] != x.shape[0]:
         raise ValueError(f"counts have {x.shape[0]} rows but the scores have {w.shape[0]}")
     word = np.asarray((x.T @ w).T)
-    return {"word": np.ascontiguousarray(word), "prior": w.sum(axis=0), "docs": np.array([float(x.shape[0])])}
+    st = {"word": np.ascontiguousarray(word), "prior": w.sum(axis=0), "docs": np.array([float(x.shape[0])])}
+    if labeled:
+        st["vocab"] = np.asarray(x.sum(axis=0)).ravel()
+    return st
 
 
 def add_statistics(*parts: Mapping[str, np.ndarray]) -> Stats:
@@ -324,23 +330,36 @@ def add_statistics(*parts: Mapping[str, np.ndarray]) -> Stats:
     return out
 
 
-def estimate(stats: Mapping[str, np.ndarray], groups: np.ndarray | None = None) -> Params:
+def estimate(
+    stats: Mapping[str, np.ndarray], groups: np.ndarray | None = None, vocabulary: str = "labeled"
+) -> Params:
     """M-step with Laplace smoothing (Xiao Eqs. 3-4 and 6-7), in log space.
 
     ``groups[k]`` names the prior group of component ``k`` (the prior is normalized within each
     group: one group for PC / flat / MC; one per depth for WD; one per parent for TD).
+
+    ``vocabulary="labeled"`` **(choice, as in the authors' released code)**: the model vocabulary
+    ``V`` is the set of terms that occur in the (weakly) labeled documents (``stats["vocab"] > 0``);
+    other terms get ``log θ_{t|k} = 0`` and so are ignored by the E-step and the prediction.
+    ``"all"``: every column of the count matrix.
     """
     word = np.asarray(stats["word"], dtype=np.float64)
     prior = np.asarray(stats["prior"], dtype=np.float64)
-    k, v = word.shape
-    log_word = np.log1p(word) - np.log(v + word.sum(axis=1, keepdims=True))
+    k = word.shape[0]
+    if vocabulary == "labeled" and "vocab" in stats:
+        mask = np.asarray(stats["vocab"]) > 0
+        v = int(mask.sum())
+        tot = word @ mask.astype(np.float64)
+        log_word = np.where(mask[None, :], np.log1p(word) - np.log(v + tot)[:, None], 0.0)
+    else:
+        log_word = np.log1p(word) - np.log(word.shape[1] + word.sum(axis=1, keepdims=True))
     if groups is None:
         log_prior = np.log1p(prior) - np.log(k + prior.sum())
     else:
         g = np.asarray(groups, dtype=np.int64)
         size = np.bincount(g)
-        tot = np.bincount(g, weights=prior)
-        log_prior = np.log1p(prior) - np.log(size[g] + tot[g])
+        gtot = np.bincount(g, weights=prior)
+        log_prior = np.log1p(prior) - np.log(size[g] + gtot[g])
     return {"log_prior": log_prior, "log_word": log_word}
 
 
@@ -400,7 +419,7 @@ class _XiaoModel(HierModel):
 
     combine = "sum"
     semi_supervised: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {"max_iter": 30, "tol": 1e-4, "seed": 0}
+    defaults: ClassVar[dict[str, Any]] = {"max_iter": 30, "tol": 1e-4, "seed": 0, "vocabulary": "labeled"}
 
     def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
         super().__init__(taxonomy, n_features, **params)
@@ -424,6 +443,7 @@ class _XiaoModel(HierModel):
             "tol", isinstance(p["tol"], (int, float)) and float(p["tol"]) >= 0, "a float >= 0"
         )
         self._check_param("seed", isinstance(p["seed"], int), "an int")
+        self._check_param("vocabulary", p["vocabulary"] in ("labeled", "all"), "'labeled' or 'all'")
 
     # ------------------------------------------------------------------ model-specific hooks
     def groups(self) -> np.ndarray | None:
@@ -440,11 +460,12 @@ class _XiaoModel(HierModel):
 
     # ------------------------------------------------------------------ the three steps
     def sufficient_statistics(self, counts: Any, S: np.ndarray) -> Stats:
-        """Statistics of documents with event counts ``S`` (n_docs, K) (labeled part)."""
-        return sufficient_statistics(counts, S)
+        """Statistics of labeled documents with event counts ``S`` (n_docs, K), with the term
+        totals ``vocab`` that define the model vocabulary."""
+        return sufficient_statistics(counts, S, labeled=True)
 
     def estimate(self, stats: Mapping[str, np.ndarray]) -> Params:
-        return estimate(stats, self.groups())
+        return estimate(stats, self.groups(), str(self.params["vocabulary"]))
 
     def posteriors(self, counts: Any, params: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         return posteriors(counts, params, self.groups())
@@ -688,7 +709,7 @@ class NBMC(FlatNB):
         rng = np.random.default_rng(int(self.params["seed"]))
         r = rng.dirichlet(np.ones(self._nc), size=(s_l.shape[0], s_l.shape[1]))
         w = (s_l[:, :, None] * r).reshape(s_l.shape[0], -1)
-        st = sufficient_statistics(x_l, w)
+        st = sufficient_statistics(x_l, w, labeled=True)
         return self.estimate(st), st, False
 
     def e_step_labeled(self, counts: Any, S: np.ndarray, params: Params | None, cached: Stats | None) -> Stats:
@@ -696,7 +717,7 @@ class NBMC(FlatNB):
             raise ValueError("NBMC needs parameters for the labeled E-step")
         resp, lse = self._class_lse(log_joint(counts, params))
         w = (S[:, :, None] * resp).reshape(S.shape[0], -1)
-        st = sufficient_statistics(counts, w)
+        st = sufficient_statistics(counts, w, labeled=True)
         st["loglik"] = np.array([float(np.sum(S * lse))])
         return st
 
@@ -704,8 +725,8 @@ class NBMC(FlatNB):
         """``S`` over classes (n, M) is spread evenly over each class's components (used by
         :meth:`partial_fit`; EM training uses the latent responsibilities instead)."""
         if S.shape[1] == self.space.n_paths * self._nc:
-            return sufficient_statistics(counts, S)
-        return sufficient_statistics(counts, np.repeat(S, self._nc, axis=1) / self._nc)
+            return sufficient_statistics(counts, S, labeled=True)
+        return sufficient_statistics(counts, np.repeat(S, self._nc, axis=1) / self._nc, labeled=True)
 
     def component_paths(self, counts: Any, params: Params) -> np.ndarray:
         _, lse = self._class_lse(log_joint(counts, params))

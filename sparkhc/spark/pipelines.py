@@ -109,13 +109,13 @@ def featurize(
         info = registry.get_corpus(corpus)
         root = registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir)
         taxonomy = info.load_taxonomy(root)
-        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels)
+        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels)  # type: ignore[arg-type]
         table = readers.to_table(batches)
         scored = info.scored_labels(taxonomy, table)
         fit_on: Any = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
     else:
-        if taxonomy_path is None:
+        if taxonomy_path is None or input_path is None:
             raise SparkhcError("--taxonomy is required with --input")
         taxonomy = Taxonomy.load(taxonomy_path)
         batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels)

@@ -27,11 +27,13 @@ from sparkhc.corpus import (
     EmptyDocumentError,
     UnknownCorpusError,
     UnknownLabelError,
+    all_corpora,
     apte_mod_categories,
     download,
     fetch,
     find_corpus,
     get_corpus,
+    read_any,
     read_folds,
     read_jsonl,
     read_label_dirs,
@@ -79,6 +81,7 @@ def test_raw_schema_is_the_documented_layout():
     assert RAW_SCHEMA.field("tokens").type == pa.list_(pa.string())
     assert RAW_SCHEMA.field("labels").type == pa.list_(pa.string())
     assert RAW_SCHEMA.field("fold").type == pa.int32()
+    assert RAW_SCHEMA.field("split").type == pa.string() and RAW_SCHEMA.field("split").nullable
 
 
 # ------------------------------------------------------------------------------------------ JSONL: good input
@@ -352,6 +355,34 @@ def test_parquet_null_id_and_empty_quarantine(tmp_path):
     assert rep.quarantine_reasons == {"missing id": 1, "empty document": 1}
 
 
+def test_parquet_null_labels(tmp_path):
+    labels = pa.array([["A1"], None], type=pa.list_(pa.string()))
+    pq.write_table(pa.table({"doc_id": ["a", "b"], "text": ["x", "y"], "labels": labels}), tmp_path / "u.parquet")
+    with pytest.raises(InputDataError, match=r"u\.parquet, row 2 \(document 'b'\): column 'labels' is null"):
+        read_all(read_parquet(tmp_path / "u.parquet"))
+    t, _ = read_all(read_parquet(tmp_path / "u.parquet", require_labels=False))
+    assert t.column("labels").to_pylist() == [["A1"], []]
+
+
+def test_read_any_dispatch(tmp_path):
+    (tmp_path / "j").mkdir()
+    write_lines(tmp_path / "j" / "a.jsonl.gz", [doc("a")], gz=True)
+    t, _ = read_all(read_any(tmp_path / "j" / "a.jsonl.gz"))
+    assert t.column("doc_id").to_pylist() == ["a"]
+    (tmp_path / "pq").mkdir()
+    pq.write_table(t, tmp_path / "pq" / "part-0001.parquet")
+    (tmp_path / "pq" / "_SUCCESS").write_text("")
+    t2, _ = read_all(read_any(tmp_path / "pq", taxonomy=TAX7))
+    assert t2.equals(t)
+    (tmp_path / "dirs" / "A1").mkdir(parents=True)
+    (tmp_path / "dirs" / "A1" / "1").write_text("hello")
+    t3, _ = read_all(read_any(tmp_path / "dirs"))
+    assert t3.column("labels").to_pylist() == [["A1"]]
+    (tmp_path / "x.csv").write_text("a,b\n")
+    with pytest.raises(InputDataError, match="unknown input format"):
+        read_any(tmp_path / "x.csv")
+
+
 # ------------------------------------------------------------------------------------------ label dirs
 def test_label_dirs_split_layout_latin1(tmp_path):
     root = tmp_path / "ng"
@@ -441,6 +472,14 @@ def test_unknown_corpus_lists_known_names():
     assert "'20ng'" in str(e.value) and "20newsgroups" in str(e.value) and "rcv1v2_subset" in str(e.value)
 
 
+def test_registry_lists_the_index_corpora():
+    names = [c.name for c in all_corpora()]
+    for name in ("20newsgroups", "reuters21578", "rcv1v2_subset", "ohsumed23", "meka_imdb"):
+        assert name in names
+    assert all(c.description and c.protocol for c in all_corpora())
+    assert get_corpus("20newsgroups").can_download and not get_corpus("reuters21578").can_download
+
+
 def test_protocol_helpers():
     ng = get_corpus("20newsgroups")
     assert ng.splits == ("train", "test") and ng.n_folds is None
@@ -477,6 +516,32 @@ def test_flat_taxonomy_built_from_labels(tmp_path):
     t, rep = read_all(info.read(tmp_path))
     assert t.column("fold").to_pylist() == [0, 3] and t.column("split").null_count == 2
     assert rep.empty_kept == 1  # the protocol keeps documents without vocabulary words
+
+
+def test_rcv1v2_lyrl2004_entry_on_synthetic_files(tmp_path):
+    d = tmp_path / "rcv1v2"
+    d.mkdir()
+    (d / "lyrl2004_tokens_train.dat.gz").write_bytes(gzip.compress(b".I 26151\n.W\nstocks fell\n"))
+    for i in range(4):
+        (d / f"lyrl2004_tokens_test_pt{i}.dat").write_text(f".I {100 + i}\n.W\nword{i}\n")
+    (d / "rcv1-v2.topics.qrels.gz").write_bytes(gzip.compress(
+        b"C15 26151 1\nCCAT 26151 1\nGCAT 100 1\nGCAT 101 1\nGCAT 102 1\nCCAT 103 1\n"
+    ))
+    (d / "rcv1.topics.hier.orig").write_text(
+        "parent: None       child: Root   child-description: Root\n"
+        "parent: Root       child: CCAT   child-description: CORPORATE/INDUSTRIAL\n"
+        "parent: CCAT       child: C15    child-description: PERFORMANCE\n"
+        "parent: Root       child: GCAT   child-description: GOVERNMENT/SOCIAL\n"
+    )
+    info = get_corpus("rcv1v2")
+    assert find_corpus("rcv1v2", data_dir=tmp_path, download=False) == d
+    tax = info.load_taxonomy(tmp_path)
+    assert tax.root_name == "Root" and info.scored_labels(tax) == ["CCAT", "GCAT", "C15"]
+    t, rep = read_all(info.read(tmp_path))
+    assert t.column("doc_id").to_pylist() == ["26151", "100", "101", "102", "103"]
+    assert t.column("split").to_pylist() == ["train"] + ["test"] * 4
+    assert t.column("labels").to_pylist()[0] == ["C15", "CCAT"]
+    assert (rep.read, rep.emitted) == (5, 5)
 
 
 # ------------------------------------------------------------------------------------------ real data
@@ -542,6 +607,18 @@ def test_real_ohsumed23():
     splits = t.column("split").to_pylist()
     assert (splits.count("train"), splits.count("test")) == (3357, 4043)
     assert len(info.scored_labels(tax)) == 23
+
+
+@pytest.mark.slow
+def test_real_meka_imdb():
+    d = corpus_dir("meka_imdb")
+    info = get_corpus("meka_imdb")
+    tax = info.load_taxonomy(d)
+    assert len(info.scored_labels(tax)) == 28 and tax.max_depth == 1
+    t, rep = read_all(info.read(d))
+    assert t.num_rows == 120919 and rep.empty_kept == 24
+    [r] = info.rounds()
+    assert int(r.test_mask(t).sum()) == 24184 and int(r.train_mask(t).sum()) == 120919 - 24184
 
 
 # ------------------------------------------------------------------------------------------ fetch / find

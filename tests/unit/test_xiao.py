@@ -93,6 +93,22 @@ def test_pcnb_estimates_by_hand() -> None:
     assert sorted(model.space.base.names[c] for c in pred.indices) == ["A", "a1"]
 
 
+def test_vocabulary_of_the_labeled_documents() -> None:
+    tax = two_level()
+    # the same 4 documents plus a 4th word that no labeled document contains
+    x = sp.csr_matrix(np.array([[2, 0, 1, 0], [0, 1, 1, 0], [1, 0, 0, 0], [0, 2, 0, 0]], dtype=float))
+    labels = [["A", "a1"], ["A", "a2"], ["B", "b1"], ["A"]]
+    labeled_v = PCNB(tax, 4)  # vocabulary="labeled" (default): |V| = 3, word 4 ignored
+    labeled_v.fit_arrays(x, labeled_v.node_scores_from_labels(labels))
+    assert labeled_v.params_ is not None
+    # p0 as in test_pcnb_estimates_by_hand: [5, 4, 4]/13, and log θ = 0 for the unseen word
+    np.testing.assert_allclose(labeled_v.params_["log_word"][0], np.log([5 / 13, 4 / 13, 4 / 13, 1.0]), rtol=1e-12)
+    all_v = PCNB(tax, 4, vocabulary="all")  # |V| = 4: p0 = (1 + [4,3,3,0]) / (4 + 10) = [5,4,4,1]/14
+    all_v.fit_arrays(x, all_v.node_scores_from_labels(labels))
+    assert all_v.params_ is not None
+    np.testing.assert_allclose(np.exp(all_v.params_["log_word"][0]), [5 / 14, 4 / 14, 4 / 14, 1 / 14], rtol=1e-12)
+
+
 def test_path_scores_figure1() -> None:
     # Xiao et al. Figure 1: x_i labeled {c^1_1, c^2_2}; S_i2 = 2, S_i1 = S_i3 = 1, others 0.
     tax = Taxonomy.from_edges(
@@ -224,9 +240,11 @@ def test_statistics_of_halves_add_up_to_the_whole() -> None:
     space, x, s, _ = synthetic(tax, n=101, seed=7)
     model = PCEM(tax, x.shape[1])
     sp_ = model.event_weights(s)
-    whole = sufficient_statistics(x, sp_)
-    halves = add_statistics(sufficient_statistics(x[:50], sp_[:50]), sufficient_statistics(x[50:], sp_[50:]))
-    assert set(whole) == set(halves)
+    whole = sufficient_statistics(x, sp_, labeled=True)
+    halves = add_statistics(
+        sufficient_statistics(x[:50], sp_[:50], labeled=True), sufficient_statistics(x[50:], sp_[50:], labeled=True)
+    )
+    assert set(whole) == set(halves) == {"word", "prior", "docs", "vocab"}
     for k in whole:
         np.testing.assert_allclose(halves[k], whole[k], rtol=1e-12, atol=0)
     # the E-step statistics (posteriors as event counts) and the log likelihood add up too

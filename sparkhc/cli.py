@@ -162,7 +162,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     from sparkhc.spark import pipelines
 
     if cmd == "experiment":
-        from sparkhc import experiments
+        from sparkhc.spark import experiments
 
         out = experiments.run(args.name, corpus=args.corpus, data_dir=args.data_dir, out=args.out,
                               cfg=cfg, quick=args.quick, master=args.master)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,6 +54,7 @@ __all__ = [
     "DPResult",
     "tree_index",
     "edge_scores",
+    "row_scores",
     "local_search",
     "local_search_mask",
     "dp_solve",
@@ -66,6 +68,8 @@ __all__ = [
 ]
 
 _BIG = np.iinfo(np.int64).max
+#: subtracted from an offer once it is taken (far below any score, finite in float32)
+_TAKEN = 1e30
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class _Level:
     owner: np.ndarray  # (hi-lo,) index into ``parents`` of each child's parent
     rank0: np.ndarray  # (hi-lo,) start offset of each child's segment (starts[owner])
     cols: np.ndarray  # arange(hi - lo)
+    rank: np.ndarray  # cols - rank0: position of each child among its siblings
+    up: np.ndarray  # (hi-lo,) parent node id of each child
     counts: np.ndarray  # (P,) number of children
     all_leaves: bool  # every child in the block is a leaf (its subtree score is 0)
     groups: tuple[_Group, ...]  # the parents grouped by number of children (batch path)
@@ -183,6 +189,8 @@ def _build_index(tax: Taxonomy) -> TreeIndex:
                 owner=owner,
                 rank0=starts[owner],
                 cols=np.arange(hi - lo),
+                rank=np.arange(hi - lo) - starts[owner],
+                up=parent[lo:hi].copy(),
                 counts=counts,
                 all_leaves=bool(is_leaf[lo:hi].all()),
                 groups=tuple(groups),
@@ -232,6 +240,41 @@ def edge_scores(X: sp.spmatrix | np.ndarray, W: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
+def _probe_matvecs() -> Any:
+    """scipy's CSR x dense kernel (private ``_sparsetools.csr_matvecs``), if it behaves as
+    expected here; ``None`` otherwise (then :func:`row_scores` uses a public path)."""
+    try:
+        from scipy.sparse import _sparsetools
+
+        fn = _sparsetools.csr_matvecs
+        W = np.arange(12, dtype=np.float32).reshape(4, 3)
+        out = np.zeros(3, dtype=np.float32)
+        fn(1, 4, 3, np.array([0, 2], np.int32), np.array([1, 3], np.int32), np.array([2, 1], np.float32), W.reshape(-1), out)
+        return fn if np.array_equal(out, 2 * W[1] + W[3]) else None
+    except Exception:  # pragma: no cover - depends on the scipy build
+        return None
+
+
+_MATVECS = _probe_matvecs()
+
+
+def row_scores(W: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Edge scores of one document, ``x @ W`` for ``x`` given by its ``indices``/``values``.
+
+    Reads the ``nnz(x)`` rows of the feature-major ``W`` in place (scipy's CSR kernel, no copy
+    of the rows and no BLAS threads); result in ``W``'s dtype. ``W`` must be C-contiguous.
+    """
+    n_col = W.shape[1]
+    if _MATVECS is not None and W.flags.c_contiguous and W.dtype in (np.float32, np.float64):
+        vals = values if values.dtype == W.dtype else values.astype(W.dtype)
+        idx = indices if indices.dtype in (np.int32, np.int64) else indices.astype(np.int64)
+        out = np.zeros(n_col, dtype=W.dtype)
+        ptr = np.array([0, idx.size], dtype=idx.dtype)
+        _MATVECS(1, W.shape[0], n_col, ptr, idx, vals, W.reshape(-1), out)
+        return out
+    return np.asarray(values, dtype=W.dtype) @ W[indices]
+
+
 def bf_bucket(k: np.ndarray | int, R: int) -> np.ndarray:
     """Column of ``bf`` for ``k`` selected children: ``min(k, R + 1) - 1``."""
     return np.minimum(np.asarray(k, dtype=np.int64), R + 1) - 1
@@ -247,15 +290,16 @@ def _as2d(S: np.ndarray, n_edges: int) -> np.ndarray:
     if S.ndim == 1:
         S = S[None, :]
     if S.ndim != 2 or S.shape[1] != n_edges:
-        raise ValueError(f"edge scores must have shape (n_docs, {n_edges}); got {S.shape}")
+        raise ValueError(f"edge scores must have shape (n_docs, n_edges) = (n_docs, {n_edges}); got {S.shape}")
     return S
 
 
 def mask_to_sets(mask: np.ndarray) -> list[np.ndarray]:
     """Rows of a boolean ``(n_docs, n_cols)`` mask as arrays of column ids (int64)."""
     rows, cols = np.nonzero(mask)
-    bounds = np.searchsorted(rows, np.arange(1, mask.shape[0]))
-    return np.split(cols.astype(np.int64), bounds)
+    cols = cols.astype(np.int64)
+    bounds = np.searchsorted(rows, np.arange(mask.shape[0] + 1)).tolist()
+    return [cols[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _topdown(idx: TreeIndex, chosen: np.ndarray) -> np.ndarray:
@@ -425,7 +469,8 @@ def dp_solve(
             O = _slabs(off, gr)  # (g, k, n)
             if bfw is None or kk is None:
                 mx = O.max(axis=1)
-                sub[gr.parents] = np.where(mx > 0, np.maximum(O, 0).sum(axis=1), mx)
+                # every positive offer, else the best one (then no offer is positive)
+                sub[gr.parents] = np.maximum(O, 0).sum(axis=1) + np.minimum(mx, 0)
                 _put(chosen, lv.lo, gr, _choose_plain(O, mx))
             else:
                 best, kbest, ch = _choose_bf(O, bfw, gr.parents, R)
@@ -451,7 +496,11 @@ def _choose_bf(
     """
     k = O.shape[1]
     bt = bfw[parents] + bfw[-1]  # (g, R + 1)
-    work = O
+    # numpy's masked selects (np.where, copyto) are slow here: taken offers are pushed down by
+    # _TAKEN (finite, so the arithmetic stays exact for the others) and choices use arithmetic
+    taken = O.dtype.type(_TAKEN)
+    work = O.copy()
+    buf = np.empty_like(work)
     picks = []
     cands = []
     cum = None
@@ -459,7 +508,8 @@ def _choose_bf(
         mx = work.max(axis=1)
         h = _first_max(work, mx)
         picks.append(h)
-        work = np.where(h, -np.inf, work)
+        np.multiply(h, taken, out=buf)
+        work -= buf
         cum = mx if cum is None else cum + mx
         if j < R:
             cands.append(cum + bt[:, j : j + 1])
@@ -469,11 +519,14 @@ def _choose_bf(
         rest = work > 0
         cands.append(cum + np.maximum(work, 0).sum(axis=1) + bt[:, R : R + 1])
     best = cands[0]
+    for c in cands[1:]:
+        best = np.maximum(best, c)
+    # jbest = index of the first candidate equal to the best (the smallest k on ties)
     jbest = np.zeros(best.shape, dtype=np.int64)
-    for j in range(1, len(cands)):
-        better = cands[j] > best
-        best = np.where(better, cands[j], best)
-        jbest[better] = j
+    pending = cands[0] != best
+    for c in cands[1:]:
+        jbest += pending
+        pending &= c != best
     ch = picks[0].copy()
     for j in range(1, len(picks)):
         ch |= picks[j] & (jbest >= j)[:, None]
@@ -498,45 +551,44 @@ def dp_solve_one(
     calls per level (a segmented sort by ``np.lexsort`` for branching features).
     """
     idx = index
+    s = np.asarray(s, dtype=np.float64)
     sub = np.zeros(idx.n_nodes, dtype=np.float64)
     chosen = np.zeros(idx.n_nodes, dtype=bool)
     kk: np.ndarray | None = None
     if bf is None:
         for lv in reversed(idx.levels):
-            off = s[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            off = s[lv.lo - 1 : lv.hi - 1]
+            if not lv.all_leaves:
+                off = off + sub[lv.lo : lv.hi]
             mx = np.maximum.reduceat(off, lv.starts)
-            pos = mx > 0
-            ch = off > 0
-            if pos.all():
-                sub[lv.parents] = np.add.reduceat(np.where(ch, off, 0.0), lv.starts)
-            else:
-                sub[lv.parents] = np.where(pos, np.add.reduceat(np.where(ch, off, 0.0), lv.starts), mx)
-                key = np.where(off == mx[lv.owner], lv.cols, _BIG)
-                first = np.minimum.reduceat(key, lv.starts)
-                ch[first[~pos]] = True
-            chosen[lv.lo : lv.hi] = ch
+            ch = chosen[lv.lo : lv.hi]
+            np.greater(off, 0.0, out=ch)
+            # every positive offer, else the best one (then nothing is positive)
+            sub[lv.parents] = np.add.reduceat(off * ch, lv.starts) + np.minimum(mx, 0.0)
+            # the first best child is taken in either case (when the max is positive it is)
+            ch[np.minimum.reduceat(np.where(off == mx[lv.owner], lv.cols, _BIG), lv.starts)] = True
     else:
         bfw = _check_bf(idx, bf, R)
         b = idx.seg_bucket(R)
         bterm = (bfw[idx.edge_parent, b] + bfw[-1, b]).astype(np.float64)
         kk = np.zeros(idx.n_nodes, dtype=np.int64)
         for lv in reversed(idx.levels):
-            off = s[lv.lo - 1 : lv.hi - 1] + sub[lv.lo : lv.hi]
+            off = s[lv.lo - 1 : lv.hi - 1]
+            if not lv.all_leaves:
+                off = off + sub[lv.lo : lv.hi]
             order = np.lexsort((-off, lv.owner))
             srt = off[order]
             cs = np.cumsum(srt)
-            cand = cs - (cs - srt)[lv.starts][lv.owner] + bterm[lv.lo - 1 : lv.hi - 1]
+            cand = cs - (cs - srt)[lv.rank0] + bterm[lv.lo - 1 : lv.hi - 1]
             mx = np.maximum.reduceat(cand, lv.starts)
-            key = np.where(cand == mx[lv.owner], lv.cols, _BIG)
-            kbest = np.minimum.reduceat(key, lv.starts) - lv.starts + 1
+            kbest = np.minimum.reduceat(np.where(cand == mx[lv.owner], lv.rank, _BIG), lv.starts) + 1
             sub[lv.parents] = mx
             kk[lv.parents] = kbest
-            chosen[lv.lo + order] = lv.cols - lv.rank0 < kbest[lv.owner]
+            chosen[lv.lo + order] = lv.rank < kbest[lv.owner]
     sel = chosen
     sel[0] = True
-    par = idx.parent
     for lv in idx.levels:
-        sel[lv.lo : lv.hi] &= sel[par[lv.lo : lv.hi]]
+        sel[lv.lo : lv.hi] &= sel[lv.up]
     if kk is not None:
         kk *= sel
     return sel, float(sub[0]), kk

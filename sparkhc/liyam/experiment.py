@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,9 @@ from sparkhc.text.tokenize import Tokenizer
 log = logging.getLogger(__name__)
 
 COMMAND = "sparkhc experiment li-yamanishi --data-dir ../shared/data --out docs/results/li_yamanishi"
-MODULE_COMMAND = "python -m sparkhc.liyam.experiment --data-dir ../shared/data --out docs/results/li_yamanishi"
+MODULE_COMMAND = (
+    "python -m sparkhc.liyam.experiment --data-dir ../shared/data --out docs/results/li_yamanishi"
+)
 
 NINE = ("wheat", "corn", "oilseed", "sugar", "coffee", "soybean", "cocoa", "rice", "cotton")
 SETTINGS = ("nine_commodities", "ten_largest")
@@ -59,12 +62,28 @@ SETTING_TITLES = {
 #: Paper's Tables 16 and 17 (break-even points).
 PAPER_BEP: dict[str, dict[str, float]] = {
     "nine_commodities": {
-        "COS": 0.60, "WBM": 0.62, "HCM0.5": 0.32, "HCM0.7": 0.42, "HCM0.9": 0.54, "HCM0.95": 0.51,
-        "FMM0": 0.66, "FMM0.4": 0.54, "FMM0.5": 0.52, "FMM0.7": 0.42,
+        "COS": 0.60,
+        "WBM": 0.62,
+        "HCM0.5": 0.32,
+        "HCM0.7": 0.42,
+        "HCM0.9": 0.54,
+        "HCM0.95": 0.51,
+        "FMM0": 0.66,
+        "FMM0.4": 0.54,
+        "FMM0.5": 0.52,
+        "FMM0.7": 0.42,
     },
     "ten_largest": {
-        "COS": 0.52, "WBM": 0.62, "HCM0.5": 0.47, "HCM0.7": 0.51, "HCM0.9": 0.55, "HCM0.95": 0.31,
-        "FMM0": 0.62, "FMM0.4": 0.54, "FMM0.5": 0.67, "FMM0.7": 0.62,
+        "COS": 0.52,
+        "WBM": 0.62,
+        "HCM0.5": 0.47,
+        "HCM0.7": 0.51,
+        "HCM0.9": 0.55,
+        "HCM0.95": 0.31,
+        "FMM0": 0.62,
+        "FMM0.4": 0.54,
+        "FMM0.5": 0.67,
+        "FMM0.7": 0.62,
     },
 }
 #: The paper's data set sizes (Tables 12 and 14).
@@ -84,34 +103,39 @@ CONFIG_TITLES = {
 }
 
 ModelFactory = Callable[[], Any]
+FMM_GAMMAS = (0.0, 0.4, 0.5, 0.7)
+HCM_GAMMAS = (0.5, 0.7, 0.9, 0.95)
 
 
 def main_methods() -> dict[str, ModelFactory]:
-    """The paper's ten methods (Tables 16-17), with this module's defaults."""
+    """The paper's ten methods (Tables 16-17) with this module's defaults ("global" clusters: one
+    per category), then FMM and HCM under the "binary" reading (two clusters, ``c`` and ``c̄``,
+    per category)."""
     m: dict[str, ModelFactory] = {"COS": lambda: COS(), "WBM": lambda: WBM()}
-    for g in (0.5, 0.7, 0.9, 0.95):
-        m[f"HCM{g:g}"] = lambda g=g: HCM(gamma=g)
-    for g in (0.0, 0.4, 0.5, 0.7):
-        m[f"FMM{g:g}"] = lambda g=g: FMM(gamma=g)
+    for g in HCM_GAMMAS:
+        m[f"HCM{g:g}"] = partial(HCM, gamma=g)
+    for g in FMM_GAMMAS:
+        m[f"FMM{g:g}"] = partial(FMM, gamma=g)
+    for g in HCM_GAMMAS:
+        m[f"HCM{g:g} binary"] = partial(HCM, gamma=g, scheme="binary")
+    for g in FMM_GAMMAS:
+        m[f"FMM{g:g} binary"] = partial(FMM, gamma=g, scheme="binary")
     return m
 
 
 def ablation_methods() -> dict[str, ModelFactory]:
-    """Readings of the paper's silent points (primary configuration only)."""
+    """Other readings of the paper's silent points (primary configuration only)."""
     m: dict[str, ModelFactory] = {"COS (plain cosine, no complement)": lambda: COS(complement=False)}
-    m["WBM (alpha=0.5)"] = lambda: WBM(alpha=0.5)
-    for g in (0.5, 0.7, 0.9, 0.95):
-        m[f"HCM{g:g} (no rest cluster)"] = lambda g=g: HCM(gamma=g, rest_cluster=False)
-    for g in (0.5, 0.9):
-        m[f"HCM{g:g} (binary scheme)"] = lambda g=g: HCM(gamma=g, scheme="binary")
-    for g in (0.0, 0.4, 0.5, 0.7):
-        m[f"FMM{g:g} (binary scheme)"] = lambda g=g: FMM(gamma=g, scheme="binary")
-    for s in (1, 2, 5, 10, 20, 100, 300):
-        m[f"FMM0 (EM s={s})"] = lambda s=s: FMM(gamma=0.0, n_iter=s)
-    for s in (1, 5, 20, 300):
-        m[f"FMM0.5 (EM s={s})"] = lambda s=s: FMM(gamma=0.5, n_iter=s)
+    for a in (0.5, 0.1, 0.01):
+        m[f"WBM (alpha={a:g})"] = partial(WBM, alpha=a)
+    for g in HCM_GAMMAS:
+        m[f"HCM{g:g} (no rest cluster)"] = partial(HCM, gamma=g, rest_cluster=False)
+    for s in (1, 5, 10, 20, 100, 300):
+        m[f"FMM0 (EM s={s})"] = partial(FMM, gamma=0.0, n_iter=s)
     m["FMM0 (eta=0.5)"] = lambda: FMM(gamma=0.0, eta=0.5)
     m["FMM0 (eta=1.5)"] = lambda: FMM(gamma=0.0, eta=1.5)
+    m["FMM0.4 (EM s=300)"] = lambda: FMM(gamma=0.4, n_iter=300)
+    m["FMM0.7 (theta floor 1e-3)"] = lambda: FMM(gamma=0.7, theta_floor=1e-3)
     return m
 
 
@@ -136,7 +160,9 @@ def load_docs(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def split_docs(docs: Sequence[dict[str, Any]], split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_docs(
+    docs: Sequence[dict[str, Any]], split: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Training and test documents of the whole collection.
 
     ``lewis``: LEWISSPLIT=TRAIN without the TOPICS="BYPASS" stories (13,625, the paper's Table 14
@@ -223,8 +249,14 @@ def build_setting(
         return Y
 
     return SettingData(
-        name, X_train, X_test, categories, labels(train, categories), eval_categories,
-        labels(test, eval_categories), vocab,
+        name,
+        X_train,
+        X_test,
+        categories,
+        labels(train, categories),
+        eval_categories,
+        labels(test, eval_categories),
+        vocab,
     )
 
 
@@ -239,8 +271,10 @@ def downsample_curve(precision: np.ndarray, recall: np.ndarray, n: int = 200) ->
     else:
         grid = np.linspace(recall[0], recall[-1], n)
         idx = np.unique(np.searchsorted(recall, grid, side="left").clip(0, len(recall) - 1))
-    return {"precision": [round(float(p), 5) for p in precision[idx]],
-            "recall": [round(float(r), 5) for r in recall[idx]]}
+    return {
+        "precision": [round(float(p), 5) for p in precision[idx]],
+        "recall": [round(float(r), 5) for r in recall[idx]],
+    }
 
 
 def evaluate_method(factory: ModelFactory, data: SettingData, keep_curve: bool) -> dict[str, Any]:
@@ -301,9 +335,13 @@ def render_markdown(results: dict[str, Any]) -> str:
         "evaluated categories, sweeping one threshold ε on the per-word log-likelihood ratio",
         "(COS: on cos(d, c) − cos(d, c̄)).",
         "",
-        "Defaults: FMM clusters one per category, f(w) = Σ_c f(w|c), P(k|c) by EM from uniform",
-        f"weights, {FMM().n_iter} updates, η = 1; HCM with a rest cluster and the +0.5 estimator;",
-        "WBM with Laplace smoothing; tokens = lowercase letter-only words of ≥ 2 letters (title + body).",
+        "Defaults: one word cluster per category (γ rule with f(w) = Σ_c f(w|c)); c̄ = the training",
+        "documents not in c, modelled over the same clusters; FMM P(k|c) by EM from uniform weights,",
+        f"{FMM().n_iter} updates, η = 1; HCM with a rest cluster and the +0.5 estimator; WBM with Laplace",
+        "smoothing; documents with no covered word score −∞. Rows marked *binary* use the other reading:",
+        "each category's test is a two-category problem {c, c̄} with its own two clusters. Tokens:",
+        "lowercase letter-only words of ≥ 2 letters (title + body), vocabulary = training words. The",
+        "paper column repeats the paper's number for the same method name.",
         "",
     ]
     for setting in SETTINGS:
@@ -312,16 +350,19 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [head, "|" + " --- |" * (len(results["configs"]) + 2)]
         stats = {c: results["configs"][c][setting]["stats"] for c in results["configs"]}
         ptr, pte, pv = PAPER_SIZES[setting]
-        for key, label, paper in (("n_train", "training docs", ptr), ("n_test", "test docs", pte),
-                                  ("vocabulary", "vocabulary", pv)):
-            lines.append(f"| {label} | " + " | ".join(str(stats[c][key]) for c in stats) + f" | {paper} |")
+        for key, label, size in (
+            ("n_train", "training docs", ptr),
+            ("n_test", "test docs", pte),
+            ("vocabulary", "vocabulary", pv),
+        ):
+            lines.append(f"| {label} | " + " | ".join(str(stats[c][key]) for c in stats) + f" | {size} |")
         lines.append("")
         head = "| method | " + " | ".join(CONFIG_TITLES[c] for c in results["configs"]) + " | paper |"
         lines += [head, "|" + " --- |" * (len(results["configs"]) + 2)]
         for method in main_methods():
             vals = [results["configs"][c][setting]["methods"][method]["bep"] for c in results["configs"]]
-            lines.append(f"| {method} | " + " | ".join(_fmt(v) for v in vals)
-                         + f" | {_fmt(PAPER_BEP[setting].get(method))} |")
+            paper = PAPER_BEP[setting].get(method.removesuffix(" binary"))
+            lines.append(f"| {method} | " + " | ".join(_fmt(v) for v in vals) + f" | {_fmt(paper)} |")
         lines.append("")
         abl = results["configs"]["lewis"][setting].get("ablations", {})
         if abl:
@@ -333,6 +374,7 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def plot_curves(results: dict[str, Any], out_dir: Path, config: str = "lewis") -> list[Path]:
+    """``pr_<setting>.png``: the paper's methods (left) and the binary reading (right)."""
     try:
         import matplotlib
 
@@ -343,24 +385,37 @@ def plot_curves(results: dict[str, Any], out_dir: Path, config: str = "lewis") -
         return []
     paths = []
     for setting in SETTINGS:
-        fig, ax = plt.subplots(figsize=(7, 6))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 5.6), sharey=True)
         methods = results["configs"][config][setting]["methods"]
-        for name, r in methods.items():
-            curve = r.get("curve")
-            if not curve:
-                continue
-            style = "-" if name.startswith("FMM") else "--" if name.startswith("HCM") else ":"
-            ax.plot(curve["recall"], curve["precision"], style, lw=1.4, label=f"{name} ({r['bep']:.2f})")
-        ax.plot([0, 1], [0, 1], color="0.8", lw=0.8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("recall (micro)")
-        ax.set_ylabel("precision (micro)")
-        ax.set_title(f"Li & Yamanishi 1997, {setting} ({CONFIG_TITLES[config]})", fontsize=9)
-        ax.legend(fontsize=7, loc="lower left", title="method (break-even)", title_fontsize=7)
+        panels = (
+            ("clusters: one per category (paper's Section 4)", lambda n: "binary" not in n),
+            (
+                "binary reading: clusters k_c, k_c̄ per category",
+                lambda n: "binary" in n or n in ("WBM", "COS"),
+            ),
+        )
+        for ax, (title, keep) in zip(axes, panels, strict=True):
+            for name, r in methods.items():
+                curve = r.get("curve")
+                if not curve or not keep(name):
+                    continue
+                style = "-" if name.startswith("FMM") else "--" if name.startswith("HCM") else ":"
+                ax.plot(
+                    curve["recall"], curve["precision"], style, lw=1.3, label=f"{name} ({_fmt(r['bep'])})"
+                )
+            ax.plot([0, 1], [0, 1], color="0.8", lw=0.8)
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1.02)
+            ax.set_xlabel("recall (micro-averaged)")
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=7, loc="lower left", title="method (break-even point)", title_fontsize=7)
+        axes[0].set_ylabel("precision (micro-averaged)")
+        fig.suptitle(
+            f"Li & Yamanishi 1997 on Reuters-21578, {setting} ({CONFIG_TITLES[config]})", fontsize=10
+        )
         fig.tight_layout()
         p = out_dir / f"pr_{setting}.png"
-        fig.savefig(p, dpi=120)
+        fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
     return paths
@@ -399,8 +454,14 @@ def run_experiment(
             methods = {}
             for name, factory in main_methods().items():
                 methods[name] = evaluate_method(factory, data, keep_curve=True)
-                log.info("%s/%s %-8s BEP %.3f (fit %.1f s)", cfg, setting, name, methods[name]["bep"],
-                         methods[name]["fit_seconds"])
+                log.info(
+                    "%s/%s %-8s BEP %.3f (fit %.1f s)",
+                    cfg,
+                    setting,
+                    name,
+                    methods[name]["bep"],
+                    methods[name]["fit_seconds"],
+                )
             entry: dict[str, Any] = {"stats": stats, "methods": methods}
             if ablations and cfg == "lewis":
                 entry["ablations"] = {}
@@ -420,7 +481,9 @@ def run_experiment(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sparkhc.liyam.experiment", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m sparkhc.liyam.experiment", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--data-dir", default="../shared/data", help="shared data root (holds reuters21578/)")
     ap.add_argument("--out", default="docs/results/li_yamanishi", help="output directory")
     ap.add_argument("--configs", nargs="*", choices=list(CONFIGS), help="subset of configurations")

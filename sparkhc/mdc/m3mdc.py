@@ -15,38 +15,43 @@ solved by alternating (a) the W, b step with C fixed and (b) the closed-form C s
 How the W step is solved (exactly)
 ----------------------------------
 With ``C`` fixed the W step is the convex QP ``Σ_i L_i(w_i, b_i) + ½ tr(W Q Wᵀ)`` with
-``Q = λ1 I + λ2 C⁻¹`` and ``L_i`` the hinge loss of pair ``i``. Its dual is the paper's Eq. (8)
-(kernel ``M_{i1 i2} ⟨x, x'⟩`` with ``M = Q⁻¹``). The pairwise problems are *not* independent
-given ``C`` alone: the off-diagonal entries of ``C⁻¹`` couple the columns of ``W`` (in the paper
-the sub-QP (9) of pair ``i`` depends on the other pairs' multipliers through ``S_ij``, and the
-sub-QPs are swept one after the other). To solve them in parallel and still reach the exact
-optimum we use a majorize–minimize (Jacobi) scheme: with the diagonal matrix
-``D = diag(Q_ii + Σ_{k≠i} |Q_ik|) ⪰ Q`` (Gershgorin), ::
+``Q = λ1 I + λ2 C⁻¹`` and ``L_i`` the hinge loss of pair ``i``. Its dual is the paper's Eq. (8)::
 
-    ½ tr(W Q Wᵀ) ≤ ½ tr(W_s Q W_sᵀ) + ⟨W − W_s, W_s Q⟩ + ½ Σ_i D_i ‖w_i − w_i^s‖²
+    max_α  Σ α − ½ tr(G M Gᵀ),   G = [g_1 … g_m],  g_i = Σ_j α_ij y_ij x_ij,  M = Q⁻¹
+    s.t.   0 ≤ α_ij ≤ 1,  Σ_j α_ij y_ij = 0  (one equality per pair: the unregularised b_i)
 
-with equality at ``W_s``. Minimising the right-hand side plus the hinge losses separates into one
-independent sub-problem per pair: a linear SVM with an unregularised bias whose regulariser is
-centred, ``min L_i(w, b) + (D_i/2) ‖w − c_i‖²`` with ``c_i = w_i^s − (W_s Q)_i / D_i``. Each one
-is solved exactly (to a KKT tolerance) in the dual by SMO with second-order working-set selection
-(Fan, Chen & Lin 2005, the LIBSVM solver; the box is ``0 ≤ α ≤ 1`` and ``Σ α y = 0``, the equality
-coming from the unregularised bias), and ``b`` is then set to the midpoint of the exact
-minimiser interval of the hinge loss for that ``w`` (the paper's "moderate" bias). The objective
-never increases (each pair keeps its old ``(w_i, b_i)`` if the new one does not lower its
-surrogate), and a fixed point satisfies ``W Q = G`` with ``G_i = Σ_j α_ij y_ij x_ij``, i.e. the
-KKT conditions of the full W-step QP, so the iteration converges to the exact solution of the
-stated objective (not a surrogate such as a regularised bias). When ``Q`` is diagonal
-(``C = I/m`` at the first alternation, or λ2 = 0) the majoriser is exact and one sweep suffices;
-λ2 = 0 therefore gives exactly the BR baseline.
+with ``W = G M`` (Eq. 5). The pairwise blocks ``α_i`` are *not* independent given ``C`` alone: the
+off-diagonal entries of ``M`` couple them (the paper's sub-QP (9) depends on the other pairs'
+multipliers through ``S_ij`` and is swept pair after pair). To solve the blocks in parallel and
+still reach the exact optimum we use proximal block ascent with a separable minoriser: with
+``D = diag(M_ii + Σ_{k≠i} |M_ik|) ⪰ M`` (Gershgorin), ::
+
+    ½ tr(G M Gᵀ) ≤ ½ tr(G_s M G_sᵀ) + ⟨G − G_s, G_s M⟩ + ½ Σ_i D_i ‖g_i − g_i^s‖²
+
+with equality at ``G_s``, so maximising ``Σ α`` minus the right-hand side never decreases the
+dual and separates into one independent sub-problem per pair. Each one is a linear-SVM dual with
+a shifted linear term — the dual of ``min_{w,b} L_i(w, b) + (1/(2 D_i)) ‖w − c_i‖²`` with
+``c_i = (G_s M)_i − D_i g_i^s`` — solved exactly (to a KKT tolerance of 1e-10) by SMO with
+second-order working-set selection (Fan, Chen & Lin 2005, the LIBSVM solver), warm-started from
+the previous ``α_i``. After each sweep ``W = G M``, each ``b_i`` is the midpoint of the exact
+minimiser interval of the hinge loss for that ``w_i`` (the paper's "moderate" bias), and the
+sweeps stop when the duality gap ``primal(W, b) − dual(α)`` is below ``1e-9 · |primal|``: the
+returned ``W, b`` are certified optimal for the stated objective (no surrogate such as a
+regularised bias). When ``M`` is diagonal (``C = I/m`` at the first alternation, or λ2 = 0) the
+minoriser is exact and one sweep suffices; λ2 = 0 therefore gives exactly the BR baseline.
+Working in the dual keeps the sweeps fast when ``C`` is nearly singular: stiff directions of
+``Q`` (large ``λ2 C⁻¹``) are flat directions of ``M``, which is bounded by ``I/λ1``.
 
 The C step and the ridge
 ------------------------
 ``C = (A)^{1/2} / tr(A^{1/2})`` with ``A = WᵀW + ε I`` computed from an eigen-decomposition of
-``A``; ``C⁻¹`` is formed from the same eigenpairs (no explicit inverse). This is the *exact*
+``A``; ``C⁻¹`` and ``M`` are formed from the same eigenpairs (no explicit inverse). This is the *exact*
 minimiser over ``{C ≻ 0, tr C ≤ 1}`` of the objective plus ``(λ2 ε / 2) tr(C⁻¹)`` (Zhang & Yeung
 2014 use the same perturbation), so the alternation monotonically decreases this perturbed
-objective — the one recorded in ``history_``. ``ε = ridge · tr(W₁ᵀW₁)/m`` is fixed after the first
-W step (``ridge = 1e-8``), which keeps ``C`` invertible when ``W`` is rank-deficient (``m > d``).
+objective — the one recorded in ``history_`` (should the W step, solved to its tolerance, ever
+end above the previous objective, the previous ``W`` is kept, so the record is exactly
+non-increasing). ``ε = ridge · tr(W₁ᵀW₁)/m`` is fixed after the first W step (``ridge = 1e-8``),
+which keeps ``C`` invertible when ``W`` is rank-deficient (``m > d``).
 
 Degenerate pairs and prediction
 -------------------------------
@@ -87,13 +92,25 @@ Matrix = Any  # np.ndarray or scipy.sparse CSR matrix (n × d)
 class PairData:
     """The training data of the active one-vs-one pairs, shared by every sub-problem.
 
-    ``X`` is stored once; ``rows[i]`` are the example indices of pair ``i`` and ``signs[i]`` their
-    ``±1`` targets (``+1``: the pair's lower class). Broadcast this once per fit on Spark.
+    ``rows[i]`` are the example indices of pair ``i`` in the training matrix, ``signs[i]`` their
+    ``±1`` targets (``+1``: the pair's lower class), ``X[i]`` the pair's feature rows and
+    ``gram[i]`` their Gram matrix (computed once per fit: ``n_i²`` floats per pair). Broadcast once
+    per fit on Spark.
     """
 
-    X: Matrix
     rows: tuple[np.ndarray, ...]
     signs: tuple[np.ndarray, ...]
+    X: tuple[Matrix, ...]
+    gram: tuple[np.ndarray, ...]
+
+    @classmethod
+    def build(cls, X: Matrix, rows: Sequence[np.ndarray], signs: Sequence[np.ndarray]) -> PairData:
+        xs = tuple(X[r] for r in rows)
+        grams = []
+        for Xp in xs:
+            g = Xp @ Xp.T
+            grams.append(np.ascontiguousarray(g.toarray() if sp.issparse(g) else g, dtype=np.float64))
+        return cls(tuple(rows), tuple(signs), xs, tuple(grams))
 
 
 @dataclass(frozen=True)
@@ -124,14 +141,13 @@ def solve_pair_task(data: PairData, task: PairTask) -> PairResult:
     Dual: ``max_α Σ_j α_j (1 − y_j ⟨x_j, c⟩) − (1/(2 s)) ‖Σ_j α_j y_j x_j‖²`` s.t.
     ``0 ≤ α ≤ 1``, ``Σ α_j y_j = 0``; primal ``w = c + (1/s) Σ α_j y_j x_j``.
     """
-    rows = data.rows[task.pair]
     y = data.signs[task.pair]
-    Xp = data.X[rows]
-    gram = Xp @ Xp.T
-    K = gram.toarray() if sp.issparse(gram) else np.asarray(gram)
+    Xp = data.X[task.pair]
     center = np.asarray(task.center, dtype=np.float64)
     p = 1.0 - y * np.asarray(Xp @ center).ravel()
-    alpha, iterations, converged = smo(K, y, p, float(task.scale), task.alpha0, task.tol, task.max_iter)
+    alpha, iterations, converged = smo(
+        data.gram[task.pair], y, p, float(task.scale), task.alpha0, task.tol, task.max_iter
+    )
     w = center + np.asarray(Xp.T @ (alpha * y)).ravel() / task.scale
     b = optimal_bias(np.asarray(Xp @ w).ravel(), y)
     return PairResult(task.pair, w, b, alpha, iterations, converged)
@@ -149,43 +165,42 @@ def smo(
     """Minimise ``½ αᵀ Q α − pᵀ α`` with ``Q = (y yᵀ ∘ K) / scale``, ``0 ≤ α ≤ 1``, ``yᵀα = 0``.
 
     SMO with the second-order working-set selection of Fan, Chen & Lin (JMLR 2005). Stops when
-    the maximal KKT violation ``max_{I_up} −y_t G_t − min_{I_low} −y_t G_t`` is at most ``tol``.
-    Returns ``(alpha, iterations, converged)``.
+    the maximal KKT violation ``max_{I_up} −y_t ∇_t − min_{I_low} −y_t ∇_t`` is at most ``tol``.
+    ``alpha0`` must be feasible (it is the warm start). Returns ``(alpha, iterations, converged)``.
     """
     n = y.shape[0]
     upper = 1.0
-    alpha = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, dtype=np.float64), 0.0, upper)
-    kdiag = np.diag(K).copy()
-    grad = y * (K @ (alpha * y)) / scale - p
+    alpha = np.zeros(n) if alpha0 is None else np.array(alpha0, dtype=np.float64)
+    Ks = K / scale
+    kd = np.diag(Ks).copy()
+    v = y * p - Ks @ (alpha * y)  # v = −y ∘ ∇f
     pos = y > 0
+    up = np.where(pos, alpha < upper, alpha > 0.0)
+    low = np.where(pos, alpha > 0.0, alpha < upper)
+    neg_inf = np.full(n, -np.inf)
+    pos_inf = np.full(n, np.inf)
     for it in range(max_iter):
-        up = np.where(pos, alpha < upper, alpha > 0.0)
-        low = np.where(pos, alpha > 0.0, alpha < upper)
-        v = -y * grad
-        v_up = np.where(up, v, -np.inf)
+        v_up = np.where(up, v, neg_inf)
         i = int(np.argmax(v_up))
         m_val = v_up[i]
-        m_low = np.where(low, v, np.inf)
-        if not np.isfinite(m_val) or m_val - m_low.min() <= tol:
+        if not np.isfinite(m_val) or m_val - np.where(low, v, pos_inf).min() <= tol:
             return alpha, it, True
         gap = m_val - v
-        curv = np.maximum((kdiag[i] + kdiag - 2.0 * K[i]) / scale, _TAU)
-        score = np.where(low & (gap > 0.0), -(gap * gap) / curv, np.inf)
-        j = int(np.argmin(score))
+        curv = kd[i] + kd - 2.0 * Ks[i]
+        np.maximum(curv, _TAU, out=curv)
+        gain = np.where(low & (gap > 0.0), gap * gap / curv, -1.0)
+        j = int(np.argmax(gain))
         # move along d (d_i = y_i, d_j = −y_j): keeps yᵀα, decreases f at rate gap_j
-        t = gap[j] / curv[j]
         t_i = upper - alpha[i] if pos[i] else alpha[i]
         t_j = alpha[j] if pos[j] else upper - alpha[j]
-        t = min(t, t_i, t_j)
-        if t == t_i:
-            alpha[i] = upper if pos[i] else 0.0
-        else:
-            alpha[i] += t * y[i]
-        if t == t_j:
-            alpha[j] = 0.0 if pos[j] else upper
-        else:
-            alpha[j] -= t * y[j]
-        grad += (t / scale) * y * (K[:, i] - K[:, j])
+        t = min(gap[j] / curv[j], t_i, t_j)
+        # land exactly on a bound when the step is clipped by it
+        alpha[i] = (upper if pos[i] else 0.0) if t == t_i else min(max(alpha[i] + t * y[i], 0.0), upper)
+        alpha[j] = (0.0 if pos[j] else upper) if t == t_j else min(max(alpha[j] - t * y[j], 0.0), upper)
+        for k in (i, j):
+            up[k] = alpha[k] < upper if pos[k] else alpha[k] > 0.0
+            low[k] = alpha[k] > 0.0 if pos[k] else alpha[k] < upper
+        v -= t * (Ks[i] - Ks[j])
     return alpha, max_iter, False
 
 
@@ -208,8 +223,8 @@ def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:
 def hinge_losses(data: PairData, W: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``L_i = Σ_j max(0, 1 − y_ij (⟨w_i, x_ij⟩ + b_i))`` for every active pair."""
     out = np.empty(len(data.rows))
-    for i, (rows, y) in enumerate(zip(data.rows, data.signs, strict=True)):
-        f = np.asarray(data.X[rows] @ W[:, i]).ravel() + b[i]
+    for i, (Xp, y) in enumerate(zip(data.X, data.signs, strict=True)):
+        f = np.asarray(Xp @ W[:, i]).ravel() + b[i]
         out[i] = np.maximum(0.0, 1.0 - y * f).sum()
     return out
 
@@ -253,39 +268,87 @@ class SerialPairSolver:
 # ---------------------------------------------------------------------------------------------
 
 
-def update_c(W: np.ndarray, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """``C = A^{1/2} / tr(A^{1/2})`` with ``A = WᵀW + eps I``, and ``C⁻¹`` from the same eigenpairs.
+@dataclass(frozen=True)
+class PairCovariance:
+    """``C = U diag(c) Uᵀ`` kept as eigenpairs, so that ``C⁻¹`` and ``(λ1 I + λ2 C⁻¹)⁻¹`` are
+    formed stably even when some ``c_k`` are tiny."""
 
-    Eq. (12) of the paper. Returns ``(C, C_inv)``; ``C_inv`` is ``inf``-free only when
-    ``A`` is positive definite (``eps > 0`` or ``W`` of full column rank).
+    U: np.ndarray
+    c: np.ndarray
+
+    @classmethod
+    def identity(cls, m: int) -> PairCovariance:
+        """The paper's initial ``C = I/m``."""
+        return cls(np.eye(m), np.full(m, 1.0 / max(m, 1)))
+
+    @classmethod
+    def from_matrix(cls, C: np.ndarray) -> PairCovariance:
+        c, U = np.linalg.eigh(0.5 * (C + C.T))
+        if c.size and c.min() <= 0:
+            raise InputDataError(f"C must be positive definite; smallest eigenvalue {c.min():.3g}")
+        return cls(U, c)
+
+    def matrix(self) -> np.ndarray:
+        C = (self.U * self.c) @ self.U.T
+        return 0.5 * (C + C.T)
+
+    def inverse(self) -> np.ndarray:
+        P = (self.U / self.c) @ self.U.T
+        return 0.5 * (P + P.T)
+
+    def coupling(self, W: np.ndarray) -> float:
+        """``tr(W C⁻¹ Wᵀ)``."""
+        return float(np.sum((W @ self.U) ** 2 / self.c))
+
+    def trace_inverse(self) -> float:
+        return float(np.sum(1.0 / self.c))
+
+    def is_diagonal(self) -> bool:
+        return bool(np.array_equal(self.U, np.eye(self.U.shape[0])))
+
+
+def c_step(W: np.ndarray, eps: float = 0.0) -> PairCovariance:
+    """Eq. (12): ``C = A^{1/2} / tr(A^{1/2})`` with ``A = WᵀW + eps I``, as eigenpairs.
+
+    This is the exact minimiser of ``tr((WᵀW + eps I) C⁻¹)`` over ``C ≻ 0, tr(C) ≤ 1``. If
+    ``A`` is zero (``W = 0`` and ``eps = 0``) the result is ``I/m``.
     """
     m = W.shape[1]
     A = W.T @ W + eps * np.eye(m)
     lam, U = np.linalg.eigh(0.5 * (A + A.T))
-    s = np.sqrt(np.clip(lam, 0.0, None))
-    total = s.sum()
+    root = np.sqrt(np.clip(lam, 0.0, None))
+    total = float(root.sum())
     if total <= 0.0:
-        C = np.eye(m) / m
-        return C, np.eye(m) * m
-    C = (U * (s / total)) @ U.T
+        return PairCovariance.identity(m)
+    return PairCovariance(U, root / total)
+
+
+def update_c(W: np.ndarray, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The C step (Eq. 12) as matrices: ``(C, C⁻¹)``; ``C⁻¹`` is finite when ``WᵀW + eps I ≻ 0``."""
+    cov = c_step(W, eps)
     with np.errstate(divide="ignore"):
-        P = (U * (total / s)) @ U.T
-    return 0.5 * (C + C.T), 0.5 * (P + P.T)
+        return cov.matrix(), cov.inverse()
+
+
+def _objective(
+    data: PairData, W: np.ndarray, b: np.ndarray, cov: PairCovariance, lambda1: float, lambda2: float, eps: float
+) -> float:
+    reg1 = 0.5 * lambda1 * float(np.sum(W * W))
+    reg2 = 0.5 * lambda2 * (cov.coupling(W) + eps * cov.trace_inverse()) if lambda2 else 0.0
+    return float(hinge_losses(data, W, b).sum()) + reg1 + reg2
 
 
 def objective(
     data: PairData,
     W: np.ndarray,
     b: np.ndarray,
-    C_inv: np.ndarray,
+    C: np.ndarray,
     lambda1: float,
     lambda2: float,
     eps: float = 0.0,
 ) -> float:
     """``Σ ξ + (λ1/2) tr(WWᵀ) + (λ2/2) [tr(W C⁻¹ Wᵀ) + eps tr(C⁻¹)]`` over the active pairs."""
-    reg1 = 0.5 * lambda1 * float(np.sum(W * W))
-    reg2 = 0.5 * lambda2 * (float(np.sum(W * (W @ C_inv))) + eps * float(np.trace(C_inv))) if lambda2 else 0.0
-    return float(hinge_losses(data, W, b).sum()) + reg1 + reg2
+    return _objective(data, W, b, PairCovariance.from_matrix(C), lambda1, lambda2, eps)
 
 
 def mdc_metrics(gold: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -393,7 +456,7 @@ class _OvOModel:
         self.active_ = active
         if not active.any():
             logger.warning("no class space has two classes in the training data: every pair is constant")
-        return X, PairData(X, tuple(rows), tuple(signs)), active
+        return X, PairData.build(X, rows, signs), active
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "W_"):
@@ -509,8 +572,8 @@ class M3MDC(_OvOModel):
         Stop the alternation when ``‖W_t − W_{t−1}‖_F / ‖W_t‖_F < tol``.
     max_iter : int, default 20
         Maximal number of alternations (W step + C step).
-    inner_tol, max_inner_iter : stop the W step's majorize–minimize sweeps when the relative
-        change of ``W`` in one sweep is below ``inner_tol`` (default 1e-9, at most 2000 sweeps).
+    gap_tol, max_inner_iter : stop the W step's parallel sweeps when the duality gap of the W-step
+        QP is below ``gap_tol · max(1, |primal|)`` (default 1e-9; at most 1000 sweeps).
     smo_tol, smo_max_iter : KKT tolerance and iteration cap of the per-pair SMO.
     ridge : float, default 1e-8
         Relative ridge ``ε = ridge · tr(W₁ᵀW₁)/m`` of the C step (module docstring).
@@ -521,8 +584,8 @@ class M3MDC(_OvOModel):
     ----------
     W_ (d × m), b_ (m,), C_ (m × m; zero rows/columns for degenerate pairs), pairs_ (m × 3:
     space, a, b), n_classes_, active_, alpha_ (dual variables per active pair), history_ (one
-    dict per alternation: objective after the W and after the C step, ‖ΔW‖_F, inner sweeps),
-    n_iter_, converged_.
+    dict per alternation: objective after the W and after the C step, ‖ΔW‖_F, sweeps, duality
+    gap of the W step), n_iter_, converged_, eps_ (the ridge ε actually used).
 
     Examples
     --------
@@ -543,8 +606,8 @@ class M3MDC(_OvOModel):
         lambda2: float = 0.001,
         tol: float = 1e-4,
         max_iter: int = 20,
-        inner_tol: float = 1e-9,
-        max_inner_iter: int = 2000,
+        gap_tol: float = 1e-9,
+        max_inner_iter: int = 1000,
         smo_tol: float = 1e-10,
         smo_max_iter: int = 200_000,
         ridge: float = 1e-8,
@@ -554,7 +617,7 @@ class M3MDC(_OvOModel):
         self.lambda2 = lambda2
         self.tol = tol
         self.max_iter = max_iter
-        self.inner_tol = inner_tol
+        self.gap_tol = gap_tol
         self.max_inner_iter = max_inner_iter
         self.smo_tol = smo_tol
         self.smo_max_iter = smo_max_iter
@@ -569,7 +632,7 @@ class M3MDC(_OvOModel):
         _check_positive(owner, "lambda2", self.lambda2, allow_zero=True)
         _check_positive(owner, "tol", self.tol, allow_zero=True)
         _check_positive(owner, "max_iter", self.max_iter, integer=True)
-        _check_positive(owner, "inner_tol", self.inner_tol, allow_zero=True)
+        _check_positive(owner, "gap_tol", self.gap_tol, allow_zero=True)
         _check_positive(owner, "max_inner_iter", self.max_inner_iter, integer=True)
         _check_positive(owner, "smo_tol", self.smo_tol)
         _check_positive(owner, "smo_max_iter", self.smo_max_iter, integer=True)
@@ -585,26 +648,31 @@ class M3MDC(_OvOModel):
         d = X.shape[1]
         W = np.zeros((d, ma))
         b = np.zeros(ma)
-        alpha: list[np.ndarray | None] = [None] * ma
-        C = np.eye(ma) / max(ma, 1)
-        P = np.eye(ma) * ma
+        G = np.zeros((d, ma))
+        alpha = [np.zeros(r.size) for r in data.rows]
+        cov = PairCovariance.identity(ma)
         eps = 0.0
-        self.history_: list[dict[str, float]] = []
+        f_prev = np.inf
+        self.history_: list[dict[str, Any]] = []
         self.converged_ = False
         solver = self.solver if self.solver is not None else SerialPairSolver()
         solver.open(data)
         try:
             for t in range(1, int(self.max_iter) + 1):
                 t0 = time.perf_counter()
-                W_prev = W
-                W, b, alpha, sweeps, smo_its = self._w_step(solver, data, W, b, alpha, P)
+                W_prev, b_prev = W, b
+                W, b, G, alpha, sweeps, smo_its, gap = self._w_step(solver, data, G, alpha, cov)
                 if t == 1 and ma:
                     mean_sq = float(np.sum(W * W)) / ma
                     eps = float(self.ridge) * (mean_sq if mean_sq > 0 else 1.0)
-                f_w = objective(data, W, b, P, self.lambda1, self.lambda2, eps)
+                f_w = _objective(data, W, b, cov, self.lambda1, self.lambda2, eps)
+                kept = f_w > f_prev  # only possible within the W step's tolerance: keep the old W
+                if kept:
+                    W, b, f_w = W_prev, b_prev, f_prev
                 if ma:
-                    C, P = update_c(W, eps)
-                f_c = objective(data, W, b, P, self.lambda1, self.lambda2, eps)
+                    cov = c_step(W, eps)
+                f_c = _objective(data, W, b, cov, self.lambda1, self.lambda2, eps)
+                f_prev = f_c
                 dw = float(np.linalg.norm(W - W_prev))
                 norm_w = float(np.linalg.norm(W))
                 rel = dw / norm_w if norm_w > 0 else 0.0
@@ -616,13 +684,15 @@ class M3MDC(_OvOModel):
                         "delta_w": dw,
                         "rel_delta_w": rel,
                         "inner_sweeps": sweeps,
+                        "duality_gap": gap,
                         "smo_iterations": smo_its,
+                        "kept_previous_w": bool(kept),
                         "seconds": time.perf_counter() - t0,
                     }
                 )
                 logger.info(
-                    "M3MDC alternation %d: objective %.10g -> %.10g, |dW| %.3e (rel %.3e), %d sweeps, %.2fs",
-                    t, f_w, f_c, dw, rel, sweeps, time.perf_counter() - t0,
+                    "M3MDC alternation %d: objective %.10g -> %.10g, |dW| %.3e (rel %.3e), %d sweeps, gap %.2e, %.2fs",
+                    t, f_w, f_c, dw, rel, sweeps, gap, time.perf_counter() - t0,
                 )
                 if rel < self.tol:
                     self.converged_ = True
@@ -631,26 +701,23 @@ class M3MDC(_OvOModel):
             solver.close()
         self.n_iter_ = len(self.history_)
         self.eps_ = eps
-        self._store(W, b, C, active, alpha)
+        self._store(W, b, cov.matrix(), active, alpha)
         return self
 
     def fit_fixed_c(self, X: Any, Y: Any, C: np.ndarray, n_classes: Sequence[int] | None = None) -> M3MDC:
-        """Only the W, b step for a given ``C`` over the active pairs (positive definite)."""
+        """Only the W, b step, for a given positive definite ``C`` over the active pairs."""
         self._validate()
         X, data, active = self._prepare(X, Y, n_classes)
         ma = len(data.rows)
         C = np.asarray(C, dtype=np.float64)
         if C.shape != (ma, ma):
             raise InputDataError(f"C must be {ma} x {ma} (the active pairs); got {C.shape}")
-        lam, U = np.linalg.eigh(0.5 * (C + C.T))
-        if lam.min() <= 0:
-            raise InputDataError("C must be positive definite")
-        P = (U / lam) @ U.T
+        cov = PairCovariance.from_matrix(C)
         solver = self.solver if self.solver is not None else SerialPairSolver()
         solver.open(data)
         try:
-            W, b, alpha, sweeps, _ = self._w_step(
-                solver, data, np.zeros((X.shape[1], ma)), np.zeros(ma), [None] * ma, 0.5 * (P + P.T)
+            W, b, _, alpha, sweeps, _, gap = self._w_step(
+                solver, data, np.zeros((X.shape[1], ma)), [np.zeros(r.size) for r in data.rows], cov
             )
         finally:
             solver.close()
@@ -659,6 +726,7 @@ class M3MDC(_OvOModel):
         self.converged_ = True
         self.eps_ = 0.0
         self.inner_sweeps_ = sweeps
+        self.duality_gap_ = gap
         self._store(W, b, C, active, alpha)
         return self
 
@@ -675,56 +743,64 @@ class M3MDC(_OvOModel):
         self,
         solver: PairSolver,
         data: PairData,
-        W: np.ndarray,
-        b: np.ndarray,
-        alpha: list[np.ndarray | None],
-        P: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None], int, int]:
-        """Majorize–minimize sweeps over the pairs (module docstring), warm-started from ``W, α``."""
-        ma = W.shape[1]
+        G: np.ndarray,
+        alpha: list[np.ndarray],
+        cov: PairCovariance,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], int, int, float]:
+        """Parallel proximal block ascent on the dual of the W step (module docstring).
+
+        Warm-started from ``alpha`` (``G`` its ``Σ α y x`` per pair). Returns
+        ``W, b, G, alpha, sweeps, smo_iterations, duality_gap``.
+        """
+        ma = G.shape[1]
+        d = G.shape[0]
         if ma == 0:
-            return W, b, alpha, 0, 0
-        Q = self.lambda1 * np.eye(ma) + (self.lambda2 * P if self.lambda2 else 0.0)
-        off = np.abs(Q - np.diag(np.diag(Q))).sum(axis=1)
-        D = np.diag(Q) + off
+            return np.zeros((d, 0)), np.zeros(0), G, alpha, 0, 0, 0.0
+        if not self.lambda2:
+            M = np.eye(ma) / self.lambda1
+        else:
+            q = self.lambda1 + self.lambda2 / cov.c
+            M = (cov.U / q) @ cov.U.T
+            M = 0.5 * (M + M.T)
+        off = np.abs(M - np.diag(np.diag(M))).sum(axis=1)
+        D = np.diag(M) + off  # Gershgorin: diag(D) ⪰ M
         exact = not np.any(off > 0)
-        W = W.copy()
-        b = b.copy()
+        G = G.copy()
         alpha = list(alpha)
         smo_its = 0
         sweeps = 0
+        gap = np.inf
+        W = np.zeros_like(G)
+        b = np.zeros(ma)
         for sweeps in range(1, int(self.max_inner_iter) + 1):  # noqa: B007 - the count is returned
-            grad = W @ Q
-            centers = W - grad / D
+            GM = G @ M
             tasks = [
-                PairTask(i, centers[:, i].copy(), float(D[i]), alpha[i], float(self.smo_tol), int(self.smo_max_iter))
+                PairTask(i, GM[:, i] - D[i] * G[:, i], float(1.0 / D[i]), alpha[i], float(self.smo_tol),
+                         int(self.smo_max_iter))
                 for i in range(ma)
             ]
-            results = solver.solve(tasks)
-            W_new = W.copy()
-            b_new = b.copy()
-            for r in results:
-                i = r.pair
+            for r in solver.solve(tasks):
                 smo_its += r.iterations
                 if not r.converged:
-                    logger.warning("M3MDC: SMO hit smo_max_iter=%d on pair %d", self.smo_max_iter, i)
-                new = _surrogate(data, i, r.w, r.b, centers[:, i], D[i])
-                old = _surrogate(data, i, W[:, i], b[i], centers[:, i], D[i])
-                if new <= old:
-                    W_new[:, i] = r.w
-                    b_new[i] = r.b
-                    alpha[i] = r.alpha
-            step = float(np.linalg.norm(W_new - W))
-            W, b = W_new, b_new
-            if exact or step <= self.inner_tol * max(float(np.linalg.norm(W)), 1e-300):
+                    logger.warning("M3MDC: SMO hit smo_max_iter=%d on pair %d", self.smo_max_iter, r.pair)
+                alpha[r.pair] = r.alpha
+            hinge = 0.0
+            for i, (Xp, y) in enumerate(zip(data.X, data.signs, strict=True)):
+                G[:, i] = np.asarray(Xp.T @ (alpha[i] * y)).ravel()
+            GM = G @ M
+            W = GM  # stationarity, the paper's Eq. (5)
+            for i, (Xp, y) in enumerate(zip(data.X, data.signs, strict=True)):
+                f = np.asarray(Xp @ W[:, i]).ravel()
+                b[i] = optimal_bias(f, y)
+                hinge += float(np.maximum(0.0, 1.0 - y * (f + b[i])).sum())
+            quad = 0.5 * float(np.sum(G * GM))  # ½ tr(W Q Wᵀ) = ½ tr(G M Gᵀ) at W = G M
+            primal = hinge + quad
+            dual = float(sum(float(a.sum()) for a in alpha)) - quad
+            gap = primal - dual
+            if exact or gap <= self.gap_tol * max(abs(primal), 1.0):
                 break
         else:
-            logger.warning("M3MDC: W step stopped after max_inner_iter=%d sweeps", self.max_inner_iter)
-        return W, b, alpha, sweeps, smo_its
-
-
-def _surrogate(data: PairData, i: int, w: np.ndarray, b: float, center: np.ndarray, scale: float) -> float:
-    f = np.asarray(data.X[data.rows[i]] @ w).ravel() + b
-    hinge = float(np.maximum(0.0, 1.0 - data.signs[i] * f).sum())
-    diff = w - center
-    return hinge + 0.5 * scale * float(diff @ diff)
+            logger.warning(
+                "M3MDC: W step stopped after max_inner_iter=%d sweeps (duality gap %.3g)", self.max_inner_iter, gap
+            )
+        return W.copy(), b, G, alpha, sweeps, smo_its, float(gap)

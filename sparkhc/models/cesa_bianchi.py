@@ -406,7 +406,8 @@ class _RlsNode:
     def __init__(self) -> None:
         self.n = 0
         cap = _capacity(0)
-        self.inv = np.zeros((cap, cap), dtype=np.float64)
+        # exactly (n, n) and C-contiguous: BLAS on a strided view is several times slower
+        self.inv = np.zeros((0, 0), dtype=np.float64)
         self.y = np.zeros(cap, dtype=np.float64)
         self.indptr = np.zeros(cap + 1, dtype=np.int64)
         self.indices = np.zeros(256, dtype=np.int32)
@@ -424,24 +425,29 @@ class _RlsNode:
         nnz = self.nnz
         prod = xdense[self.indices[:nnz]] * self.data[:nnz]
         k = np.bincount(self.rowid[:nnz], weights=prod, minlength=n)
-        a = self.inv[:n, :n] @ k
+        a = self.inv @ k
         den = 1.0 + kappa - float(k @ a)
         return float(a @ self.y[:n]) / den, k, a, den
 
     def store(self, idx: np.ndarray, val: np.ndarray, target: float, a: np.ndarray, den: float) -> None:
         n = self.n
-        if n + 1 > self.inv.shape[0]:
+        if n + 1 > self.y.shape[0]:
             self._grow_rows(_capacity(n + 1))
         m = idx.size
         if self.nnz + m > self.indices.size:
             self._grow_nnz(max(2 * self.indices.size, self.nnz + m))
-        # block inverse: [[M, k], [k^T, 1 + kappa]]^{-1}, Schur complement den
-        blk = self.inv[:n, :n]
+        # block inverse: [[M, k], [k^T, 1 + kappa]]^{-1} with Schur complement den; written into
+        # a new contiguous (n+1, n+1) array (the copy costs O(n^2) like the update itself)
+        inv = np.empty((n + 1, n + 1), dtype=np.float64)
         if n:
-            blk += np.outer(a, a / den)
-            self.inv[:n, n] = -a / den
-            self.inv[n, :n] = -a / den
-        self.inv[n, n] = 1.0 / den
+            ad = a / den
+            r = a / math.sqrt(den)  # outer(r, r) is exactly symmetric, like the inverse
+            np.multiply.outer(r, r, out=inv[:n, :n])
+            inv[:n, :n] += self.inv
+            inv[:n, n] = -ad
+            inv[n, :n] = -ad
+        inv[n, n] = 1.0 / den
+        self.inv = inv
         self.y[n] = target
         self.indices[self.nnz : self.nnz + m] = idx
         self.data[self.nnz : self.nnz + m] = val
@@ -452,9 +458,6 @@ class _RlsNode:
 
     def _grow_rows(self, cap: int) -> None:
         n = self.n
-        inv = np.zeros((cap, cap), dtype=np.float64)
-        inv[:n, :n] = self.inv[:n, :n]
-        self.inv = inv
         y = np.zeros(cap, dtype=np.float64)
         y[:n] = self.y[:n]
         self.y = y
@@ -484,7 +487,7 @@ class _RlsNode:
             return np.zeros(X.shape[0], dtype=np.float64)
         S = self.instances(X.shape[1])
         K = np.asarray((X @ S.T).toarray(), dtype=np.float64)  # (docs, n): k per document
-        A = K @ self.inv[:n, :n]
+        A = K @ self.inv
         num = A @ self.y[:n]
         den = 1.0 + sq - np.einsum("ij,ij->i", A, K)
         return num / den
@@ -582,9 +585,7 @@ class HRLS(CesaModel):
                 "inst_data": np.concatenate([nd.data[: nd.nnz] for nd in nodes]).astype(np.float64),
                 "targets": np.concatenate([nd.y[: nd.n] for nd in nodes]).astype(np.float64),
                 "inv_offsets": inv_off,
-                "inv_data": np.concatenate([nd.inv[: nd.n, : nd.n].ravel() for nd in nodes]).astype(
-                    np.float64
-                ),
+                "inv_data": np.concatenate([nd.inv.ravel() for nd in nodes]).astype(np.float64),
             },
             {"examples_seen": float(t), "stored": float(n_stored.sum())},
             self.combine,
@@ -600,9 +601,8 @@ class HRLS(CesaModel):
                 r0, r1 = int(a["row_offsets"][i]), int(a["row_offsets"][i + 1])
                 p0, p1 = int(a["inst_indptr"][r0]), int(a["inst_indptr"][r1])
                 cap = _capacity(n)
-                nd.inv = np.zeros((cap, cap), dtype=np.float64)
                 v0, v1 = int(a["inv_offsets"][i]), int(a["inv_offsets"][i + 1])
-                nd.inv[:n, :n] = np.asarray(a["inv_data"][v0:v1], dtype=np.float64).reshape(n, n)
+                nd.inv = np.array(a["inv_data"][v0:v1], dtype=np.float64).reshape(n, n)
                 nd.y = np.zeros(cap, dtype=np.float64)
                 nd.y[:n] = a["targets"][r0:r1]
                 nd.indptr = np.zeros(cap + 1, dtype=np.int64)

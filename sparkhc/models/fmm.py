@@ -57,6 +57,7 @@ __all__ = [
 
 STAT_KEYS = ("category_word", "word_total", "category_docs", "n_docs")
 SCHEMES = ("global", "binary")
+_CHUNK = 16  # categories per batch of two-cluster problems (bounds memory: 16 × 2 × V floats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +108,9 @@ def _label_matrix(Y: Any, n_docs: int, categories: Sequence[str] | None) -> tupl
     return M, names
 
 
-def sufficient_statistics(counts: Any, Y: Any, categories: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def sufficient_statistics(
+    counts: Any, Y: Any, categories: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     """Sums over training documents from which every model in this module is fitted.
 
     Parameters
@@ -162,10 +165,9 @@ def _check_statistics(stats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.n
 
 
 def _shares(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``f(w|c_i) / f(w)`` with ``f(w) = Σ_i f(w|c_i)`` (columns of G), and ``f(w)``."""
-    fw = G.sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        S = np.where(fw > 0, G / np.where(fw > 0, fw, 1.0), 0.0)
+    """``f(w|c_i) / f(w)`` with ``f(w) = Σ_i f(w|c_i)`` (sum over axis -2 of G), and ``f(w)``."""
+    fw = G.sum(axis=-2, keepdims=True)
+    S = np.divide(G, fw, out=np.zeros_like(G), where=fw > 0)
     return S, fw
 
 
@@ -175,7 +177,7 @@ def assign_clusters(G: np.ndarray, gamma: float) -> np.ndarray:
     ``G`` is the (n_categories, V) table of ``f(w|c)``; ``f(w)`` is its column sum (the word's total
     frequency over the categories, as in the paper's Table 1). Returns a bool (n_categories, V)
     membership matrix; words with ``f(w) = 0`` are in no cluster. With ``γ ≥ 0.5`` every word is in
-    at most one cluster (the shares sum to 1).
+    at most one cluster (the shares sum to 1). A stack of tables (…, n, V) is handled table by table.
     """
     S, _ = _shares(np.asarray(G, dtype=np.float64))
     return S > gamma
@@ -189,17 +191,16 @@ def distribute_frequencies(G: np.ndarray, member: np.ndarray) -> np.ndarray:
     """
     G = np.asarray(G, dtype=np.float64)
     Gm = np.where(member, G, 0.0)
-    fw = G.sum(axis=0)
-    denom = Gm.sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(denom > 0, fw / np.where(denom > 0, denom, 1.0), 0.0)
-    return Gm * scale[None, :]
+    fw = G.sum(axis=-2, keepdims=True)
+    denom = Gm.sum(axis=-2, keepdims=True)
+    scale = np.divide(fw, denom, out=np.zeros_like(fw), where=denom > 0)
+    return Gm * scale
 
 
 def cluster_word_distributions(D: np.ndarray) -> np.ndarray:
     """Maximum-likelihood ``P(w|k_j)`` from distributed frequencies (rows normalized; Table 8)."""
     D = np.asarray(D, dtype=np.float64)
-    tot = D.sum(axis=1, keepdims=True)
+    tot = D.sum(axis=-1, keepdims=True)
     return np.divide(D, tot, out=np.zeros_like(D), where=tot > 0)
 
 
@@ -254,19 +255,21 @@ def helmbold_em(
     For each row ``f`` of ``freqs`` (a model's word frequencies) maximizes
     ``(1/N) Σ_w f(w) log Σ_j θ_j P_j(w)`` with ``θ_j ← θ_j (η (∇_j − 1) + 1)``,
     ``∇_j = (1/N) Σ_w f(w) P_j(w) / Σ_k θ_k P_k(w)``; ``η = 1`` is plain EM. Words with
-    ``Σ_j P_j(w) = 0`` (in no cluster) are ignored, also in ``N``.
+    ``Σ_j P_j(w) = 0`` (in no cluster) are ignored, also in ``N``. A model with ``N = 0`` keeps
+    its initial weights.
 
     Parameters
     ----------
-    freqs : ndarray (n_models, V)
-    P : ndarray or sparse (m, V)
-        Cluster word distributions ``P(w|k_j)``.
+    freqs : ndarray (n_models, V), or (B, n_models, V) with a batched ``P``
+    P : ndarray or sparse (m, V), or dense ndarray (B, m, V)
+        Cluster word distributions ``P(w|k_j)``; the batched form holds ``B`` independent problems
+        (e.g. one two-cluster problem per category), solved together.
     eta : float > 0
     n_iter : int
         Number of updates ``s`` (the paper's predetermined number).
     tol : float
         Stop early when no weight changes by more than ``tol`` (0: always ``n_iter`` updates).
-    theta0 : ndarray (n_models, m), optional
+    theta0 : ndarray (n_models, m) or (B, n_models, m), optional
         Initial weights; uniform by default.
     theta_floor : float
         After each update weights below this are raised to it and the rows renormalized, so that a
@@ -274,49 +277,73 @@ def helmbold_em(
 
     Returns
     -------
-    theta : ndarray (n_models, m)
-    history : ndarray (n_updates + 1, n_models)
+    theta : ndarray (n_models, m) or (B, n_models, m)
+    history : ndarray (n_updates + 1, n_models) or (n_updates + 1, B, n_models)
         Average log-likelihood (nats per covered word) before each update and at the end.
     """
-    freqs = np.atleast_2d(np.asarray(freqs, dtype=np.float64))
-    Ps = sp.csr_matrix(P, dtype=np.float64)
-    m, V = Ps.shape
-    if freqs.shape[1] != V:
-        raise ValueError(f"freqs have {freqs.shape[1]} words, P has {V}")
-    covered = np.asarray(Ps.sum(axis=0)).ravel() > 0
-    f = freqs[:, covered]
-    Pc = Ps[:, np.flatnonzero(covered)].tocsr()
-    PcT = Pc.T.tocsr()
-    N = f.sum(axis=1)
+    batched = isinstance(P, np.ndarray) and P.ndim == 3
+    if batched:
+        Pb = np.asarray(P, dtype=np.float64)
+        f = np.asarray(freqs, dtype=np.float64)
+        if f.ndim != 3 or f.shape[0] != Pb.shape[0] or f.shape[2] != Pb.shape[2]:
+            raise ValueError(f"batched freqs {f.shape} do not match P {Pb.shape}")
+        covered3 = Pb.sum(axis=1, keepdims=True) > 0  # (B, 1, V)
+        f = np.where(covered3, f, 0.0)
+        PbT = Pb.transpose(0, 2, 1)
+        m = Pb.shape[1]
+        shape = f.shape[:2]
+
+        def mixture(th: np.ndarray) -> np.ndarray:
+            return np.matmul(th, Pb)  # (B, M, V)
+
+        def gradient(ratio: np.ndarray) -> np.ndarray:
+            return np.matmul(ratio, PbT)  # (B, M, m)
+
+    else:
+        Ps = sp.csr_matrix(P, dtype=np.float64)
+        m, V = Ps.shape
+        f2 = np.atleast_2d(np.asarray(freqs, dtype=np.float64))
+        if f2.shape[1] != V:
+            raise ValueError(f"freqs have {f2.shape[1]} words, P has {V}")
+        covered = np.asarray(Ps.sum(axis=0)).ravel() > 0
+        f = f2[:, covered]
+        Pc = Ps[:, np.flatnonzero(covered)].tocsr()
+        PcT = Pc.T.tocsr()
+        shape = f.shape[:1]
+
+        def mixture(th: np.ndarray) -> np.ndarray:
+            return np.asarray(PcT @ th.T).T  # (M, V_covered)
+
+        def gradient(ratio: np.ndarray) -> np.ndarray:
+            return np.asarray(Pc @ ratio.T).T  # (M, m)
+
+    N = f.sum(axis=-1)
     has = N > 0
     Nsafe = np.where(has, N, 1.0)
+    pos = f > 0
     if theta0 is None:
-        theta = np.full((freqs.shape[0], m), 1.0 / m)
+        theta = np.full((*shape, m), 1.0 / m)
     else:
         theta = np.array(theta0, dtype=np.float64, copy=True)
-        if theta.shape != (freqs.shape[0], m):
-            raise ValueError(f"theta0 has shape {theta.shape}, expected {(freqs.shape[0], m)}")
-
-    def mixture(th: np.ndarray) -> np.ndarray:
-        return np.asarray(PcT @ th.T).T  # (n_models, V_covered)
+        if theta.shape != (*shape, m):
+            raise ValueError(f"theta0 has shape {theta.shape}, expected {(*shape, m)}")
 
     def loglik(mix: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(f > 0, f * np.log(np.where(f > 0, mix, 1.0)), 0.0)
-        return np.where(has, terms.sum(axis=1) / Nsafe, 0.0)
+        with np.errstate(divide="ignore"):
+            logmix = np.log(mix, out=np.zeros_like(mix), where=pos)
+        return np.where(has, (f * logmix).sum(axis=-1) / Nsafe, 0.0)
 
     history = []
     mix = mixture(theta)
     for _ in range(n_iter):
         history.append(loglik(mix))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(f > 0, f / np.where(mix > 0, mix, np.inf), 0.0)
-        grad = np.asarray(Pc @ ratio.T).T / Nsafe[:, None]  # (n_models, m)
+        ratio = np.divide(f, mix, out=np.zeros_like(f), where=pos & (mix > 0))
+        grad = gradient(ratio) / Nsafe[..., None]
         new = theta * (eta * (grad - 1.0) + 1.0)
-        new = np.where(has[:, None], new, theta)
+        new = np.where(has[..., None], new, theta)
         if theta_floor > 0 or eta > 1:
             new = np.maximum(new, theta_floor)
-            new /= new.sum(axis=1, keepdims=True)
+            new /= new.sum(axis=-1, keepdims=True)
         delta = float(np.max(np.abs(new - theta))) if new.size else 0.0
         theta = new
         mix = mixture(theta)
@@ -340,7 +367,9 @@ class _Base:
 
     _name = "base"
 
-    def __init__(self, *, categories: Sequence[str] | None = None, empty_score: float = float("-inf")) -> None:
+    def __init__(
+        self, *, categories: Sequence[str] | None = None, empty_score: float = float("-inf")
+    ) -> None:
         self.categories = categories
         self.empty_score = empty_score
 
@@ -372,7 +401,9 @@ class _Base:
             self.categories_ = np.array([str(i) for i in range(F.shape[0])], dtype=str)
         empty = np.flatnonzero(F.sum(axis=1) == 0)
         if empty.size:
-            log.warning("%s: %d categories have no training words (e.g. column %d)", self._name, empty.size, empty[0])
+            log.warning(
+                "%s: %d categories have no training words (e.g. column %d)", self._name, empty.size, empty[0]
+            )
         self.n_features_ = F.shape[1]
         self._fit_stats(F, T)
         self._build_scoring()
@@ -394,7 +425,9 @@ class _Base:
         if X.shape[1] != self.n_features_:
             raise ModelError(f"{self._name} was fitted on {self.n_features_} features; got {X.shape[1]}")
 
-    def log_likelihood(self, counts: Any, *, complement: bool = False, base: float | None = None) -> np.ndarray:
+    def log_likelihood(
+        self, counts: Any, *, complement: bool = False, base: float | None = None
+    ) -> np.ndarray:
         """``log L(d|c)`` (or ``log L(d|c̄)``) per document and category, over covered words.
 
         ``base=2`` gives the paper's ``log_2``; natural log by default.
@@ -541,7 +574,7 @@ class FMM(_Base):
         *,
         eta: float = 1.0,
         n_iter: int = 50,
-        tol: float = 0.0,
+        tol: float = 1e-10,
         theta_floor: float = 1e-10,
         scheme: str = "global",
         categories: Sequence[str] | None = None,
@@ -558,12 +591,18 @@ class FMM(_Base):
     def _validate_params(self) -> None:
         g = self.gamma
         _check_param("FMM", "gamma", g, isinstance(g, int | float) and 0 <= g < 1, "a float in [0, 1)")
-        _check_param("FMM", "eta", self.eta, isinstance(self.eta, int | float) and self.eta > 0, "a float > 0")
-        _check_param("FMM", "n_iter", self.n_iter, isinstance(self.n_iter, int) and self.n_iter >= 0, "an int >= 0")
+        _check_param(
+            "FMM", "eta", self.eta, isinstance(self.eta, int | float) and self.eta > 0, "a float > 0"
+        )
+        _check_param(
+            "FMM", "n_iter", self.n_iter, isinstance(self.n_iter, int) and self.n_iter >= 0, "an int >= 0"
+        )
         _check_param("FMM", "theta_floor", self.theta_floor, 0 <= self.theta_floor < 1e-2, "in [0, 0.01)")
         _check_param("FMM", "scheme", self.scheme, self.scheme in SCHEMES, f"one of {SCHEMES}")
 
-    def _problem(self, G: np.ndarray, model_freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _problem(
+        self, G: np.ndarray, model_freqs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         member = assign_clusters(G, self.gamma)
         P = cluster_word_distributions(distribute_frequencies(G, member))
         theta, hist = helmbold_em(
@@ -585,11 +624,12 @@ class FMM(_Base):
             self.cluster_word_prob_ = np.zeros((n, 2, V))
             self.theta_ = np.zeros((n, 2))
             self.theta_complement_ = np.zeros((n, 2))
-            for c in range(n):  # one small two-cluster problem per category
-                G = np.vstack([F[c], C[c]])
+            for lo in range(0, n, _CHUNK):  # two-cluster problems {c, c̄}, a chunk of categories at once
+                sl = slice(lo, min(lo + _CHUNK, n))
+                G = np.stack([F[sl], C[sl]], axis=1)  # (B, 2, V)
                 member, P, theta, _ = self._problem(G, G)
-                self.membership_[c], self.cluster_word_prob_[c] = member, P
-                self.theta_[c], self.theta_complement_[c] = theta[0], theta[1]
+                self.membership_[sl], self.cluster_word_prob_[sl] = member, P
+                self.theta_[sl], self.theta_complement_[sl] = theta[:, 0], theta[:, 1]
             self.em_history_ = np.zeros((0, 2 * n))
 
     def _build_scoring(self) -> None:
@@ -599,8 +639,14 @@ class FMM(_Base):
 
     def _params(self) -> dict[str, Any]:
         p = super()._params()
-        p.update(gamma=float(self.gamma), eta=float(self.eta), n_iter=int(self.n_iter), tol=float(self.tol),
-                 theta_floor=float(self.theta_floor), scheme=str(self.scheme))
+        p.update(
+            gamma=float(self.gamma),
+            eta=float(self.eta),
+            n_iter=int(self.n_iter),
+            tol=float(self.tol),
+            theta_floor=float(self.theta_floor),
+            scheme=str(self.scheme),
+        )
         return p
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -618,7 +664,11 @@ class FMM(_Base):
         self.theta_complement_ = np.asarray(state["theta_complement"], dtype=np.float64)
         n = len(self.categories_)
         B = self.cluster_word_prob_.shape[0]
-        if self.theta_.shape[0] != n or B not in (1, n) or self.cluster_word_prob_.shape[2] != self.n_features_:
+        if (
+            self.theta_.shape[0] != n
+            or B not in (1, n)
+            or self.cluster_word_prob_.shape[2] != self.n_features_
+        ):
             raise ModelError("FMM state arrays do not match its categories / features")
 
 
@@ -668,17 +718,23 @@ class HCM(_Base):
         self.scheme = scheme
 
     def _validate_params(self) -> None:
-        _check_param("HCM", "clustering", self.clustering, self.clustering in ("gamma", "top"), "'gamma' or 'top'")
+        _check_param(
+            "HCM", "clustering", self.clustering, self.clustering in ("gamma", "top"), "'gamma' or 'top'"
+        )
         if self.clustering == "gamma":
             g = self.gamma
-            _check_param("HCM", "gamma", g, isinstance(g, int | float) and 0.5 <= g < 1, "a float in [0.5, 1)")
+            _check_param(
+                "HCM", "gamma", g, isinstance(g, int | float) and 0.5 <= g < 1, "a float in [0.5, 1)"
+            )
         else:
             for k in ("top_l", "top_m"):
                 v = getattr(self, k)
                 _check_param("HCM", k, v, isinstance(v, int) and v >= 1, "an int >= 1")
         _check_param("HCM", "scheme", self.scheme, self.scheme in SCHEMES, f"one of {SCHEMES}")
 
-    def _problem(self, G: np.ndarray, T: np.ndarray, model_freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _problem(
+        self, G: np.ndarray, T: np.ndarray, model_freqs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         if self.clustering == "gamma":
             member = assign_clusters(G, self.gamma)
         else:
@@ -716,8 +772,14 @@ class HCM(_Base):
 
     def _params(self) -> dict[str, Any]:
         p = super()._params()
-        p.update(gamma=float(self.gamma), clustering=str(self.clustering), top_l=int(self.top_l),
-                 top_m=int(self.top_m), rest_cluster=bool(self.rest_cluster), scheme=str(self.scheme))
+        p.update(
+            gamma=float(self.gamma),
+            clustering=str(self.clustering),
+            top_l=int(self.top_l),
+            top_m=int(self.top_m),
+            rest_cluster=bool(self.rest_cluster),
+            scheme=str(self.scheme),
+        )
         return p
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -731,7 +793,9 @@ class HCM(_Base):
         self.membership_ = np.asarray(state["membership"], dtype=bool)
         self.cluster_prob_ = np.asarray(state["cluster_prob"], dtype=np.float64)
         self.cluster_prob_complement_ = np.asarray(state["cluster_prob_complement"], dtype=np.float64)
-        if self.membership_.shape[2] != self.n_features_ or self.cluster_prob_.shape[0] != len(self.categories_):
+        if self.membership_.shape[2] != self.n_features_ or self.cluster_prob_.shape[0] != len(
+            self.categories_
+        ):
             raise ModelError("HCM state arrays do not match its categories / features")
 
 
@@ -842,7 +906,9 @@ class COS(_Base):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(nrm[:, None] > 0, num / np.where(nrm > 0, nrm, 1.0)[:, None], self.empty_score)
 
-    def log_likelihood(self, counts: Any, *, complement: bool = False, base: float | None = None) -> np.ndarray:
+    def log_likelihood(
+        self, counts: Any, *, complement: bool = False, base: float | None = None
+    ) -> np.ndarray:
         raise NotImplementedError("COS is not a probability model")
 
     def _params(self) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from sparkhc.decoding import (
     flat_select,
     local_search_mask,
     mask_to_sets,
+    row_scores,
     tree_index,
 )
 from sparkhc.errors import InputDataError, ModelError
@@ -65,7 +66,7 @@ from sparkhc.models.base import HierModel, ModelState, shuffled_order
 __all__ = ["FlatPA", "TreePA", "GlobalPA", "pa_binary_step", "GoldSets"]
 
 #: documents decoded per sparse product in :meth:`decode` (bounds the dense score block)
-DECODE_CHUNK = 4096
+DECODE_CHUNK = 2048
 
 
 # ------------------------------------------------------------------------------- gold label sets
@@ -149,17 +150,26 @@ def pa_binary_step(
     ``(number of classifiers updated, sum of their losses)``.
     """
     if cols is None:
-        s = fv @ W[fi]
-    else:
+        s = row_scores(W, fi, fv)
+    elif 8 * cols.size >= W.shape[1]:
+        s = row_scores(W, fi, fv)[cols]
+    else:  # few columns of a wide W: gather just them
         s = fv @ W[fi[:, None], cols]
     loss = 1.0 - y * s.astype(np.float64)
     upd = np.flatnonzero(loss > 0)
     if upd.size == 0 or phi2 <= 0.0:
         return 0, float(loss[upd].sum()) if upd.size else 0.0
     lu = loss[upd]
-    tau = np.minimum(C, lu / phi2)
-    target = upd if cols is None else cols[upd]
-    W[fi[:, None], target] += np.multiply.outer(fv.astype(np.float64), tau * y[upd])
+    step = np.minimum(C, lu / phi2) * y[upd]
+    fv64 = fv.astype(np.float64)
+    if cols is None and 4 * upd.size >= W.shape[1]:
+        # most classifiers move: whole-row update (contiguous), adding exact zeros elsewhere
+        full = np.zeros(W.shape[1])
+        full[upd] = step
+        W[fi] += np.multiply.outer(fv64, full)
+    else:
+        target = upd if cols is None else cols[upd]
+        W[fi[:, None], target] += np.multiply.outer(fv64, step)
     return int(upd.size), float(lu.sum())
 
 
@@ -543,8 +553,8 @@ class GlobalPA(_PAModel):
         bf_flat = bf.reshape(-1) if bf is not None else None
         C = float(self.params["C"])
         n_nodes = idx.n_nodes
-        is_leaf = idx.is_leaf
-        internal = ~is_leaf
+        leaves = idx.leaves
+        internal = ~idx.is_leaf
         indptr, indices, data = X.indptr, X.indices, X.data
         g_leaves, g_lptr = gold.leaves, gold.leaves_ptr
         g_nodes, g_nptr = gold.nodes, gold.nodes_ptr
@@ -559,21 +569,22 @@ class GlobalPA(_PAModel):
             a, b = indptr[i], indptr[i + 1]
             fi = indices[a:b]
             fv = data[a:b]
-            s = fv @ W[fi]
+            s = row_scores(W, fi, fv)
             sel, _, kk = dp_solve_one(idx, s, bf, Rb)
             gn = g_nodes[g_nptr[i] : g_nptr[i + 1]]
-            gm[:] = False
+            gm.fill(False)
             gm[0] = True
             gm[gn] = True
-            if np.array_equal(sel, gm):
+            diff = sel != gm
+            if not diff.any():  # tree(m^) = tree(m): m^ = m, no loss
                 n_exact += 1
                 continue
             gl = g_leaves[g_lptr[i] : g_lptr[i + 1]]
-            n_pred = int(np.count_nonzero(sel & is_leaf))
+            n_pred = int(np.count_nonzero(sel[leaves]))
             inter = int(np.count_nonzero(sel[gl]))
             rho = 1.0 - 2.0 * inter / (gl.size + n_pred)
-            plus = np.flatnonzero(gm & ~sel)  # gold-only nodes: their edges get +phi
-            minus = np.flatnonzero(sel & ~gm)  # predicted-only nodes: -phi
+            plus = np.flatnonzero(diff & gm)  # gold-only nodes: their edges get +phi
+            minus = np.flatnonzero(diff & sel)  # predicted-only nodes: -phi
             s64 = s.astype(np.float64)
             margin = float(s64[minus - 1].sum() - s64[plus - 1].sum())
             bf_n2 = 0.0

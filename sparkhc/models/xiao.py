@@ -370,6 +370,22 @@ def log_joint(counts: Any, params: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.asarray(x @ np.ascontiguousarray(lw.T)) + params["log_prior"][None, :]
 
 
+def _expand_columns(params: Params, stats: Stats, cols: np.ndarray, v: int) -> tuple[Params, Stats]:
+    """Put parameters / statistics fitted on the columns ``cols`` back into ``v`` columns (terms
+    outside the model vocabulary: log θ = 0 and zero statistics)."""
+    lw = np.zeros((params["log_word"].shape[0], v))
+    lw[:, cols] = params["log_word"]
+    out_p = {**params, "log_word": lw}
+    out_s = dict(stats)
+    for key in ("word", "vocab"):
+        if key in stats:
+            a = np.asarray(stats[key])
+            full = np.zeros(a.shape[:-1] + (v,))
+            full[..., cols] = a
+            out_s[key] = full
+    return out_p, out_s
+
+
 def _logsumexp(a: np.ndarray, axis: int = -1) -> np.ndarray:
     m = np.max(a, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
@@ -517,7 +533,18 @@ class _XiaoModel(HierModel):
         x_u = _as_csr(counts_u) if (self.semi_supervised and counts_u is not None) else None
         if x_u is not None and x_u.shape[0] == 0:
             x_u = None
+        cols = None
+        if self.params["vocabulary"] == "labeled":
+            # the model only sees the labeled documents' terms (see estimate): drop the other
+            # columns once, so that every E-step multiplies the smaller matrix
+            seen = np.flatnonzero(np.asarray(x_l.sum(axis=0)).ravel() > 0)
+            if seen.size < x_l.shape[1]:
+                cols = seen
+                x_l = x_l[:, cols]
+                x_u = x_u[:, cols] if x_u is not None else None
         params, stats, hist = self._run_em(x_l, s_l, x_u)
+        if cols is not None:
+            params, stats = _expand_columns(params, stats, cols, self.n_features)
         self.params_ = params
         self.history_ = hist
         self.n_iter_ = max(len(hist) - 1, 0)

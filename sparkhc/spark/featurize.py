@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.broadcast import Broadcast
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -242,15 +242,10 @@ def features_from_raw_partition(
 
 # ---------------------------------------------------------------------------------------- driver
 def _fit_filter(df: DataFrame, spec: FeatureSpec) -> DataFrame:
-    cond = F.lit(True)
-    if spec.fit_on is not None:
-        cond = cond & F.col(SPLIT).isin(list(spec.fit_on))
-    if spec.fit_exclude_folds is not None:
-        cond = cond & (F.col(FOLD).isNull() | ~F.col(FOLD).isin(list(spec.fit_exclude_folds)))
-    return df.filter(cond)
+    return df.filter(_fit_condition(spec))
 
 
-def fit_spec(tokens_df: DataFrame, spec: FeatureSpec) -> FeatureSpec:
+def fit_spec(tokens_df: DataFrame, spec: FeatureSpec, n_fit: int | None = None) -> FeatureSpec:
     """Fit the vocabulary / df on the fit documents of a tokenized DataFrame, distributedly.
 
     Only the pruned vocabulary with its document frequencies (or the per-bucket df in hashing
@@ -283,14 +278,31 @@ def fit_spec(tokens_df: DataFrame, spec: FeatureSpec) -> FeatureSpec:
     return spec.fitted(n_fit, terms=[r[0] for r in rows], df=[int(r[1]) for r in rows])
 
 
-def _check_ids(tokens_df: DataFrame) -> int:
-    """Number of documents; raises InputDataError on null or duplicate doc_ids (with samples)."""
-    row = tokens_df.agg(
+def _fit_condition(spec: FeatureSpec) -> Column:
+    cond = F.lit(True)
+    if spec.fit_on is not None:
+        cond = cond & F.col(SPLIT).isin(list(spec.fit_on))
+    if spec.fit_exclude_folds is not None:
+        cond = cond & (F.col(FOLD).isNull() | ~F.col(FOLD).isin(list(spec.fit_exclude_folds)))
+    return F.coalesce(cond, F.lit(False))
+
+
+def _scan(tokens_df: DataFrame, spec: FeatureSpec, taxonomy: Taxonomy | None) -> dict[str, int]:
+    """One pass over the tokenized documents: counts, doc_id checks and (with a taxonomy) the
+    label check. Raises InputDataError naming samples of the offending documents."""
+    aggs = [
         F.count(F.lit(1)).alias("n"),
         F.count_distinct(F.col(DOC_ID)).alias("distinct"),
-        F.sum(F.col(DOC_ID).isNull().cast("int")).alias("nulls"),
-    ).first()
-    assert row is not None
+        F.sum(F.col(DOC_ID).isNull().cast("long")).alias("nulls"),
+        F.sum(_fit_condition(spec).cast("long")).alias("n_fit"),
+        F.sum((F.size(TERMS) == 0).cast("long")).alias("no_tokens"),
+    ]
+    if taxonomy is not None:
+        # distinct label sets are few (bounded by the taxonomy in practice), unlike documents
+        aggs.append(F.array_distinct(F.flatten(F.collect_set(LABELS))).alias("labels"))
+    row = tokens_df.agg(*aggs).first()
+    if row is None:  # an aggregate without grouping always returns one row
+        raise RuntimeError("empty aggregate result")
     n, distinct, nulls = int(row["n"]), int(row["distinct"]), int(row["nulls"] or 0)
     if nulls:
         raise InputDataError(f"{nulls} document(s) have a null doc_id")
@@ -301,20 +313,17 @@ def _check_ids(tokens_df: DataFrame) -> int:
             f"doc_id must be unique: {n - distinct} duplicate row(s), e.g. {sample} "
             "(featurize writes exactly one row per document)"
         )
-    return n
-
-
-def _check_labels(tokens_df: DataFrame, taxonomy: Taxonomy) -> None:
-    labels = [r[0] for r in tokens_df.select(F.explode(LABELS).alias("l")).distinct().collect()]
-    bad = sorted(lab for lab in labels if lab not in taxonomy or lab == taxonomy.root_name)
-    if bad:
-        docs = tokens_df.filter(F.arrays_overlap(F.col(LABELS), F.array(*[F.lit(b) for b in bad])))
-        n_docs = docs.count()
-        sample = [r[DOC_ID] for r in docs.select(DOC_ID).orderBy(DOC_ID).limit(5).collect()]
-        raise InputDataError(
-            f"{len(bad)} label(s) are not nodes of the taxonomy {taxonomy.source} (the root is not a label): "
-            f"{bad[:10]}; {n_docs} document(s) affected, e.g. {sample}"
-        )
+    if taxonomy is not None:
+        bad = sorted(lab for lab in (row["labels"] or []) if lab not in taxonomy or lab == taxonomy.root_name)
+        if bad:
+            docs = tokens_df.filter(F.arrays_overlap(F.col(LABELS), F.array(*[F.lit(b) for b in bad])))
+            n_docs = docs.count()
+            sample = [r[DOC_ID] for r in docs.select(DOC_ID).orderBy(DOC_ID).limit(5).collect()]
+            raise InputDataError(
+                f"{len(bad)} label(s) are not nodes of the taxonomy {taxonomy.source} (the root is not a "
+                f"label): {bad[:10]}; {n_docs} document(s) affected, e.g. {sample}"
+            )
+    return {"n": n, "n_fit": int(row["n_fit"] or 0), "no_tokens": int(row["no_tokens"] or 0)}
 
 
 def _as_spec(spec_params: Mapping[str, Any] | FeatureSpec | None) -> FeatureSpec:
@@ -356,6 +365,7 @@ def featurize(
     taxonomy: Taxonomy | None = None,
     num_partitions: int | None = None,
     overwrite: bool = False,
+    extra_files: Mapping[str, str | bytes] | None = None,
 ) -> dict[str, Any]:
     """Tokenize, fit the vocabulary/idf on the fit documents and write the features directory.
 
@@ -376,6 +386,10 @@ def featurize(
         Number of output files; default ``ceil(n_docs / ROWS_PER_FILE)``.
     overwrite : bool
         Replace an existing ``out_dir`` (atomically) instead of raising OutputExistsError.
+    extra_files : mapping of file name to str or bytes, optional
+        More files written into ``out_dir`` inside the same atomic rename (e.g. corpus metadata);
+        plain names only, not ``features``, ``feature_spec.json`` or ``_SUMMARY.json``
+        (``taxonomy.tsv`` may be given and then replaces the one written from ``taxonomy``).
 
     Returns
     -------
@@ -389,6 +403,10 @@ def featurize(
         raise OutputExistsError(f"{out}: output directory exists; pass overwrite=True to replace it")
     if num_partitions is not None and (isinstance(num_partitions, bool) or int(num_partitions) < 1):
         raise ValueError(f"num_partitions must be a positive int. Got {num_partitions!r} instead.")
+    extra = dict(extra_files or {})
+    for name in extra:
+        if name in (FEATURES_DIR, SPEC_FILE, SUMMARY_FILE) or Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"extra_files: {name!r} is not an allowed file name in the features directory")
     raw = normalize_raw(raw_df)
     sc = spark.sparkContext
     tok_bc = sc.broadcast(spec.unfitted() if spec.is_fitted else spec)
@@ -406,13 +424,12 @@ def featurize(
         mark = now
 
     try:
-        n_docs = _check_ids(tokens_df)
-        lap("tokenize_and_check_ids")
-        if taxonomy is not None:
-            _check_labels(tokens_df, taxonomy)
+        scan = _scan(tokens_df, spec, taxonomy)
+        n_docs = scan["n"]
+        lap("tokenize_and_check")
         if not spec.is_fitted:
             # also for hashing with tf / log_tf: the df is recorded (cheap) for inspection
-            spec = fit_spec(tokens_df, spec)
+            spec = fit_spec(tokens_df, spec, n_fit=scan["n_fit"])
         lap("fit")
         log.info("featurize: %d documents, %d features (spec %s)", n_docs, spec.n_features, spec.fingerprint)
         n_parts = int(num_partitions) if num_partitions else max(1, math.ceil(n_docs / ROWS_PER_FILE))
@@ -430,13 +447,17 @@ def featurize(
         _write_parquet(feats, feat_dir)
         lap("transform_and_write")
         files = _rename_parts(feat_dir)
-        stats = _split_stats(spark, feat_dir, tokens_df)
+        stats = _split_stats(spark, feat_dir)
+        stats["documents_without_tokens"] = scan["no_tokens"]
         lap("summary")
         if stats["n_documents"] != n_docs:
             raise RuntimeError(f"featurize wrote {stats['n_documents']} rows for {n_docs} documents")
         spec.save(tmp / SPEC_FILE)
         if taxonomy is not None:
             taxonomy.to_tsv(tmp / TAXONOMY_FILE)
+        for name, content in extra.items():
+            data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+            (tmp / name).write_bytes(data)
         summary: dict[str, Any] = {
             **stats,
             "mode": spec.mode,
@@ -517,7 +538,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _split_stats(spark: SparkSession, feat_dir: Path, tokens_df: DataFrame) -> dict[str, Any]:
+def _split_stats(spark: SparkSession, feat_dir: Path) -> dict[str, Any]:
     """Documents, empty documents and nonzeros per split, counted from the written files."""
     written = spark.read.parquet(feat_dir.as_uri())
     split_key = F.coalesce(F.col(SPLIT), F.lit(NULL_SPLIT)).alias("s")
@@ -530,16 +551,13 @@ def _split_stats(spark: SparkSession, feat_dir: Path, tokens_df: DataFrame) -> d
         )
         .collect()
     )
-    no_tok = tokens_df.groupBy(split_key).agg(F.sum((F.size(TERMS) == 0).cast("long")).alias("z")).collect()
     per = {r["s"]: int(r["n"]) for r in rows}
     empty = {r["s"]: int(r["empty"] or 0) for r in rows}
-    no_tokens = {r["s"]: int(r["z"] or 0) for r in no_tok}
     return {
         "n_documents": sum(per.values()),
         "documents_per_split": dict(sorted(per.items())),
         "empty_documents": sum(empty.values()),
         "empty_documents_per_split": dict(sorted(empty.items())),
-        "documents_without_tokens": sum(no_tokens.values()),
         "nnz": sum(int(r["nnz"] or 0) for r in rows),
     }
 

@@ -98,8 +98,13 @@ def featurize(
     cache_dir: str | None = None,
     unknown_labels: str = "error",
     overwrite: bool = False,
+    fit_exclude_fold: int | None = None,
 ) -> dict[str, Any]:
-    """Read a corpus, tokenize and weight it on Spark, write the features folder atomically."""
+    """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
+
+    The vocabulary and idf are fitted on the training split, or, for cross-validated corpora,
+    on every fold but ``fit_exclude_fold`` (the test fold of the round).
+    """
     from sparkhc.corpus import readers, registry
     from sparkhc.spark.featurize import featurize as featurize_df
 
@@ -129,6 +134,7 @@ def featurize(
     params = {
         "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
         "stop_words": fc.stop_words, "fit_on": list(fit_on) if fit_on else None,
+        "fit_exclude_folds": [int(fit_exclude_fold)] if fit_exclude_fold is not None else None,
     }
     if fc.mode == "vocab":
         params.update(min_df=fc.min_df, max_df=fc.max_df)

@@ -155,8 +155,9 @@ def test_hcm_top_rule_clusters_table2():
 
 def test_hcm_expected_likelihood_estimator_table4():
     expected = [[0.65, 0.04, 0.30], [0.06, 0.29, 0.65]]
-    np.testing.assert_array_equal(np.round(expected_likelihood_estimate(np.array([[7, 0, 3], [0, 2, 5.0]])), 2),
-                                  expected)
+    np.testing.assert_array_equal(
+        np.round(expected_likelihood_estimate(np.array([[7, 0, 3], [0, 2, 5.0]])), 2), expected
+    )
     m = example_fit(HCM(clustering="top", top_l=5, top_m=5))
     np.testing.assert_array_equal(np.round(m.cluster_prob_, 2), expected)
 
@@ -265,6 +266,33 @@ def test_em_likelihood_does_not_decrease():
     assert np.all(np.diff(m.em_history_, axis=0) >= -1e-12)
 
 
+def test_batched_em_equals_one_problem_at_a_time():
+    problems = [_random_mixture(seed=s, m=3, V=25, n_models=2) for s in (10, 11, 12)]
+    P = np.stack([p for p, _ in problems])
+    f = np.stack([q for _, q in problems])
+    theta, hist = helmbold_em(f, P, eta=0.8, n_iter=6)
+    assert theta.shape == (3, 2, 3) and hist.shape == (7, 3, 2)
+    for b, (p, q) in enumerate(problems):
+        t1, h1 = helmbold_em(q, p, eta=0.8, n_iter=6)
+        np.testing.assert_allclose(theta[b], t1, rtol=1e-12)
+        np.testing.assert_allclose(hist[:, b], h1, rtol=1e-12)
+
+
+def test_binary_scheme_is_one_two_category_problem_per_category():
+    X, Y = _corpus(seed=8)
+    m = FMM(gamma=0.3, n_iter=9, scheme="binary").fit(X, Y)
+    F = Y.T.astype(float) @ X.toarray()
+    T = np.asarray(X.sum(axis=0)).ravel()
+    for c in range(Y.shape[1]):
+        G = np.vstack([F[c], T - F[c]])  # f(w|c), f(w|c̄)
+        member = assign_clusters(G, 0.3)
+        np.testing.assert_array_equal(m.membership_[c], member)
+        P = cluster_word_distributions(distribute_frequencies(G, member))
+        theta, _ = helmbold_em(G, P, n_iter=9)
+        np.testing.assert_allclose(m.theta_[c], theta[0], rtol=1e-10)
+        np.testing.assert_allclose(m.theta_complement_[c], theta[1], rtol=1e-10)
+
+
 def test_eta_above_one_keeps_weights_valid():
     P, f = _random_mixture(seed=5)
     theta, _ = helmbold_em(f, P, eta=3.0, n_iter=20)
@@ -331,9 +359,11 @@ def test_fit_from_merged_statistics_equals_fit(make):
     sa, sb = a.get_state(), b.get_state()
     for k, v in sa.items():
         if k != "categories":
-            np.testing.assert_allclose(np.asarray(v, dtype=float) if np.asarray(v).dtype.kind in "fib" else 0,
-                                       np.asarray(sb[k], dtype=float) if np.asarray(v).dtype.kind in "fib" else 0,
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                np.asarray(v, dtype=float) if np.asarray(v).dtype.kind in "fib" else 0,
+                np.asarray(sb[k], dtype=float) if np.asarray(v).dtype.kind in "fib" else 0,
+                rtol=1e-12,
+            )
 
 
 def _slow_scores(model, X):
@@ -473,7 +503,19 @@ def test_reuters_nine_commodities_lewis_split():
 
 def _fake_corpus(path: Path) -> None:
     rng = np.random.default_rng(0)
-    cats = ["wheat", "corn", "oilseed", "sugar", "coffee", "soybean", "cocoa", "rice", "cotton", "earn", "acq"]
+    cats = [
+        "wheat",
+        "corn",
+        "oilseed",
+        "sugar",
+        "coffee",
+        "soybean",
+        "cocoa",
+        "rice",
+        "cotton",
+        "earn",
+        "acq",
+    ]
     words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(10) for j in range(10)]
     with gzip.open(path, "wt") as fh:
         for i in range(120):
@@ -481,10 +523,20 @@ def _fake_corpus(path: Path) -> None:
             topic_words = [w for c in labs for w in words[cats.index(c) * 8 : cats.index(c) * 8 + 8]]
             text = " ".join(rng.choice(topic_words + words, size=30))
             split = "TRAIN" if i < 80 else "TEST"
-            fh.write(json.dumps({
-                "id": i, "lewissplit": split, "topics_attr": "YES", "split": split.lower(),
-                "labels": labs, "title": "", "text": text,
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "lewissplit": split,
+                        "topics_attr": "YES",
+                        "split": split.lower(),
+                        "labels": labs,
+                        "title": "",
+                        "text": text,
+                    }
+                )
+                + "\n"
+            )
 
 
 def test_run_experiment_on_a_tiny_corpus(tmp_path):
@@ -494,8 +546,12 @@ def test_run_experiment_on_a_tiny_corpus(tmp_path):
     (tmp_path / "data" / "reuters21578").mkdir(parents=True)
     _fake_corpus(tmp_path / "data" / "reuters21578" / "docs.jsonl.gz")
     out = tmp_path / "out"
-    assert main(["--data-dir", str(tmp_path / "data"), "--out", str(out), "--no-ablations",
-                 "--configs", "lewis"]) == 0
+    assert (
+        main(
+            ["--data-dir", str(tmp_path / "data"), "--out", str(out), "--no-ablations", "--configs", "lewis"]
+        )
+        == 0
+    )
     md = (out / "bep.md").read_text()
     assert "sparkhc experiment li-yamanishi --data-dir ../shared/data --out docs/results/li_yamanishi" in md
     assert "| FMM0.5 |" in md

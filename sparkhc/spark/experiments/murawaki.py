@@ -1,0 +1,315 @@
+"""Murawaki 2013's comparison on a real corpus, through the product's own pipelines.
+
+For every evaluation round of the corpus protocol (one train/test split, or one round per
+cross-validation fold) the corpus is featurized on Spark (vocabulary and idf from the training
+part), then each system is trained by iterative parameter mixing, decoded on Spark and
+evaluated with the Spark metric aggregation. Systems (paper, Table 3):
+FLAT, LS-ALL, LS-SIB, DP-ALL, DP-SIB, DP-GT, DP-GT-BF, plus a one-vs-rest linear SVM reference
+row (LIBLINEAR through scikit-learn's LinearSVC, C = 1, the same features, single process).
+LS and DP variants of a TREE model share one training run (the decoder is a decode-time choice).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyspark.sql import SparkSession
+
+from sparkhc.config import Config
+from sparkhc.metrics import MetricCounts, format_table
+from sparkhc.persistence import load_model, write_json_atomic
+from sparkhc.spark import pipelines
+
+log = logging.getLogger(__name__)
+
+# name -> (registered model, params, share training with)
+SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "FLAT": ("flat", {}),
+    "LS-ALL": ("tree", {"data": "all", "decoder": "ls"}),
+    "LS-SIB": ("tree", {"data": "sib", "decoder": "ls"}),
+    "DP-ALL": ("tree", {"data": "all", "decoder": "dp"}),
+    "DP-SIB": ("tree", {"data": "sib", "decoder": "dp"}),
+    "DP-GT": ("global", {"branching": False}),
+    "DP-GT-BF": ("global", {"branching": True}),
+}
+TABLE_KEYS = ["EBP", "EBR", "EBF", "LBMiP", "LBMiR", "LBMiF", "LBMaP", "LBMaR", "LBMaF", "hP", "hR", "hF"]
+
+
+def _train_key(system: str) -> str:
+    """Systems that share one trained model (LS/DP over the same edge classifiers)."""
+    model, params = SYSTEMS[system]
+    if model == "tree":
+        return f"tree-{params['data']}"
+    return system
+
+
+def run(
+    spark: SparkSession,
+    cfg: Config,
+    corpus: str,
+    data_dir: str | None,
+    out: str | Path,
+    work: str | Path | None = None,
+    systems: list[str] | None = None,
+    rounds: list[int] | None = None,
+    svm: bool = True,
+) -> dict[str, Any]:
+    """Run the comparison; write ``<out>/<corpus>.md`` and ``<out>/<corpus>.json``."""
+    from sparkhc.corpus import registry
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(work) if work is not None else out / f".work-{corpus}"
+    systems = systems or list(SYSTEMS)
+    info = registry.get_corpus(corpus)
+    eval_rounds = info.rounds()
+    chosen = rounds if rounds is not None else list(range(len(eval_rounds)))
+    per_round: list[dict[str, dict[str, float]]] = []
+    t_all = time.perf_counter()
+    for r in chosen:
+        rnd = eval_rounds[r]
+        sel_train, sel_test = _selections(rnd)
+        rdir = work / f"round{r}"
+        feats = rdir / "features"
+        fcfg = cfg
+        log.info("round %d/%d: featurize %s", r + 1, len(eval_rounds), corpus)
+        pipelines.featurize(spark, fcfg, feats, corpus=corpus, data_dir=data_dir, overwrite=True,
+                            fit_exclude_fold=sel_test.get("fold"))
+        results: dict[str, dict[str, float]] = {}
+        trained: dict[str, Path] = {}
+        for system in systems:
+            name, params = SYSTEMS[system]
+            key = _train_key(system)
+            mdir = rdir / f"model-{key}"
+            syscfg = replace(cfg, model={**cfg.model, name: {**cfg.model_params(name), **params}})
+            if key not in trained:
+                t0 = time.perf_counter()
+                pipelines.train(spark, syscfg, feats, mdir, model_name=name, overwrite=True, **sel_train)
+                log.info("round %d %s trained in %.1f s", r, key, time.perf_counter() - t0)
+                trained[key] = mdir
+            model, meta = load_model(mdir)
+            model.params.update(params)  # the decoder is a decode-time choice
+            results[system] = _evaluate_local(model, feats, sel_test, meta)
+            log.info("round %d %s: %s", r, system,
+                     {k: round(v, 4) for k, v in results[system].items() if k in ("EBF", "LBMiF", "hF")})
+        if svm:
+            results["SVM (LIBLINEAR 1-vs-rest)"] = _svm_row(feats, sel_train, sel_test)
+        per_round.append(results)
+        write_json_atomic(out / f"{corpus}.partial.json", {"rounds": per_round})
+    summary = _summarize(per_round)
+    doc = {
+        "corpus": corpus,
+        "protocol": info.protocol,
+        "rounds": chosen,
+        "epochs": cfg.train.epochs,
+        "shards": cfg.train.shards,
+        "featurize": cfg.to_dict()["featurize"],
+        "per_round": per_round,
+        "summary": summary,
+        "seconds": round(time.perf_counter() - t_all, 1),
+    }
+    write_json_atomic(out / f"{corpus}.json", doc)
+    partial = out / f"{corpus}.partial.json"
+    if partial.exists():
+        partial.unlink()
+    (out / f"{corpus}.md").write_text(_markdown(doc), encoding="utf-8")
+    bf = _bf_table(rdir / "model-DP-GT-BF") if "DP-GT-BF" in systems else None
+    if bf is not None:
+        (out / f"{corpus}_bf_weights.md").write_text(bf["markdown"], encoding="utf-8")
+        _bf_plot(bf, out / f"{corpus}_bf_weights.png", corpus)
+    return doc
+
+
+def _selections(rnd: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(train, test) row selections of an evaluation round (one test split or one test fold)."""
+    if rnd.test_splits:
+        if len(rnd.test_splits) != 1 or len(rnd.train_splits) != 1:
+            raise ValueError(f"round {rnd.name}: one train and one test split expected")
+        return ({"split": rnd.train_splits[0], "fold": None, "exclude_fold": None},
+                {"split": rnd.test_splits[0], "fold": None, "exclude_fold": None})
+    if len(rnd.test_folds) != 1:
+        raise ValueError(f"round {rnd.name}: one test fold expected")
+    k = int(rnd.test_folds[0])
+    return ({"split": None, "fold": None, "exclude_fold": k}, {"split": None, "fold": k, "exclude_fold": None})
+
+
+def _local_split(feats: Path, sel: dict[str, Any]) -> Any:
+    from sparkhc.spark.io import read_features_local
+
+    batch, _spec = read_features_local(str(feats), with_counts=False)
+    mask = np.ones(len(batch), dtype=bool)
+    split = batch.extra.get("split")
+    fold = batch.extra.get("fold")
+    if sel.get("split") is not None and split is not None:
+        mask &= split == sel["split"]
+    if sel.get("fold") is not None and fold is not None:
+        mask &= fold == sel["fold"]
+    if sel.get("exclude_fold") is not None and fold is not None:
+        mask &= fold != sel["exclude_fold"]
+    return batch.subset(np.flatnonzero(mask))
+
+
+def _evaluate_local(model: Any, feats: Path, sel: dict[str, Any], meta: dict[str, Any]) -> dict[str, float]:
+    """Decode the test part in one process (timed) and compute every metric."""
+    test = _local_split(feats, sel)
+    t0 = time.perf_counter()
+    pred = model.predict(test)
+    secs = time.perf_counter() - t0
+    tax = pipelines.features_taxonomy(feats)
+    scored = pipelines.features_corpus_info(feats).get("scored_labels")
+    m = _metrics(tax, scored, test.labels, pred)
+    m["model_size"] = float(model.model_size())
+    m["decode_seconds"] = secs
+    m["train_seconds"] = float(meta.get("training", {}).get("seconds", float("nan")))
+    return m
+
+
+def _metrics(tax: Any, scored: Any, gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:
+    from sparkhc.batch import label_matrix
+
+    counts = MetricCounts(tax, pipelines.scored_mask(tax, scored))
+    counts.add(label_matrix(gold, tax), label_matrix(pred, tax))
+    return {k: float(v) for k, v in counts.compute().items()}
+
+
+def _svm_row(feats: Path, sel_train: dict[str, Any], sel_test: dict[str, Any]) -> dict[str, float]:
+    """One-vs-rest LinearSVC (LIBLINEAR, C = 1) over the leaves (virtual /_self leaves for
+    labels that stop at an internal node), decoded like FLAT: every positive leaf, else the best."""
+    from sklearn.svm import LinearSVC
+
+    from sparkhc.decoding import flat_select
+
+    tax = pipelines.features_taxonomy(feats)
+    train = _local_split(feats, sel_train)
+    test = _local_split(feats, sel_test)
+    selfs = set()
+    is_leaf = tax.is_leaf
+    for labs in train.labels or []:
+        for c in tax.deepest(tax.closure(tax.ids(labs))):
+            if not is_leaf[c]:
+                selfs.add(int(c))
+    mtax = tax.with_self_leaves(selfs) if selfs else tax
+    gold_sets = train.leaf_sets(mtax)
+    leaves = [int(c) for c in mtax.leaves]
+    t0 = time.perf_counter()
+    scores = np.full((len(test), len(leaves)), -1e9, dtype=np.float64)
+    for j, leaf in enumerate(leaves):
+        y = np.array([leaf in set(m.tolist()) for m in gold_sets])
+        if y.all() or not y.any():
+            continue
+        clf = LinearSVC(C=1.0, loss="squared_hinge", dual=True, max_iter=2000)
+        clf.fit(train.X, y)
+        scores[:, j] = clf.decision_function(test.X)
+    secs = time.perf_counter() - t0
+    chosen = flat_select(scores)
+    pred = [mtax.to_labels([leaves[j] for j in np.flatnonzero(row)]) for row in chosen]
+    m = _metrics(tax, pipelines.features_corpus_info(feats).get("scored_labels"), test.labels or [], pred)
+    m["train_seconds"] = secs
+    return m
+
+
+def _summarize(per_round: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    for system in per_round[0]:
+        out[system] = {}
+        for k in per_round[0][system]:
+            vals = np.array([r[system][k] for r in per_round], dtype=float)
+            out[system][k] = [float(vals.mean()), float(vals.std(ddof=1)) if len(vals) > 1 else 0.0]
+    return out
+
+
+def _markdown(doc: dict[str, Any]) -> str:
+    corpus = doc["corpus"]
+    lines = [
+        f"# Murawaki 2013 comparison on {corpus}",
+        "",
+        "Command:",
+        "",
+        "```",
+        f"sparkhc experiment murawaki --corpus {corpus} --data-dir ../shared/data",
+        "```",
+        "",
+        f"Protocol: {doc['protocol']}; rounds {doc['rounds']}; {doc['epochs']} epochs, "
+        f"{doc['shards']} shards (iterative parameter mixing); features {doc['featurize']}. "
+        f"Wall time {doc['seconds']} s (local[2]). Values in %; mean ± std over rounds where several.",
+        "",
+    ]
+    cols = TABLE_KEYS + ["model_size", "decode_seconds", "train_seconds"]
+    lines.append("| system | " + " | ".join(cols) + " |")
+    lines.append("|---" * (len(cols) + 1) + "|")
+    for system, vals in doc["summary"].items():
+        cells = []
+        for k in cols:
+            if k not in vals:
+                cells.append("—")
+                continue
+            mean, std = vals[k]
+            if k in TABLE_KEYS:
+                cells.append(f"{100 * mean:.2f}" + (f" ± {100 * std:.2f}" if std else ""))
+            elif k == "model_size":
+                cells.append(f"{mean:,.0f}")
+            else:
+                cells.append(f"{mean:.2f}")
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("model_size = number of weights with |w| > 1e-7; decode_seconds = single-process decoding "
+                 "of the test part; train_seconds = Spark training wall time (SVM: scikit-learn).")
+    return "\n".join(lines) + "\n"
+
+
+def _bf_table(model_dir: Path) -> dict[str, Any] | None:
+    if not (model_dir / "state.npz").exists():
+        return None
+    model, _ = load_model(model_dir)
+    bf = model.get_state().arrays.get("bf")
+    if bf is None:
+        return None
+    tax = model.taxonomy
+    rows: dict[int, list[np.ndarray]] = {}
+    # rows of bf: one per node id (leaves unused), then the shared row (decoding.bf_shape)
+    for c in tax.internal:
+        rows.setdefault(int(tax.depth[c]), []).append(np.asarray(bf[int(c)], dtype=float))
+    levels = {f"depth {d} (mean of {len(v)} nodes)": np.mean(v, axis=0) for d, v in sorted(rows.items())}
+    levels["shared"] = np.asarray(bf[tax.n_nodes], dtype=float)
+    heads = ["k=1", "k=2", "k=3", "k>3"]
+    md = ["| weights | " + " | ".join(heads) + " |", "|---" * 5 + "|"]
+    for name, v in levels.items():
+        md.append(f"| {name} | " + " | ".join(f"{x:+.4f}" for x in v) + " |")
+    return {"levels": {k: v.tolist() for k, v in levels.items()}, "markdown": "\n".join(md) + "\n"}
+
+
+def _bf_plot(bf: dict[str, Any], path: Path, corpus: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib not installed: no branching-feature plot")
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, v in bf["levels"].items():
+        ax.plot([1, 2, 3, 4], v, marker="o", label=name)
+    ax.set_xticks([1, 2, 3, 4], ["1", "2", "3", ">3"])
+    ax.set_xlabel("number of selected children k")
+    ax.set_ylabel("learned branching weight")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_title(f"Branching-feature weights, DP-GT-BF, {corpus}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def print_table(doc: dict[str, Any]) -> str:
+    return format_table({s: {k: v[0] for k, v in vals.items()} for s, vals in doc["summary"].items()})
+
+
+def dump(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,135 @@
+"""Iterative parameter mixing: one partition equals serial training; several partitions equal the
+mean of the shard results computed locally; checkpoints resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparkhc.batch import SparseBatch
+from sparkhc.models import get_model_class
+from sparkhc.models.base import combine_states
+from sparkhc.taxonomy import Taxonomy
+
+FIG1 = [("ROOT", "A"), ("ROOT", "B"), ("A", "AA"), ("A", "AB"), ("B", "BA"), ("B", "BB"), ("B", "BC")]
+V = 40
+
+
+def _data(n: int = 120, seed: int = 3) -> tuple[Taxonomy, pa.Table]:
+    rng = np.random.default_rng(seed)
+    tax = Taxonomy.from_edges(FIG1)
+    leaves = [tax.names[c] for c in tax.leaves]
+    rows = []
+    for i in range(n):
+        labs = sorted(set(rng.choice(leaves, size=rng.integers(1, 3), replace=True).tolist()))
+        # label-dependent words so the problem is learnable
+        words = set(rng.choice(V, size=6, replace=False).tolist())
+        for lab in labs:
+            words.add(leaves.index(lab) * 3)
+        idx = np.array(sorted(words), dtype=np.int32)
+        val = rng.random(len(idx)).astype(np.float32) + 0.1
+        val /= np.linalg.norm(val)
+        rows.append((f"d{i:04d}", labs, idx.tolist(), val.tolist()))
+    table = pa.table(
+        {
+            "doc_id": [r[0] for r in rows],
+            "labels": [r[1] for r in rows],
+            "indices": pa.array([r[2] for r in rows], type=pa.list_(pa.int32())),
+            "values": pa.array([r[3] for r in rows], type=pa.list_(pa.float32())),
+            "split": ["train"] * n,
+            "fold": pa.array([i % 5 for i in range(n)], type=pa.int32()),
+        }
+    )
+    return tax, table
+
+
+def _model(tax: Taxonomy, name: str = "global", **params):
+    m = get_model_class(name)(tax, V, **params)
+    m.set_state(m.init_state())
+    return m
+
+
+@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {})])
+def test_one_partition_equals_serial(spark, name, params):
+    from sparkhc.spark.ipm import train_ipm
+
+    tax, table = _data()
+    df = spark.createDataFrame(table.to_pandas())
+    m_spark = train_ipm(spark, df, _model(tax, name, **params), epochs=3, shards=1, seed=7)
+    # serial reference: the shard is sorted by doc id; shard 0's seed is the base seed
+    batch = SparseBatch.from_arrow(table.sort_by("doc_id"), V)
+    m_serial = _model(tax, name, **params)
+    for e in range(3):
+        m_serial.partial_fit(batch, seed=7, epoch=e)
+    for k, v in m_serial.get_state().arrays.items():
+        np.testing.assert_array_equal(m_spark.get_state().arrays[k], v, err_msg=k)
+    assert m_spark.get_state().arrays.keys() == m_serial.get_state().arrays.keys()
+
+
+def test_several_partitions_equal_mean_of_local_shards(spark):
+    from sparkhc.spark.ipm import run_epoch, shard_features
+
+    tax, table = _data()
+    df = spark.createDataFrame(table.to_pandas())
+    shards_df = shard_features(df, 3)
+    # what each partition holds, in order
+    parts = shards_df.rdd.glom().map(lambda rows: [r["doc_id"] for r in rows]).collect()
+    assert sum(len(p) for p in parts) == table.num_rows and all(p == sorted(p) for p in parts)
+    start = _model(tax, "global", branching=True)
+    # one warm-up epoch so the epoch starts from non-zero weights
+    full = SparseBatch.from_arrow(table, V)
+    start.partial_fit(full, seed=1, epoch=0)
+    w0 = start.get_state().copy()
+    mixed, counters = run_epoch(spark, shards_df, start, seed=11, epoch=1)
+    local_states = []
+    ids = np.array(table.column("doc_id").to_pylist())
+    for shard, doc_ids in enumerate(parts):
+        if not doc_ids:
+            continue
+        rows = np.flatnonzero(np.isin(ids, doc_ids))
+        sub = SparseBatch.from_arrow(table.take(pa.array(rows)).sort_by("doc_id"), V)
+        m = _model(tax, "global", branching=True)
+        m.set_state(w0.copy())
+        c = m.partial_fit(sub, seed=11 + 1000003 * shard, epoch=1)
+        st = m.get_state()
+        st.counters = c
+        local_states.append(st)
+    ref = combine_states(local_states)
+    for k, v in ref.arrays.items():
+        np.testing.assert_allclose(mixed.arrays[k], v, rtol=0, atol=1e-7, err_msg=k)
+    assert counters["examples"] == table.num_rows
+    assert counters["shards"] == len([p for p in parts if p])
+
+
+def test_checkpoint_resume_gives_same_model(spark, tmp_path):
+    from sparkhc.spark.ipm import train_ipm
+
+    tax, table = _data(80)
+    df = spark.createDataFrame(table.to_pandas())
+    ref = train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5)
+    ckpt = tmp_path / "ckpt"
+
+    class Boom(RuntimeError):
+        pass
+
+    def stop_after_two(info):
+        if info["epoch"] == 2:
+            raise Boom()
+
+    with pytest.raises(Boom):
+        train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5, checkpoint_dir=ckpt, progress=stop_after_two)
+    # the progress hook runs before the checkpoint of epoch 2: resume from epoch 1's
+    resumed = train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5, checkpoint_dir=ckpt)
+    for k, v in ref.get_state().arrays.items():
+        np.testing.assert_array_equal(resumed.get_state().arrays[k], v, err_msg=k)
+
+
+def test_mixing_is_a_no_op_on_identical_states():
+    tax, table = _data(20)
+    m = _model(tax, "global", branching=True)
+    m.partial_fit(SparseBatch.from_arrow(table, V), seed=0, epoch=0)
+    st = m.get_state()
+    mixed = combine_states([st.copy(), st.copy(), st.copy()])
+    for k, v in st.arrays.items():
+        np.testing.assert_array_equal(mixed.arrays[k], v)

@@ -52,13 +52,13 @@ from sparkhc.batch import SparseBatch
 from sparkhc.errors import DataUnavailableError, InputDataError
 from sparkhc.metrics import MetricCounts
 from sparkhc.models.cesa_bianchi import (
-    SVM,
-    ApproxHBayes,
-    HPerc,
     HRLS,
     HSVM,
-    Perc,
+    SVM,
+    ApproxHBayes,
     CesaModel,
+    HPerc,
+    Perc,
     eligible_matrix,
 )
 from sparkhc.taxonomy import Taxonomy

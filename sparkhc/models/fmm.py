@@ -249,6 +249,7 @@ def helmbold_em(
     tol: float = 0.0,
     theta0: np.ndarray | None = None,
     theta_floor: float = 1e-10,
+    track_history: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mixture weights ``θ = P(k|c)`` by the Helmbold et al. (1995) EM update (paper Section 4).
 
@@ -274,12 +275,15 @@ def helmbold_em(
     theta_floor : float
         After each update weights below this are raised to it and the rows renormalized, so that a
         word of a cluster never gets probability 0 (and ``η > 1`` cannot make weights negative).
+    track_history : bool
+        Compute the log-likelihood at every update (else only at the end; saves a third of the time).
 
     Returns
     -------
     theta : ndarray (n_models, m) or (B, n_models, m)
     history : ndarray (n_updates + 1, n_models) or (n_updates + 1, B, n_models)
-        Average log-likelihood (nats per covered word) before each update and at the end.
+        Average log-likelihood (nats per covered word) before each update and at the end (only the
+        end without ``track_history``).
     """
     batched = isinstance(P, np.ndarray) and P.ndim == 3
     if batched:
@@ -336,7 +340,8 @@ def helmbold_em(
     history = []
     mix = mixture(theta)
     for _ in range(n_iter):
-        history.append(loglik(mix))
+        if track_history:
+            history.append(loglik(mix))
         ratio = np.divide(f, mix, out=np.zeros_like(f), where=pos & (mix > 0))
         grad = gradient(ratio) / Nsafe[..., None]
         new = theta * (eta * (grad - 1.0) + 1.0)
@@ -606,7 +611,13 @@ class FMM(_Base):
         member = assign_clusters(G, self.gamma)
         P = cluster_word_distributions(distribute_frequencies(G, member))
         theta, hist = helmbold_em(
-            model_freqs, P, eta=self.eta, n_iter=self.n_iter, tol=self.tol, theta_floor=self.theta_floor
+            model_freqs,
+            P,
+            eta=self.eta,
+            n_iter=self.n_iter,
+            tol=self.tol,
+            theta_floor=self.theta_floor,
+            track_history=self.scheme == "global",
         )
         return member, P, theta, hist
 

@@ -91,7 +91,9 @@ class GoldSets:
     bf_ptr: np.ndarray | None = None
 
 
-def _gold_sets(batch: SparseBatch, X: sp.csr_matrix, idx: TreeIndex, model: HierModel, R: int | None) -> GoldSets:
+def _gold_sets(
+    batch: SparseBatch, X: sp.csr_matrix, idx: TreeIndex, model: HierModel, R: int | None
+) -> GoldSets:
     tax = model.taxonomy
     sets = batch.leaf_sets(tax)
     n = len(sets)
@@ -130,6 +132,14 @@ def _gold_sets(batch: SparseBatch, X: sp.csr_matrix, idx: TreeIndex, model: Hier
         out.bf = flat
         out.bf_ptr = np.concatenate([[0], np.cumsum(cnt)])
     return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
 
 # ---------------------------------------------------------------------------------- PA-I binary
@@ -186,16 +196,13 @@ class _PAModel(HierModel):
         C = p["C"]
         self._check_param(
             "C",
-            isinstance(C, numbers.Real) and not isinstance(C, bool) and math.isfinite(float(C)) and C > 0,
+            _is_real(C) and math.isfinite(float(C)) and float(C) > 0,
             "a float in the range (0, inf)",
         )
         ep = p["epochs"]
-        self._check_param(
-            "epochs", isinstance(ep, numbers.Integral) and not isinstance(ep, bool) and ep >= 1, "an int >= 1"
-        )
+        self._check_param("epochs", _is_int(ep) and int(ep) >= 1, "an int >= 1")
         self._check_param("dtype", p["dtype"] in ("float32", "float64"), "'float32' or 'float64'")
-        sd = p["seed"]
-        self._check_param("seed", isinstance(sd, numbers.Integral) and not isinstance(sd, bool), "an int")
+        self._check_param("seed", _is_int(p["seed"]), "an int")
         if self.taxonomy.n_edges == 0:
             raise ModelError(f"the taxonomy {self.taxonomy.source} has no edges: nothing to classify")
 
@@ -230,8 +237,8 @@ class _PAModel(HierModel):
         return super().fit(batch, epochs=epochs, seed=int(self.params["seed"] if seed is None else seed))
 
     def _weights(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A state array as C-contiguous ndarray of the model dtype, written back into the state
-        when it had to be converted (so that in-place updates land in ``state_``)."""
+        """A state array as a writeable C-contiguous ndarray (its dtype is kept), written back
+        into the state when it had to be converted, so that in-place updates land in ``state_``."""
         assert self.state_ is not None
         arr = self.state_.arrays.get(name)
         if arr is None:
@@ -284,7 +291,9 @@ class _PAModel(HierModel):
         W = self._weights("W", (self.n_features, self._n_columns()))
         return edge_scores(X, W)
 
-    def decode(self, batch: SparseBatch, return_scores: bool = True) -> tuple[list[np.ndarray], np.ndarray | None]:
+    def decode(
+        self, batch: SparseBatch, return_scores: bool = True
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
         """Predicted leaf sets and, with ``return_scores``, per-node scores ``(n_docs, n_nodes)``
         (float32): the score of the edge into each node (root column 0; see subclasses)."""
         self.get_state()
@@ -399,7 +408,9 @@ class FlatPA(_PAModel):
         scores[:, leaves] = S
         return sets, scores
 
-    def decode(self, batch: SparseBatch, return_scores: bool = True) -> tuple[list[np.ndarray], np.ndarray | None]:
+    def decode(
+        self, batch: SparseBatch, return_scores: bool = True
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
         """Predicted leaf sets and per-node scores: the leaf classifiers' scores in the leaf
         columns, ``-inf`` elsewhere."""
         return super().decode(batch, return_scores)
@@ -463,7 +474,9 @@ class TreePA(_PAModel):
         # concatenate the ranges [first_edge, first_edge + cnt) without a Python loop
         starts = np.repeat(first_edge - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
         cols = starts + np.arange(total)
-        cols_ptr = np.concatenate([[0], np.cumsum(np.bincount(par_doc, weights=cnt, minlength=n))]).astype(np.int64)
+        cols_ptr = np.concatenate([[0], np.cumsum(np.bincount(par_doc, weights=cnt, minlength=n))]).astype(
+            np.int64
+        )
         col_doc = np.repeat(par_doc, cnt)
         gold_key = nrow * idx.n_nodes + gold.nodes
         col_key = col_doc * idx.n_nodes + cols + 1
@@ -515,7 +528,7 @@ class GlobalPA(_PAModel):
         super().validate_params()
         self._check_param("branching", isinstance(self.params["branching"], bool | np.bool_), "a bool")
         R = self.params["R"]
-        self._check_param("R", isinstance(R, numbers.Integral) and not isinstance(R, bool) and R >= 1, "an int >= 1")
+        self._check_param("R", _is_int(R) and int(R) >= 1, "an int >= 1")
 
     @property
     def _R(self) -> int | None:
@@ -596,7 +609,9 @@ class GlobalPA(_PAModel):
                 gold_f = g_bf[g_bptr[i] : g_bptr[i + 1]]
                 u, inv = np.unique(np.concatenate([gold_f, pred_f]), return_inverse=True)
                 net = np.bincount(
-                    inv, weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]), minlength=u.size
+                    inv,
+                    weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]),
+                    minlength=u.size,
                 )
                 nz = net != 0
                 u, net = u[nz], net[nz]

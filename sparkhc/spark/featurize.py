@@ -40,6 +40,7 @@ import re
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,10 @@ TAXONOMY_FILE = "taxonomy.tsv"
 ROWS_PER_FILE = 10_000
 NULL_SPLIT = "<null>"
 
+#: Intermediate column: the count of each entry of ``terms`` (distinct terms of the document).
+TERM_COUNTS = "term_counts"
+#: The tokenized documents: a bag of words per document (distinct terms in first-occurrence order
+#: and their counts), half the volume of the token lists for the JVM <-> Python round trips.
 TOKENIZED_SCHEMA = T.StructType(
     [
         T.StructField(DOC_ID, T.StringType(), nullable=False),
@@ -89,6 +94,7 @@ TOKENIZED_SCHEMA = T.StructType(
         T.StructField(FOLD, T.IntegerType(), nullable=True),
         T.StructField(LABELS, T.ArrayType(T.StringType(), containsNull=False), nullable=False),
         T.StructField(TERMS, T.ArrayType(T.StringType(), containsNull=False), nullable=False),
+        T.StructField(TERM_COUNTS, T.ArrayType(T.IntegerType(), containsNull=False), nullable=False),
     ]
 )
 _TOKENIZED_ARROW = pa.schema(
@@ -98,6 +104,7 @@ _TOKENIZED_ARROW = pa.schema(
         pa.field(FOLD, pa.int32()),
         pa.field(LABELS, pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
         pa.field(TERMS, pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+        pa.field(TERM_COUNTS, pa.list_(pa.field("element", pa.int32(), nullable=False)), nullable=False),
     ]
 )
 
@@ -154,10 +161,6 @@ def normalize_raw(raw_df: DataFrame, source: str = "raw documents") -> DataFrame
 
 
 # ---------------------------------------------------------------------------------------- executors
-def _str_list_array(lists: list[list[str]]) -> pa.Array:
-    return pa.array(lists, type=_TOKENIZED_ARROW.field(TERMS).type)
-
-
 def _tokens_of(batch: pa.RecordBatch, spec: FeatureSpec) -> list[list[str]]:
     tok = spec.tokenizer
     texts = batch.column(TEXT).to_pylist()
@@ -169,28 +172,44 @@ def _labels_array(col: pa.Array) -> pa.Array:
     return col.fill_null(pa.scalar([], type=col.type)).cast(FEATURES_ARROW_SCHEMA.field(LABELS).type)
 
 
+def _list_array(offsets: np.ndarray, values: pa.Array, field: str) -> pa.Array:
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, type=pa.int32()), values, type=FEATURES_ARROW_SCHEMA.field(field).type
+    )
+
+
 def tokenize_partition(batches: Iterator[pa.RecordBatch], spec_bc: Broadcast[FeatureSpec]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: raw documents -> (doc_id, split, fold, labels, terms)."""
+    """mapInArrow function: raw documents -> (doc_id, split, fold, labels, terms, term_counts)."""
     spec = spec_bc.value
     for b in batches:
-        terms = _tokens_of(b, spec)
+        bags = [Counter(toks) for toks in _tokens_of(b, spec)]
+        offsets = np.zeros(len(bags) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in bags], out=offsets[1:])
+        flat_terms = pa.array([t for c in bags for t in c], type=pa.string())
+        flat_counts = pa.array(
+            np.fromiter((k for c in bags for k in c.values()), dtype=np.int32, count=int(offsets[-1])),
+            type=pa.int32(),
+        )
+        off = pa.array(offsets, type=pa.int32())
         yield pa.RecordBatch.from_arrays(
             [
                 b.column(DOC_ID),
                 b.column(SPLIT),
                 b.column(FOLD).cast(pa.int32()),
                 _labels_array(b.column(LABELS)),
-                _str_list_array(terms),
+                pa.ListArray.from_arrays(off, flat_terms, type=_TOKENIZED_ARROW.field(TERMS).type),
+                pa.ListArray.from_arrays(off, flat_counts, type=_TOKENIZED_ARROW.field(TERM_COUNTS).type),
             ],
             schema=_TOKENIZED_ARROW,
         )
 
 
 def _features_batch(
-    b: pa.RecordBatch, terms: list[list[str]], spec: FeatureSpec, taxonomy: Taxonomy | None
+    b: pa.RecordBatch,
+    csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    taxonomy: Taxonomy | None,
 ) -> pa.RecordBatch:
-    offsets, idx, val, cnt = spec.transform_many(terms)
-    off = pa.array(offsets, type=pa.int32())
+    offsets, idx, val, cnt = csr
     labels = _labels_array(b.column(LABELS))
     lid_type = FEATURES_ARROW_SCHEMA.field(LABEL_IDS).type
     if taxonomy is None:
@@ -207,12 +226,19 @@ def _features_batch(
             b.column(FOLD).cast(pa.int32()),
             labels,
             label_ids,
-            pa.ListArray.from_arrays(off, pa.array(idx, type=pa.int32()), type=FEATURES_ARROW_SCHEMA.field(INDICES).type),
-            pa.ListArray.from_arrays(off, pa.array(val, type=pa.float32()), type=FEATURES_ARROW_SCHEMA.field(VALUES).type),
-            pa.ListArray.from_arrays(off, pa.array(cnt, type=pa.float32()), type=FEATURES_ARROW_SCHEMA.field(COUNTS).type),
+            _list_array(offsets, pa.array(idx, type=pa.int32()), INDICES),
+            _list_array(offsets, pa.array(val, type=pa.float32()), VALUES),
+            _list_array(offsets, pa.array(cnt, type=pa.float32()), COUNTS),
         ],
         schema=FEATURES_ARROW_SCHEMA,
     )
+
+
+def _flat(col: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(lengths, flat values) of a list column without nulls."""
+    col = col.fill_null(pa.scalar([], type=col.type)) if col.null_count else col
+    offsets = np.asarray(col.offsets, dtype=np.int64)
+    return np.diff(offsets), col.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
 def features_from_terms_partition(
@@ -220,12 +246,14 @@ def features_from_terms_partition(
     spec_bc: Broadcast[FeatureSpec],
     taxonomy_bc: Broadcast[Taxonomy] | None,
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: tokenized documents -> features rows."""
+    """mapInArrow function: tokenized documents (bags of words) -> features rows."""
     spec = spec_bc.value
     taxonomy = None if taxonomy_bc is None else taxonomy_bc.value
     for b in batches:
-        terms = b.column(TERMS).to_pylist()
-        yield _features_batch(b, terms, spec, taxonomy)
+        lengths, terms = _flat(b.column(TERMS))
+        _, counts = _flat(b.column(TERM_COUNTS))
+        csr = spec.transform_bags(lengths, terms.to_pylist(), counts.to_numpy(zero_copy_only=False))
+        yield _features_batch(b, csr, taxonomy)
 
 
 def features_from_raw_partition(
@@ -237,7 +265,7 @@ def features_from_raw_partition(
     spec = spec_bc.value
     taxonomy = None if taxonomy_bc is None else taxonomy_bc.value
     for b in batches:
-        yield _features_batch(b, _tokens_of(b, spec), spec, taxonomy)
+        yield _features_batch(b, spec.transform_many(_tokens_of(b, spec)), taxonomy)
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -270,7 +298,8 @@ def fit_spec(tokens_df: DataFrame, spec: FeatureSpec, n_fit: int | None = None) 
         if rows:
             df[np.array([r[0] for r in rows], dtype=np.int64)] = [r[1] for r in rows]
         return spec.fitted(n_fit, df=df)
-    counts = fit_df.select(F.explode(F.array_distinct(TERMS)).alias("term")).groupBy("term").count()
+    # terms are already distinct within a document (bags of words): (doc, term) pairs are distinct
+    counts = fit_df.select(F.explode(TERMS).alias("term")).groupBy("term").count()
     counts = counts.filter(
         (F.col("count") >= spec.min_df) & (F.col("count") <= F.lit(spec.max_df * n_fit))
     )

@@ -366,31 +366,43 @@ class FeatureSpec:
         row ``i`` is ``indices[offsets[i]:offsets[i + 1]]``. Weighting and normalisation are
         vectorised over the whole block.
         """
+        lists = token_lists if isinstance(token_lists, list) else list(token_lists)
+        lengths = np.fromiter((len(t) for t in lists), dtype=np.int64, count=len(lists))
+        flat = [t for toks in lists for t in toks]
+        return self.transform_bags(lengths, flat, np.ones(len(flat), dtype=np.int64))
+
+    def transform_bags(
+        self,
+        lengths: np.ndarray | Sequence[int],
+        terms: Sequence[str],
+        term_counts: np.ndarray | Sequence[int],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Like :meth:`transform_many` for bags of words: document ``i`` has the next
+        ``lengths[i]`` entries of ``terms`` with their counts (a term may repeat; counts add)."""
         if self.needs_fit and not self.is_fitted:
             raise NotFittedError(
                 f"FeatureSpec(mode={self.mode!r}, weighting={self.weighting!r}) must be fitted "
                 "before transform (it needs a vocabulary or idf)"
             )
         n_features = self.n_features
-        lists = token_lists if isinstance(token_lists, list) else list(token_lists)
-        n_docs = len(lists)
-        lengths = np.fromiter((len(t) for t in lists), dtype=np.int64, count=n_docs)
-        flat = [t for toks in lists for t in toks]
+        lengths = np.asarray(lengths, dtype=np.int64)
+        n_docs = len(lengths)
         if self.mode == "hashing":
             # one CRC per distinct term of the block, not per token
-            buckets = {t: zlib.crc32(t.encode("utf-8")) % n_features for t in set(flat)}
-            ids = np.fromiter((buckets[t] for t in flat), dtype=np.int64, count=len(flat))
+            buckets = {t: zlib.crc32(t.encode("utf-8")) % n_features for t in set(terms)}
+            ids = np.fromiter((buckets[t] for t in terms), dtype=np.int64, count=len(terms))
         else:
-            index = self._term_index()
-            get = index.get
-            ids = np.fromiter((get(t, -1) for t in flat), dtype=np.int64, count=len(flat))
+            get = self._term_index().get
+            ids = np.fromiter((get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
         rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
         keep = ids >= 0
-        # (row, feature) keys: np.unique sorts by row, then by feature, and counts duplicates
-        keys, key_counts = np.unique(rows[keep] * n_features + ids[keep], return_counts=True)
+        # (row, feature) keys: np.unique sorts by row, then by feature; equal keys add their counts
+        keys, inverse = np.unique(rows[keep] * n_features + ids[keep], return_inverse=True)
+        counts = np.bincount(
+            inverse.ravel(), weights=np.asarray(term_counts, dtype=np.float64)[keep], minlength=len(keys)
+        )
         doc = keys // n_features
         indices = (keys - doc * n_features).astype(np.int32)
-        counts = key_counts.astype(np.float64)
         offsets = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(np.bincount(doc, minlength=n_docs), out=offsets[1:])
         lengths_out = np.diff(offsets)
@@ -400,7 +412,8 @@ class FeatureSpec:
             w = np.log1p(counts)
             if self.weighting == "log_tf_idf":
                 idf = self.idf
-                assert idf is not None
+                if idf is None:  # guarded by needs_fit above
+                    raise NotFittedError("FeatureSpec has no idf")
                 w *= idf[indices]
         if self.l2_normalize and w.size:
             sq = w * w

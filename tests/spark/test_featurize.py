@@ -248,19 +248,32 @@ def test_rerun_is_byte_identical_then_overwrite(spark, raw_df, taxonomy, featuri
 
 
 def test_crash_leaves_no_output(spark, raw_df, taxonomy, tmp_path, monkeypatch):
-    def crash(*args, **kwargs):
-        raise RuntimeError("simulated crash after the Parquet write")
+    real_write = featurize_mod._write_parquet
 
-    monkeypatch.setattr(featurize_mod, "_rename_parts", crash)
+    def write_then_crash(df, path):
+        real_write(df, path)  # the part files are on disk ...
+        raise RuntimeError("simulated crash during the write")  # ... when the job dies
+
+    monkeypatch.setattr(featurize_mod, "_write_parquet", write_then_crash)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="simulated crash"):
         featurize(spark, raw_df, out, PARAMS, taxonomy=taxonomy, num_partitions=2)
     assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
 
-    # with an existing out_dir and overwrite=True, a crash leaves the old output untouched
+    # overwrite=True over an existing out_dir, failing while renaming the new directory in:
+    # the old directory is put back and the temporary one removed
     out.mkdir()
     (out / "keep.txt").write_text("old")
-    with pytest.raises(RuntimeError, match="simulated crash"):
+    real_rename = os.rename
+
+    def failing_rename(src, dst):
+        if ".tmp-" in os.path.basename(src):  # the new directory itself, not its part files
+            raise OSError("simulated crash while renaming into place")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(featurize_mod.os, "rename", failing_rename)
+    with pytest.raises(OSError, match="simulated crash"):
         featurize(spark, raw_df, out, PARAMS, taxonomy=taxonomy, num_partitions=2, overwrite=True)
     assert os.listdir(tmp_path) == ["out"] and os.listdir(out) == ["keep.txt"]
 

@@ -240,7 +240,7 @@ def test_optimal_bias_is_the_midpoint_of_the_minimiser_interval():
 
 
 def test_objective_decreases_monotonically_across_alternations():
-    X, Y = _random_mdc(8, n=80, d=4, n_classes=(3, 3, 2))
+    X, Y = _random_mdc(8, n=80, d=10, n_classes=(3, 3, 2))  # m = 7 pairs <= d: C well conditioned
     model = M3MDC(lambda2=0.05, tol=0.0, max_iter=8).fit(X, Y)
     seq = [v for h in model.history_ for v in (h["objective_after_w"], h["objective_after_c"])]
     for prev, nxt in zip(seq, seq[1:], strict=False):
@@ -416,8 +416,8 @@ def test_experiment_runner_on_a_tiny_staged_data_set(tmp_path):
     rng = np.random.default_rng(0)
     schema = {
         "targets": [{"name": "t1", "values": ["a", "b", "c"]}, {"name": "t2", "values": [0, 1]}],
-        "features": [{"name": "x1", "type": "numeric"}, {"name": "x2", "type": "numeric"},
-                     {"name": "col", "type": "nominal", "values": ["r", "g"]}],
+        "features": [{"name": f"x{k}", "type": "numeric"} for k in range(4)]
+        + [{"name": "col", "type": "nominal", "values": ["r", "g"]}],
     }
     (tmp_path / "mdc").mkdir()
     (tmp_path / "mdc" / "tiny.schema.json").write_text(json.dumps(schema))
@@ -425,10 +425,11 @@ def test_experiment_runner_on_a_tiny_staged_data_set(tmp_path):
 
     with gzip.open(tmp_path / "mdc" / "tiny.jsonl.gz", "wt") as fh:
         for i in range(30):
-            x = rng.normal(size=2)
+            x = rng.normal(size=4)
             t1 = "abc"[int(x[0] > 0) + int(x[0] > 1)]
-            rec = {"id": i, "targets": [t1, int(x[1] > 0)], "features": [float(x[0]), None if i == 3 else float(x[1]),
-                                                                        "rg"[i % 2]], "test_fold": i % 3}
+            feats = [float(v) for v in x] + ["rg"[i % 2]]
+            feats[1] = None if i == 3 else feats[1]  # a missing numeric value
+            rec = {"id": i, "targets": [t1, int(x[1] > 0)], "features": feats, "test_fold": i % 3}
             fh.write(json.dumps(rec) + "\n")
     from sparkhc.mdc.experiment import run_experiment
 

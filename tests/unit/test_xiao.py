@@ -304,3 +304,18 @@ def test_bad_parameters_are_rejected() -> None:
         FlatNB(two_level(), 3, n_components=2)
     with pytest.raises(ConfigError, match="e_step"):
         WDNB(two_level(), 3, e_step="hardest").fit_arrays(sp.csr_matrix((1, 3)), np.zeros((1, 6)))
+
+
+def test_partial_fit_over_shards_equals_nb_fit() -> None:
+    tax = two_level()
+    space, x, s, true = synthetic(tax, n=60, seed=13)
+    names = [[tax.names[c] for c in space.base.closure([int(space.real[space.path_leaf[t]])])] for t in true]
+    batch = SparseBatch(X=x, doc_ids=np.array([str(i) for i in range(60)]), labels=names, counts=x)
+    whole = PCNB(tax, x.shape[1]).fit(batch)
+    shards = PCNB(tax, x.shape[1])
+    for part in (np.arange(0, 25), np.arange(25, 60)):
+        shards.partial_fit(batch.subset(part))
+    assert whole.params_ is not None
+    p = shards._params()
+    for k in p:
+        np.testing.assert_allclose(p[k], whole.params_[k], rtol=1e-12)

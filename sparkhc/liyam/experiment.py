@@ -135,6 +135,7 @@ def ablation_methods() -> dict[str, ModelFactory]:
     m["FMM0 (eta=0.5)"] = lambda: FMM(gamma=0.0, eta=0.5)
     m["FMM0 (eta=1.5)"] = lambda: FMM(gamma=0.0, eta=1.5)
     m["FMM0.4 (EM s=300)"] = lambda: FMM(gamma=0.4, n_iter=300)
+    m["FMM0.5 (EM s=1)"] = lambda: FMM(gamma=0.5, n_iter=1)
     m["FMM0.7 (theta floor 1e-3)"] = lambda: FMM(gamma=0.7, theta_floor=1e-3)
     return m
 

@@ -770,6 +770,7 @@ class M3MDC(_OvOModel):
         smo_its = 0
         sweeps = 0
         gap = np.inf
+        sub_tol = float(self.smo_tol) if exact else max(float(self.smo_tol), 1e-3)
         W = np.zeros_like(G)
         b = np.zeros(ma)
         G_prev = G.copy()
@@ -782,7 +783,7 @@ class M3MDC(_OvOModel):
             Gx = G + beta * (G - G_prev)
             GM = Gx @ M
             tasks = [
-                PairTask(i, GM[:, i] - D[i] * Gx[:, i], float(1.0 / D[i]), alpha[i], float(self.smo_tol),
+                PairTask(i, GM[:, i] - D[i] * Gx[:, i], float(1.0 / D[i]), alpha[i], sub_tol,
                          int(self.smo_max_iter))
                 for i in range(ma)
             ]
@@ -808,6 +809,8 @@ class M3MDC(_OvOModel):
             gap = primal - dual
             if exact or gap <= self.gap_tol * max(abs(primal), 1.0):
                 break
+            # inexact sub-problems while far from the optimum (ascent holds at any tolerance)
+            sub_tol = max(float(self.smo_tol), min(sub_tol, 1e-2 * gap / max(abs(primal), 1.0)))
             if dual < dual_prev:
                 theta = 1.0
                 G_prev = G.copy()

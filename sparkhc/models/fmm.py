@@ -293,7 +293,6 @@ def helmbold_em(
             raise ValueError(f"batched freqs {f.shape} do not match P {Pb.shape}")
         covered3 = Pb.sum(axis=1, keepdims=True) > 0  # (B, 1, V)
         f = np.where(covered3, f, 0.0)
-        PbT = Pb.transpose(0, 2, 1)
         m = Pb.shape[1]
         shape = f.shape[:2]
 
@@ -301,7 +300,8 @@ def helmbold_em(
             return np.matmul(th, Pb)  # (B, M, V)
 
         def gradient(ratio: np.ndarray) -> np.ndarray:
-            return np.matmul(ratio, PbT)  # (B, M, m)
+            # (B, M, m); einsum's optimized path is several times faster than a batched matmul here
+            return np.einsum("bav,bjv->baj", ratio, Pb, optimize=True)
 
     else:
         Ps = sp.csr_matrix(P, dtype=np.float64)

@@ -153,7 +153,7 @@ def normalize_raw(raw_df: DataFrame, source: str = "raw documents") -> DataFrame
             )
         col = F.col(name).cast(dtype)
         if name == LABELS:
-            col = F.coalesce(col, F.array().cast(dtype))
+            col = F.filter(F.coalesce(col, F.array().cast(dtype)), lambda x: x.isNotNull())
         cols.append(col.alias(name))
     if TEXT not in have and TOKENS not in have:
         raise SchemaError(f"{source}: neither 'text' nor 'tokens' is present (columns: {sorted(have)})")
@@ -215,10 +215,7 @@ def _features_batch(
     if taxonomy is None:
         label_ids = pa.nulls(b.num_rows, type=lid_type)
     else:
-        index = {name: i for i, name in enumerate(taxonomy.names)}
-        label_ids = pa.array(
-            [sorted({index[name] for name in labs}) for labs in labels.to_pylist()], type=lid_type
-        )
+        label_ids = pa.array(_label_ids(b.column(DOC_ID).to_pylist(), labels.to_pylist(), taxonomy), type=lid_type)
     return pa.RecordBatch.from_arrays(
         [
             b.column(DOC_ID),
@@ -232,6 +229,16 @@ def _features_batch(
         ],
         schema=FEATURES_ARROW_SCHEMA,
     )
+
+
+def _label_ids(doc_ids: list[str], labels: list[list[str]], taxonomy: Taxonomy) -> list[list[int]]:
+    out = []
+    for doc, labs in zip(doc_ids, labels, strict=True):
+        try:
+            out.append(sorted({taxonomy.id(name) for name in labs}))
+        except SparkhcError as e:
+            raise InputDataError(f"document {doc!r}: {e}") from None
+    return out
 
 
 def _flat(col: pa.Array) -> tuple[np.ndarray, pa.Array]:

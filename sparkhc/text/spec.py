@@ -398,7 +398,7 @@ class FeatureSpec:
         keep = ids >= 0
         # (row, feature) keys: np.unique sorts by row, then by feature; equal keys add their counts
         keys, inverse = np.unique(rows[keep] * n_features + ids[keep], return_inverse=True)
-        counts = np.bincount(
+        counts: np.ndarray = np.bincount(
             inverse.ravel(), weights=np.asarray(term_counts, dtype=np.float64)[keep], minlength=len(keys)
         )
         doc = keys // n_features
@@ -406,6 +406,7 @@ class FeatureSpec:
         offsets = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(np.bincount(doc, minlength=n_docs), out=offsets[1:])
         lengths_out = np.diff(offsets)
+        w: np.ndarray
         if self.weighting == "tf":
             w = counts.copy()
         else:
@@ -416,11 +417,11 @@ class FeatureSpec:
                     raise NotFittedError("FeatureSpec has no idf")
                 w *= idf[indices]
         if self.l2_normalize and w.size:
-            sq = w * w
-            nonempty = np.flatnonzero(lengths_out > 0)
-            norms = np.zeros(n_docs, dtype=np.float64)
-            norms[nonempty] = np.sqrt(np.add.reduceat(sq, offsets[nonempty]))
-            w = w / np.repeat(norms, lengths_out)
+            # bincount adds each document's squares sequentially in index order: the norm (and so
+            # the stored bytes) does not depend on which other documents share the block
+            row_of = np.repeat(np.arange(n_docs), lengths_out)
+            norms = np.sqrt(np.bincount(row_of, weights=w * w, minlength=n_docs))
+            w = w / norms[row_of]
         return (
             offsets.astype(np.int32),
             indices,

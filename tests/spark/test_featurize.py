@@ -130,6 +130,10 @@ def test_layout_and_exact_schema(featurized, spark):
     assert parts == ["part-00000.parquet", "part-00001.parquet"]
     assert not [p for p in os.listdir(out / "features") if p.endswith(".crc")]
     for p in parts:
+        meta = pq.read_metadata(out / "features" / p)
+        # nothing run-dependent in the footer: the writer name and Spark's version and schema only
+        assert meta.created_by.startswith("parquet-mr version")
+        assert set(meta.metadata) == {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
         schema = pq.read_schema(out / "features" / p)
         assert schema.names == EXPECTED_ARROW.names
         for f in EXPECTED_ARROW:

@@ -180,7 +180,7 @@ def _primal_qp_by_slsqp(X, Y, n_classes, C, lam1, lam2):
     ]
     z0 = np.zeros(nw + m + n_xi)
     z0[nw + m :] = 2.0
-    res = minimize(fun, z0, jac=jac, constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 2000})
+    res = minimize(fun, z0, jac=jac, constraints=cons, method="SLSQP", options={"ftol": 1e-10, "maxiter": 2000})
     assert res.success, res.message
     w, b, _ = split(res.x)
     return w.reshape(m, d).T, b, res.fun
@@ -240,8 +240,9 @@ def test_optimal_bias_is_the_midpoint_of_the_minimiser_interval():
 
 
 def test_objective_decreases_monotonically_across_alternations():
-    X, Y = _random_mdc(8, n=80, d=10, n_classes=(3, 3, 2))  # m = 7 pairs <= d: C well conditioned
-    model = M3MDC(lambda2=0.05, tol=0.0, max_iter=8).fit(X, Y)
+    X, Y = _random_mdc(8, n=45, d=10, n_classes=(3, 3, 2))  # m = 7 pairs <= d: C well conditioned
+    lam2 = 0.01
+    model = M3MDC(lambda2=lam2, tol=0.0, max_iter=5).fit(X, Y)
     seq = [v for h in model.history_ for v in (h["objective_after_w"], h["objective_after_c"])]
     for prev, nxt in zip(seq, seq[1:], strict=False):
         assert nxt <= prev + 1e-9 * abs(prev)
@@ -254,14 +255,14 @@ def test_objective_decreases_monotonically_across_alternations():
         y = np.where(Y[r, j] == a, 1.0, -1.0)
         hinge += np.maximum(0, 1 - y * (X[r] @ model.W_[:, i] + model.b_[i])).sum()
     W = model.W_
-    f = hinge + 0.05 * np.trace(W @ W.T) + 0.025 * (np.trace(W @ C_inv @ W.T) + model.eps_ * np.trace(C_inv))
+    f = hinge + LAM1 / 2 * np.trace(W @ W.T) + lam2 / 2 * (np.trace(W @ C_inv @ W.T) + model.eps_ * np.trace(C_inv))
     assert f == pytest.approx(seq[-1], rel=1e-9)
     assert np.trace(model.C_) == pytest.approx(1.0)
-    assert [h["iteration"] for h in model.history_] == list(range(1, 9))
+    assert [h["iteration"] for h in model.history_] == list(range(1, 6))
 
 
 def test_stops_on_relative_change_of_w():
-    X, Y = _random_mdc(9)
+    X, Y = _random_mdc(9, n=40)
     model = M3MDC(tol=1e-3).fit(X, Y)
     assert model.converged_
     assert model.history_[-1]["rel_delta_w"] < 1e-3

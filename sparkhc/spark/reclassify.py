@@ -1,0 +1,692 @@
+"""Scheduled batch reclassification of a growing, date-partitioned document collection.
+
+Input: raw documents (Parquet or JSON Lines, the raw-documents columns of
+:mod:`sparkhc.spark.schemas`; ``labels`` may be absent) in Hive-style partition directories::
+
+    collection/ingest_date=2024-01-01/part-0.parquet
+    collection/ingest_date=2024-01-02/docs.jsonl.gz
+    ...
+
+Output: predictions partitioned the same way, one directory per input partition::
+
+    out/ingest_date=2024-01-01/part-00000.parquet   doc_id, labels (predicted), scores,
+                                                    model_version, taxonomy_fingerprint,
+                                                    run_id, classified_at
+    out/ingest_date=2024-01-01/_CLASSIFIED.json     model version, input fingerprint, run, rows
+    out/_runs/<run_id>.json                         the summary of every run
+
+(The partition column lives in the directory names, as Spark's ``partitionBy`` writes it;
+``spark.read.parquet(out)`` and ``pyarrow.dataset(out, partitioning="hive")`` give it back.)
+
+A partition is *done* when its ``_CLASSIFIED.json`` names the model version being applied and the
+input fingerprint (names and sizes of the partition's input files) it has now; a run classifies
+only the partitions that are not done (new partitions, partitions whose input changed, or all of
+them after a new model was promoted), or every partition with ``all_partitions=True``
+(``--all``). Reruns are idempotent: done partitions are not touched, so their files stay
+byte-identical, and a reclassified partition replaces the old one as a whole (no duplicates).
+
+Atomicity: the partitions to classify are processed in batches (``batch_partitions``, default
+8): one Spark job per batch writes all its partitions into a hidden staging directory
+(``partitionBy`` on the partition's index in the batch; hidden names are ignored by Spark and
+pyarrow readers). Then, partition by partition, the driver moves the partition's files to a hidden
+``.<name>.tmp-<run_id>`` directory, renames the part files to ``part-NNNNN.parquet``, adds the
+marker and renames the directory into place; an existing partition is replaced by two renames
+(aside, then in). A crash at any point leaves every
+partition either absent or complete; the next run removes stale temp directories (and restores a
+partition caught between the two renames) under a lock file, so two runs never write the same
+output at once. Paths must be on a file system shared by the driver and the executors (as for
+``featurize``); the renames are done by the driver.
+
+Failures: when the Spark job of a batch fails, its partitions are retried one by one; an error
+in one partition is logged and recorded in the run summary, the partition is left as it was, and
+the run goes on with the others; the caller exits non-zero.
+
+Progress: one log line per partition and per batch (``batch 2/5: ... (16/40 partitions
+done)``), on the driver: in local runs on the console, on clusters in the driver log.
+
+Fault injection (tests only, off by default): ``fault="WHERE:VALUE"`` or the environment
+variable ``SPARKHC_RECLASSIFY_FAULT``, for the partition whose value is ``VALUE`` (``*`` = every
+partition). ``WHERE`` is ``task`` (raise inside the Spark task right after it handed a record batch of
+that partition to the writer), ``driver`` (raise after the files were written, before the rename),
+``crash`` (the same point, but like a killed process: nothing is cleaned up) or ``kill``
+(``os._exit(137)`` there).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import urllib.parse
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkhc import registry
+from sparkhc.errors import ModelError, SchemaError, SparkhcError
+from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
+from sparkhc.spark.featurize import features_from_raw_partition, normalize_raw
+from sparkhc.spark.predict import PRED_DDL, PRED_LABELS, PRED_SCORES, make_predict_fn
+from sparkhc.spark.schemas import DOC_ID, FEATURES_SCHEMA, LABELS, RAW_SCHEMA, SPLIT
+from sparkhc.text.spec import FeatureSpec
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_PARTITION_COLUMN",
+    "FAULT_ENV",
+    "InjectedCrash",
+    "MARKER_FILE",
+    "OUTPUT_COLUMNS",
+    "RUNS_DIR",
+    "InputPartition",
+    "discover_partitions",
+    "read_output",
+    "reclassify",
+    "resolve_model",
+]
+
+DEFAULT_PARTITION_COLUMN = "ingest_date"
+MARKER_FILE = "_CLASSIFIED.json"
+RUNS_DIR = "_runs"
+LOCK_FILE = ".reclassify.lock"
+FAULT_ENV = "SPARKHC_RECLASSIFY_FAULT"
+SCORES = "scores"
+MODEL_VERSION = "model_version"
+TAXONOMY_FINGERPRINT = "taxonomy_fingerprint"
+RUN_ID = "run_id"
+CLASSIFIED_AT = "classified_at"
+OUTPUT_COLUMNS = (DOC_ID, LABELS, SCORES, MODEL_VERSION, TAXONOMY_FINGERPRINT, RUN_ID, CLASSIFIED_AT)
+
+_PARQUET_SUFFIXES = (".parquet",)
+_JSON_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
+_PART = re.compile(r"^part-(\d+)-.*\.parquet$")
+_HIDDEN = ("_", ".")
+
+
+class InjectedCrash(BaseException):  # noqa: N818 - named for what it simulates
+    """Raised by the ``crash`` fault: a BaseException so that no cleanup runs, like a kill."""
+
+
+# ---------------------------------------------------------------------- input partitions
+@dataclass(frozen=True)
+class InputPartition:
+    """One ``column=value`` directory of the input collection."""
+
+    name: str  # directory name, e.g. "ingest_date=2024-01-01"
+    value: str  # decoded value, e.g. "2024-01-01"
+    path: Path
+    files: tuple[Path, ...]
+    format: str  # "parquet" | "json"
+    fingerprint: str = field(default="")
+
+
+def _visible_files(d: Path) -> list[Path]:
+    out = []
+    for p in sorted(d.rglob("*")):
+        rel = p.relative_to(d).parts
+        if any(part.startswith(_HIDDEN) for part in rel):
+            continue
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+def _detect_format(files: list[Path], fmt: str, where: Path) -> tuple[str, list[Path]]:
+    parquet = [p for p in files if p.name.endswith(_PARQUET_SUFFIXES)]
+    jsonl = [p for p in files if p.name.endswith(_JSON_SUFFIXES)]
+    if fmt == "parquet" or (fmt == "auto" and parquet):
+        if not parquet:
+            raise SchemaError(f"{where}: no .parquet files (--format parquet)")
+        return "parquet", parquet
+    if fmt in ("json", "auto") and jsonl:
+        return "json", jsonl
+    raise SchemaError(
+        f"{where}: no input files; expected *.parquet or JSON Lines (*.jsonl, *.json, *.ndjson, optionally .gz)"
+    )
+
+
+def _fingerprint(part_dir: Path, files: list[Path]) -> str:
+    """Names and sizes of the input files: changes when files are added, removed or rewritten
+    with another size (not when a collection is copied elsewhere)."""
+    lines = [f"{p.relative_to(part_dir).as_posix()}\t{p.stat().st_size}" for p in files]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+def discover_partitions(input_dir: str | Path, column: str = DEFAULT_PARTITION_COLUMN,
+                        fmt: str = "auto") -> list[InputPartition]:
+    """The ``column=value`` partitions of an input collection, sorted by value.
+
+    Raises :class:`SchemaError` when the folder has no such partition (naming the partition
+    columns it does have), or a partition has no readable input files.
+    """
+    root = Path(input_dir)
+    if not root.is_dir():
+        raise SchemaError(f"{root}: input collection not found (expected a directory of {column}=VALUE folders)")
+    if fmt not in ("auto", "parquet", "json"):
+        raise SparkhcError(f"The 'format' parameter must be one of auto, parquet, json. Got {fmt!r} instead.")
+    prefix = f"{column}="
+    parts = []
+    others = set()
+    for d in sorted(root.iterdir()):
+        if not d.is_dir() or d.name.startswith(_HIDDEN):
+            continue
+        if not d.name.startswith(prefix):
+            if "=" in d.name:
+                others.add(d.name.split("=", 1)[0])
+            continue
+        files = _visible_files(d)
+        kind, used = _detect_format(files, fmt, d)
+        value = urllib.parse.unquote(d.name[len(prefix):])
+        parts.append(InputPartition(d.name, value, d, tuple(used), kind, _fingerprint(d, used)))
+    if not parts:
+        hint = f"; it is partitioned by {sorted(others)} (use --partition-column)" if others else ""
+        raise SchemaError(f"{root}: no {column}=VALUE partition directories{hint}")
+    return sorted(parts, key=lambda p: (p.value, p.name))
+
+
+_JSON_SCHEMA = T.StructType([T.StructField(f.name, f.dataType, True) for f in RAW_SCHEMA.fields])
+
+
+def read_partition(spark: SparkSession, part: InputPartition) -> DataFrame:
+    """Raw documents of one partition (``labels`` is optional: new documents have none)."""
+    # plain paths: as_uri() would escape the "=" of partition directories, which Hadoop keeps literal
+    uris = [str(p.absolute()) for p in part.files]
+    if part.format == "parquet":
+        df = spark.read.parquet(*uris)
+    else:
+        df = spark.read.schema(_JSON_SCHEMA).json(uris)
+    if LABELS not in df.columns:
+        df = df.withColumn(LABELS, F.lit(None).cast(T.ArrayType(T.StringType())))
+    return df
+
+
+# ---------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class ResolvedModel:
+    path: Path
+    version: str  # content hash of the weights
+    registry_version: str | None
+    registry_root: Path | None
+
+
+def resolve_model(models_root: str | Path | None = None, version: str = registry.CURRENT,
+                  model_dir: str | Path | None = None) -> ResolvedModel:
+    """The model to apply: a registry version (default ``current``) or a model directory."""
+    if (models_root is None) == (model_dir is None):
+        raise SparkhcError("give either a model registry (--models ROOT) or a model directory (--model DIR)")
+    if model_dir is not None:
+        d = Path(model_dir)
+        read_metadata(d)
+        return ResolvedModel(d, registry.model_version(d), None, None)
+    assert models_root is not None
+    d = registry.resolve(models_root, version)
+    return ResolvedModel(d, registry.model_version(d), d.name, Path(models_root))
+
+
+# ---------------------------------------------------------------------- faults (tests)
+def _parse_fault(fault: str | None) -> tuple[str, str] | None:
+    spec = fault if fault is not None else os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    where, sep, value = spec.partition(":")
+    if not sep or where not in ("task", "driver", "crash", "kill"):
+        raise SparkhcError(f"fault injection {spec!r}: expected task|driver|crash|kill:PARTITION_VALUE")
+    return where, value
+
+
+def _fault_matches(fault: tuple[str, str] | None, where: tuple[str, ...], value: str) -> bool:
+    return fault is not None and fault[0] in where and fault[1] in ("*", value)
+
+
+def _fire(fault: tuple[str, str], value: str) -> None:
+    msg = f"injected fault ({fault[0]}) in partition {value}"
+    log.warning("%s", msg)
+    if fault[0] == "kill":
+        os._exit(137)
+    if fault[0] == "crash":
+        raise InjectedCrash(msg)
+    raise RuntimeError(msg)
+
+
+# ---------------------------------------------------------------------- output helpers
+def _read_marker(d: Path) -> dict[str, Any] | None:
+    f = d / MARKER_FILE
+    if not f.is_file():
+        return None
+    try:
+        data: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # unreadable marker: classify again
+    return data
+
+
+def _rename_parts(d: Path) -> list[str]:
+    """Spark's part files -> part-00000.parquet, ... in task order; drop _SUCCESS and .crc."""
+    parts = []
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".crc") or name == "_SUCCESS":
+            os.remove(d / name)
+            continue
+        m = _PART.match(name)
+        if m:
+            parts.append((int(m.group(1)), name))
+    names = []
+    for i, (_, name) in enumerate(sorted(parts)):
+        new = f"part-{i:05d}.parquet"
+        os.rename(d / name, d / new)
+        names.append(new)
+    return names
+
+
+def _count(d: Path, files: list[str]) -> tuple[int, Counter[str]]:
+    """Rows and predicted-label counts of the written files (read back with pyarrow: also a check
+    that every file is complete and readable)."""
+    rows = 0
+    labels: Counter[str] = Counter()
+    for name in files:
+        t = pq.read_table(d / name, columns=[LABELS])
+        rows += t.num_rows
+        flat = pc.list_flatten(t.column(LABELS))
+        labels.update(x for x in flat.to_pylist() if x is not None)
+    return rows, labels
+
+
+@contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    out.mkdir(parents=True, exist_ok=True)
+    f = open(out / LOCK_FILE, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            pass
+        except BlockingIOError:
+            raise SparkhcError(f"{out}: another reclassify run is writing here (lock {out / LOCK_FILE})") from None
+        yield
+    finally:
+        f.close()
+
+
+_STALE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-[0-9A-Za-z_-]+$")
+
+
+def _cleanup(out: Path) -> list[str]:
+    """Remove temp directories of crashed runs; restore a partition caught between the two
+    renames of a replacement (its old copy is complete). Called under the lock."""
+    done = []
+    for p in sorted(out.iterdir()):
+        m = _STALE.match(p.name)
+        if not m or not p.is_dir():
+            continue
+        target = out / m.group("name")
+        if m.group("kind") == "old" and not target.exists():
+            os.replace(p, target)
+            done.append(f"restored {target.name}")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed {p.name}")
+    for line in done:
+        log.info("reclassify: %s (left by an interrupted run)", line)
+    return done
+
+
+def _new_run_id(now: _dt.datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+# ---------------------------------------------------------------------- the job
+def reclassify(
+    spark: SparkSession,
+    input_dir: str | Path,
+    out: str | Path,
+    models_root: str | Path | None = None,
+    model_version: str = registry.CURRENT,
+    model_dir: str | Path | None = None,
+    partition_column: str = DEFAULT_PARTITION_COLUMN,
+    input_format: str = "auto",
+    all_partitions: bool = False,
+    partitions: list[str] | None = None,
+    dry_run: bool = False,
+    batch_partitions: int = 8,
+    fault: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Classify the partitions of ``input_dir`` not yet classified by the model; return the run
+    summary (also written to ``<out>/_runs/<run_id>.json``).
+
+    Parameters
+    ----------
+    spark : SparkSession
+    input_dir : path
+        The collection: ``<partition_column>=VALUE`` directories of Parquet or JSON Lines files.
+    out : path
+        Output root (same partition directories, plus ``_runs/``).
+    models_root, model_version : path, str
+        A model registry and the version to apply (default ``current``) ...
+    model_dir : path
+        ... or a model directory. It must hold ``feature_spec.json`` (saved by ``train``).
+    partition_column : str
+        The partition column (default ``ingest_date``).
+    input_format : {"auto", "parquet", "json"}
+    all_partitions : bool
+        Reclassify every partition (``--all``), e.g. to rewrite everything with a new model
+        even where the version is unchanged.
+    partitions : list of str, optional
+        Only these partition values (others are left alone).
+    dry_run : bool
+        Plan only: report what would be classified, write nothing (not even the summary).
+    batch_partitions : int
+        Partitions classified by one Spark job (default 8): fewer jobs for many small daily
+        partitions; a failed batch is retried partition by partition to isolate the culprit.
+    fault : str, optional
+        Fault injection for tests (see the module docstring).
+    progress : callable, optional
+        Called with a dict after each batch (for progress bars); logging happens anyway.
+    """
+    t0 = time.perf_counter()
+    started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+    run_id = _new_run_id(started)
+    faults = _parse_fault(fault)
+    out = Path(out).absolute()
+    resolved = resolve_model(models_root, model_version, model_dir)
+    model, meta = load_model(resolved.path)
+    spec_file = resolved.path / "feature_spec.json"
+    if not spec_file.is_file():
+        raise ModelError(f"{resolved.path}: no feature_spec.json; reclassification needs the model's feature spec "
+                         "(models saved by `sparkhc train` have it)")
+    spec = FeatureSpec.load(spec_file)
+    if meta.get("feature_spec_fingerprint") not in (None, spec.fingerprint):
+        raise ModelError(f"{resolved.path}: feature_spec.json does not match metadata.json (corrupt model directory)")
+    tax_fp = str(meta["taxonomy_fingerprint"])
+    version = resolved.version
+    found = discover_partitions(input_dir, partition_column, input_format)
+    if partitions:
+        wanted = set(partitions)
+        unknown = sorted(wanted - {p.value for p in found})
+        if unknown:
+            raise SchemaError(f"{input_dir}: no partition {partition_column}={unknown[0]} "
+                              f"({len(unknown)} requested value(s) not found)")
+        found = [p for p in found if p.value in wanted]
+
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "started_at": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "input": str(Path(input_dir).absolute()),
+        "output": str(out),
+        "partition_column": partition_column,
+        "mode": "all" if all_partitions else "pending",
+        "model": {
+            "model_version": version,
+            "registry_version": resolved.registry_version,
+            "registry": None if resolved.registry_root is None else str(resolved.registry_root.absolute()),
+            "path": str(resolved.path.absolute()),
+            "name": meta.get("model"),
+            "taxonomy_fingerprint": tax_fp,
+            "feature_spec_fingerprint": spec.fingerprint,
+        },
+    }
+
+    with _lock(out) if not dry_run else _nolock():
+        cleaned = [] if dry_run else _cleanup(out)
+        todo: list[tuple[InputPartition, str]] = []
+        skipped: list[str] = []
+        for p in found:
+            marker = _read_marker(out / p.name)
+            if all_partitions:
+                reason = "--all"
+            elif marker is None:
+                reason = "new"
+            elif marker.get(MODEL_VERSION) != version:
+                reason = f"model changed ({marker.get(MODEL_VERSION)} -> {version})"
+            elif marker.get("input_fingerprint") != p.fingerprint:
+                reason = "input changed"
+            else:
+                skipped.append(p.value)
+                continue
+            todo.append((p, reason))
+        names = {p.name for p in discover_partitions_quiet(input_dir, partition_column)}
+        orphaned = sorted(
+            d.name for d in out.iterdir()
+            if d.is_dir() and d.name.startswith(f"{partition_column}=") and d.name not in names
+        ) if out.is_dir() else []
+        log.info("reclassify %s: %d partitions, %d to classify, %d done by model %s%s", run_id, len(found),
+                 len(todo), len(skipped), version,
+                 f" ({resolved.registry_version})" if resolved.registry_version else "")
+        summary["partitions"] = {"found": len(found), "to_classify": [p.value for p, _ in todo],
+                                 "skipped": skipped, "orphaned": orphaned}
+        summary["cleaned"] = cleaned
+        if dry_run:
+            summary["dry_run"] = True
+            summary["seconds"] = round(time.perf_counter() - t0, 3)
+            return summary
+
+        # one broadcast of the weights and of the spec for all partitions of the run
+        state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
+        spec_bc = spark.sparkContext.broadcast(spec)
+        job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
+                                               state_bc, version),
+                   spec_bc, version, tax_fp, run_id, started, faults)
+        done: list[dict[str, Any]] = []
+        failures: list[dict[str, Any]] = []
+        label_counts: Counter[str] = Counter()
+        reasons = {p.name: r for p, r in todo}
+        size = max(1, int(batch_partitions))
+        batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
+        try:
+            for b, parts in enumerate(batches, start=1):
+                t1 = time.perf_counter()
+                for p, res in job.run(parts):
+                    if isinstance(res, BaseException):
+                        msg = f"{type(res).__name__}: {res}".strip()
+                        failures.append({"partition": p.value, "error": msg[:2000]})
+                        log.error("reclassify: %s failed: %s", p.name, msg.splitlines()[0])
+                        continue
+                    rows, labels, files = res
+                    label_counts.update(labels)
+                    entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
+                             "reason": reasons[p.name]}
+                    done.append(entry)
+                    log.info("reclassify: %s: %d documents (%s)", p.name, rows, reasons[p.name])
+                secs = time.perf_counter() - t1
+                n_done = len(done) + len(failures)
+                log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done)",
+                         b, len(batches), len(parts), secs, n_done, len(todo))
+                if progress is not None:
+                    progress({"batch": b, "batches": len(batches), "partitions_done": n_done,
+                              "partitions_total": len(todo), "seconds": round(secs, 3)})
+        finally:
+            state_bc.unpersist()
+            spec_bc.unpersist()
+
+        finished = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+        summary["partitions"].update({
+            "classified": [d["partition"] for d in done],
+            "failed": [f["partition"] for f in failures],
+        })
+        summary.update({
+            "finished_at": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "documents": sum(d["documents"] for d in done),
+            "label_counts": dict(sorted(label_counts.items())),
+            "per_partition": done,
+            "failures": failures,
+            "seconds": round(time.perf_counter() - t0, 3),
+        })
+        runs = out / RUNS_DIR
+        runs.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(runs / f"{run_id}.json", summary)
+    log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(done),
+             summary["documents"], len(failures), summary["seconds"])
+    return summary
+
+
+@contextmanager
+def _nolock() -> Iterator[None]:
+    yield
+
+
+def discover_partitions_quiet(input_dir: str | Path, column: str) -> list[InputPartition]:
+    """Partition directories without reading their file lists (names only)."""
+    root = Path(input_dir)
+    if not root.is_dir():
+        return []
+    prefix = f"{column}="
+    return [InputPartition(d.name, urllib.parse.unquote(d.name[len(prefix):]), d, (), "")
+            for d in sorted(root.iterdir()) if d.is_dir() and d.name.startswith(prefix)]
+
+
+_SLOT = "_slot"  # staging partition column: the index of the input partition in its batch
+
+PartitionResult = tuple[int, Counter[str], list[str]] | BaseException
+
+
+@dataclass
+class _Job:
+    """Classifies batches of partitions: one Spark job per batch writes every partition of the
+    batch into a hidden staging directory (``partitionBy`` on the partition's index in the
+    batch), then each partition is completed and renamed into place on its own."""
+
+    spark: SparkSession
+    out: Path
+    predict_fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    spec_bc: Any
+    version: str
+    tax_fp: str
+    run_id: str
+    classified_at: _dt.datetime
+    faults: tuple[str, str] | None
+    _n: int = 0
+
+    def run(self, parts: list[InputPartition]) -> Iterator[tuple[InputPartition, PartitionResult]]:
+        self._n += 1
+        staging = self.out / f".staging-{self._n}.tmp-{self.run_id}"
+        try:
+            try:
+                self._write(parts, staging)
+            except Exception as e:
+                shutil.rmtree(staging, ignore_errors=True)
+                if len(parts) == 1:
+                    yield parts[0], e
+                    return
+                # find the partition(s) at fault: every partition on its own
+                log.warning("reclassify: a batch of %d partitions failed (%s); retrying them one by one",
+                            len(parts), f"{type(e).__name__}: {e}".splitlines()[0])
+                for p in parts:
+                    yield from self.run([p])
+                return
+            for i, p in enumerate(parts):
+                try:
+                    yield p, self._install(p, staging / f"{_SLOT}={i}")
+                except Exception as e:
+                    yield p, e
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _write(self, parts: list[InputPartition], staging: Path) -> None:
+        raws = []
+        for i, p in enumerate(parts):
+            raw = normalize_raw(read_partition(self.spark, p), source=str(p.path))
+            # the split column (not needed to classify) carries the partition through decoding
+            raws.append(raw.withColumn(SPLIT, F.lit(str(i))))
+        raw = functools.reduce(DataFrame.unionByName, raws)
+        # featurize.transform with the run's spec broadcast (no taxonomy: gold labels are not needed)
+        feats = raw.mapInArrow(
+            functools.partial(features_from_raw_partition, spec_bc=self.spec_bc, taxonomy_bc=None), FEATURES_SCHEMA
+        )
+        fn = self.predict_fn
+        targets = [str(i) for i, p in enumerate(parts) if _fault_matches(self.faults, ("task",), p.value)]
+        if targets:
+            fn = functools.partial(_failing_in, fn, targets, "injected fault (task) in partition")
+        preds = feats.mapInArrow(fn, PRED_DDL)
+        result = preds.select(
+            F.col(DOC_ID),
+            F.col(PRED_LABELS).alias(LABELS),
+            F.col(PRED_SCORES).alias(SCORES),
+            F.lit(self.version).alias(MODEL_VERSION),
+            F.lit(self.tax_fp).alias(TAXONOMY_FINGERPRINT),
+            F.lit(self.run_id).alias(RUN_ID),
+            F.lit(self.classified_at).cast(T.TimestampType()).alias(CLASSIFIED_AT),
+            F.col(SPLIT).alias(_SLOT),
+        )
+        (
+            result.write.mode("errorifexists")
+            .option("compression", "snappy")
+            .partitionBy(_SLOT)
+            .parquet(str(staging))  # a plain path: as_uri() would escape "=" in names
+        )
+
+    def _install(self, part: InputPartition, written: Path) -> tuple[int, Counter[str], list[str]]:
+        final = self.out / part.name
+        tmp = self.out / f".{part.name}.tmp-{self.run_id}"
+        try:
+            if written.is_dir():
+                os.rename(written, tmp)
+            else:  # a partition without documents: no rows, no files, just the marker
+                tmp.mkdir()
+            if _fault_matches(self.faults, ("driver", "crash", "kill"), part.value):
+                assert self.faults is not None
+                _fire(self.faults, part.value)
+            files = _rename_parts(tmp)
+            rows, labels = _count(tmp, files)
+            write_json_atomic(tmp / MARKER_FILE, {
+                MODEL_VERSION: self.version,
+                TAXONOMY_FINGERPRINT: self.tax_fp,
+                "input_fingerprint": part.fingerprint,
+                "input_files": [p.relative_to(part.path).as_posix() for p in part.files],
+                RUN_ID: self.run_id,
+                CLASSIFIED_AT: self.classified_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "documents": rows,
+                "files": files,
+            })
+            replace_dir(tmp, final)
+        except Exception:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return rows, labels, files
+
+
+def _failing_in(
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], targets: list[str], message: str,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Fault injection: fail the task right after it handed the writer a record batch of one of
+    the target partitions (so some of that partition's rows may already be in files)."""
+    for rb in fn(batches):
+        yield rb
+        hit = set(rb.column(SPLIT).to_pylist()) & set(targets)
+        if hit:
+            raise RuntimeError(f"{message} {sorted(hit)[0]} of the batch")
+
+
+# ---------------------------------------------------------------------- reading the output
+def read_output(out: str | Path, partition_column: str = DEFAULT_PARTITION_COLUMN) -> pa.Table:
+    """All classified partitions as one Arrow table with the partition column (as a string),
+    read with pyarrow (no Spark): for checks, reports and small downstream jobs."""
+    root = Path(out)
+    tables = []
+    for d in discover_partitions_quiet(root, partition_column):
+        for f in sorted(d.path.glob("part-*.parquet")):
+            t = pq.read_table(f)
+            tables.append(t.append_column(partition_column, pa.array([d.value] * t.num_rows, pa.string())))
+    if not tables:
+        return pa.table({c: pa.array([], pa.string()) for c in (*OUTPUT_COLUMNS[:1], partition_column)})
+    return pa.concat_tables(tables, promote_options="permissive")

@@ -1,0 +1,107 @@
+"""End to end through the CLI on real corpora: featurize -> train -> predict -> evaluate."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from sparkhc.cli import run
+from tests.conftest import DATA_DIR, corpus_dir
+
+FEATURE_COLUMNS = ["doc_id", "split", "fold", "labels", "label_ids", "indices", "values", "counts"]
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "features").glob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def rcv1_features(spark, tmp_path_factory):
+    corpus_dir("rcv1v2_subset")
+    out = tmp_path_factory.mktemp("rcv1") / "features"
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(out),
+                "--set", "featurize.partitions=2"]) == 0
+    return out
+
+
+def test_featurize_schema_counts_and_rerun_identical(spark, rcv1_features, tmp_path):
+    table = pq.read_table(rcv1_features / "features")
+    assert table.num_rows == 2316
+    assert table.schema.names == FEATURE_COLUMNS
+    assert sorted(set(table.column("fold").to_pylist())) == [0, 1, 2, 3, 4]
+    again = tmp_path / "again"
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(again),
+                "--set", "featurize.partitions=2"]) == 0
+    assert _digests(again) == _digests(rcv1_features)
+    assert (again / "feature_spec.json").read_bytes() == (rcv1_features / "feature_spec.json").read_bytes()
+    assert (again / "taxonomy.tsv").read_text().count("\n") == 103
+
+
+def test_train_predict_evaluate_and_reload(spark, rcv1_features, tmp_path):
+    model = tmp_path / "model"
+    common = ["--set", "train.epochs=2", "--set", "train.shards=2"]
+    assert run(["train", "--features", str(rcv1_features), "--out", str(model), "--split", "all",
+                "--exclude-fold", "0", *common]) == 0
+    meta = json.loads((model / "metadata.json").read_text())
+    assert meta["model"] == "global" and meta["training"]["documents"] == 2316 - _fold_size(rcv1_features, 0)
+    # RCV1 labels stop at internal nodes: the model has virtual /_self leaves
+    assert "/_self" in (model / "taxonomy.tsv").read_text()
+    pred = tmp_path / "pred"
+    assert run(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred),
+                "--split", "all", "--fold", "0"]) == 0
+    rows = pq.read_table(pred / "data")
+    assert rows.num_rows == _fold_size(rcv1_features, 0)
+    assert all(len(p) >= 1 for p in rows.column("pred_labels").to_pylist())
+    assert not any(lab.endswith("/_self") for p in rows.column("pred_labels").to_pylist() for lab in p)
+    assert run(["evaluate", "--predictions", str(pred)]) == 0
+    metrics = json.loads((pred / "metrics.json").read_text())["metrics"]
+    # a trained model is far above chance on RCV1 (3.2 labels per document among 103)
+    assert metrics["hF"] > 0.5 and metrics["EBF"] > 0.4
+    # the same model loaded again predicts the same labels
+    pred2 = tmp_path / "pred2"
+    assert run(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred2),
+                "--split", "all", "--fold", "0"]) == 0
+    a = sorted(zip(rows.column("doc_id").to_pylist(), rows.column("pred_labels").to_pylist(), strict=True))
+    b2 = pq.read_table(pred2 / "data")
+    b = sorted(zip(b2.column("doc_id").to_pylist(), b2.column("pred_labels").to_pylist(), strict=True))
+    assert a == b
+    # refusing to overwrite without the flag is a user error (exit 2 through main)
+    with pytest.raises(Exception, match="already exists"):
+        run(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred)])
+
+
+def test_model_refuses_features_of_another_taxonomy(spark, rcv1_features, tmp_path):
+    from sparkhc.errors import ModelError
+
+    model = tmp_path / "model"
+    assert run(["train", "--features", str(rcv1_features), "--out", str(model), "--split", "all",
+                "--set", "train.epochs=1", "--set", "train.shards=1", "--model", "flat"]) == 0
+    other = tmp_path / "other_features"
+    import shutil
+
+    shutil.copytree(rcv1_features, other)
+    tsv = (other / "taxonomy.tsv").read_text().splitlines()
+    (other / "taxonomy.tsv").write_text("\n".join(tsv[:-1]) + "\n")  # drop one topic
+    with pytest.raises(ModelError, match="trained on taxonomy"):
+        run(["predict", "--model", str(model), "--features", str(other), "--out", str(tmp_path / "p"), "--split", "all"])
+
+
+def _fold_size(features: Path, k: int) -> int:
+    folds = pq.read_table(features / "features", columns=["fold"]).column("fold").to_pylist()
+    return sum(1 for f in folds if f == k)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus,rows", [("20newsgroups", 18846), ("reuters21578", 10789)])
+def test_featurize_real_corpora_rerun_identical(spark, tmp_path, corpus, rows):
+    corpus_dir(corpus)
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert run(["featurize", "--corpus", corpus, "--data-dir", str(DATA_DIR), "--out", str(out)]) == 0
+    assert pq.read_table(a / "features").num_rows == rows
+    assert pq.read_table(a / "features").schema.names == FEATURE_COLUMNS
+    assert _digests(a) == _digests(b)

@@ -1,0 +1,170 @@
+"""Scheduled batch reclassification (sparkhc.spark.reclassify) on a tiny date-partitioned
+collection: only new partitions are classified, reruns are byte-identical no-ops, a promoted
+model plus ``--all`` rewrites everything, and interrupted runs never leave a partial partition."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sparkhc import registry
+from sparkhc.errors import SchemaError
+from sparkhc.spark.reclassify import InjectedCrash, discover_partitions, read_output, reclassify
+from tests.unit.test_registry import tiny_docs, train_tiny_model
+
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+def write_day(collection: Path, day: str, n: int, seed: int, fmt: str = "parquet") -> list[dict]:
+    docs = [{**d, "labels": None} for d in tiny_docs(n, seed, prefix=f"{day}/")]  # new documents: no labels
+    d = collection / f"ingest_date={day}"
+    d.mkdir(parents=True)
+    if fmt == "parquet":
+        table = pa.table({"doc_id": [x["doc_id"] for x in docs], "text": [x["text"] for x in docs]})
+        pq.write_table(table, d / "part-0.parquet")
+    else:
+        with open(d / "docs.jsonl", "w") as f:
+            for x in docs:
+                f.write(json.dumps({"doc_id": x["doc_id"], "text": x["text"]}) + "\n")
+    return tiny_docs(n, seed, prefix=f"{day}/")
+
+
+def snapshot(out: Path) -> dict[str, str]:
+    """sha256 of every output file except the run summaries (they grow by one per run)."""
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and "_runs" not in p.parts and p.name != ".reclassify.lock"
+    }
+
+
+def partition_versions(out: Path) -> dict[str, set[str]]:
+    t = read_output(out)
+    res: dict[str, set[str]] = {}
+    for day, v in zip(t.column("ingest_date").to_pylist(), t.column("model_version").to_pylist(), strict=True):
+        res.setdefault(day, set()).add(v)
+    return res
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    base = tmp_path_factory.mktemp("reclassify")
+    models = base / "models"
+    a = train_tiny_model(base / "model_a", epochs=3)
+    b = train_tiny_model(base / "model_b", epochs=5, C=0.3, seed=1)
+    registry.register(models, a, promote_to_current=True)
+    return base, models, b
+
+
+def test_reclassify_end_to_end(spark, setup):
+    base, models, model_b = setup
+    coll, out = base / "collection", base / "out"
+    gold: dict[str, str] = {}
+    for i, day in enumerate(DAYS):
+        for d in write_day(coll, day, 12, seed=10 + i):
+            gold[d["doc_id"]] = d["labels"][0]
+    v1 = registry.model_version(registry.resolve(models))
+
+    # ---- run 1: the three partitions
+    s1 = reclassify(spark, coll, out, models_root=models)
+    assert s1["partitions"]["classified"] == DAYS and s1["failures"] == []
+    assert s1["documents"] == 36
+    assert s1["model"]["registry_version"] == "v0001" and s1["model"]["model_version"] == v1
+    assert json.loads((out / "_runs" / f"{s1['run_id']}.json").read_text())["documents"] == 36
+    t = read_output(out)
+    assert t.num_rows == 36 and len(set(t.column("doc_id").to_pylist())) == 36
+    assert set(t.column("model_version").to_pylist()) == {v1}
+    assert set(t.column("run_id").to_pylist()) == {s1["run_id"]}
+    assert set(t.column("taxonomy_fingerprint").to_pylist()) == {s1["model"]["taxonomy_fingerprint"]}
+    assert pa.types.is_timestamp(t.schema.field("classified_at").type)
+    for labels, scores in zip(t.column("labels").to_pylist(), t.column("scores").to_pylist(), strict=True):
+        assert len(labels) == len(scores) >= 1
+    correct = sum(gold[d] in labs for d, labs in zip(t.column("doc_id").to_pylist(), t.column("labels").to_pylist(),
+                                                     strict=True))
+    assert correct >= 30, f"the tiny model should get most tiny documents right ({correct}/36)"
+    assert sum(s1["label_counts"].values()) == sum(len(x) for x in t.column("labels").to_pylist())
+    # Spark reads the output with the partition column, ignoring _runs/ and markers
+    sdf = spark.read.parquet(out.as_uri())
+    assert sdf.count() == 36 and "ingest_date" in sdf.columns
+    snap1 = snapshot(out)
+
+    # ---- run 2: a fourth day (JSON Lines this time): only it is classified
+    write_day(coll, "2024-01-04", 10, seed=20, fmt="json")
+    s2 = reclassify(spark, coll, out, models_root=models)
+    assert s2["partitions"]["classified"] == ["2024-01-04"]
+    assert s2["partitions"]["skipped"] == DAYS
+    assert s2["documents"] == 10
+    snap2 = snapshot(out)
+    assert {k: v for k, v in snap2.items() if "2024-01-04" not in k} == snap1
+
+    # ---- run 3: nothing changed: nothing classified, byte-identical output
+    s3 = reclassify(spark, coll, out, models_root=models)
+    assert s3["partitions"]["classified"] == [] and s3["documents"] == 0
+    assert snapshot(out) == snap2
+    assert len(list((out / "_runs").glob("*.json"))) == 3
+
+    # ---- promote a new model: every partition is stale; --all rewrites all four
+    v2_name = registry.register(models, model_b, promote_to_current=True)
+    v2 = registry.model_version(registry.resolve(models))
+    assert v2 != v1
+    plan = reclassify(spark, coll, out, models_root=models, dry_run=True)
+    assert plan["partitions"]["to_classify"] == [*DAYS, "2024-01-04"]
+    assert snapshot(out) == snap2, "a dry run writes nothing"
+    s4 = reclassify(spark, coll, out, models_root=models, all_partitions=True)
+    assert s4["partitions"]["classified"] == [*DAYS, "2024-01-04"]
+    assert s4["model"]["registry_version"] == v2_name
+    t4 = read_output(out)
+    assert t4.num_rows == 46 and len(set(t4.column("doc_id").to_pylist())) == 46  # no duplicates
+    assert partition_versions(out) == {d: {v2} for d in [*DAYS, "2024-01-04"]}
+    assert set(t4.column("run_id").to_pylist()) == {s4["run_id"]}
+
+    # ---- a run killed in the middle of a partition: the partition is absent, never partial
+    write_day(coll, "2024-01-05", 8, seed=30)
+    before = snapshot(out)
+    with pytest.raises(InjectedCrash):
+        reclassify(spark, coll, out, models_root=models, fault="crash:2024-01-05")
+    assert not (out / "ingest_date=2024-01-05").exists()
+    leftovers = [p.name for p in out.iterdir() if p.name.startswith(".ingest_date=2024-01-05.tmp-")]
+    assert leftovers, "the simulated kill leaves its temp directory, as a real one would"
+    assert any(Path(out / leftovers[0]).glob("*.parquet")), "the crash happened after data was written"
+    assert snapshot(out) == {**before, **{k: v for k, v in snapshot(out).items() if k.startswith(".")}}
+    assert spark.read.parquet(out.as_uri()).count() == 46  # readers do not see the hidden temp dir
+
+    # ---- a task failing in the middle of the partition write: recorded, the partition absent
+    s5 = reclassify(spark, coll, out, models_root=models, fault="task:2024-01-05")
+    assert s5["partitions"]["failed"] == ["2024-01-05"] and s5["partitions"]["classified"] == []
+    assert "injected fault (task)" in s5["failures"][0]["error"]
+    assert any("removed .ingest_date=2024-01-05.tmp-" in c for c in s5["cleaned"])
+    assert not (out / "ingest_date=2024-01-05").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".ingest_date")]
+
+    # ---- a crash while replacing an existing partition keeps the old complete copy
+    with pytest.raises(InjectedCrash):
+        reclassify(spark, coll, out, model_dir=base / "model_a", all_partitions=True,
+                   partitions=["2024-01-02"], fault="crash:2024-01-02")
+    assert partition_versions(out)["2024-01-02"] == {v2}
+
+    # ---- the next normal run completes the interrupted work
+    s6 = reclassify(spark, coll, out, models_root=models)
+    assert s6["partitions"]["classified"] == ["2024-01-05"] and s6["failures"] == []
+    t6 = read_output(out)
+    assert t6.num_rows == 54 and len(set(t6.column("doc_id").to_pylist())) == 54
+    assert partition_versions(out) == {d: {v2} for d in [*DAYS, "2024-01-04", "2024-01-05"]}
+
+
+def test_discover_partitions_errors(tmp_path):
+    (tmp_path / "day=2024-01-01").mkdir()
+    (tmp_path / "day=2024-01-01" / "a.parquet").write_bytes(b"")
+    with pytest.raises(SchemaError, match=r"partitioned by \['day'\]"):
+        discover_partitions(tmp_path)
+    parts = discover_partitions(tmp_path, "day")
+    assert [p.value for p in parts] == ["2024-01-01"] and parts[0].format == "parquet"
+    (tmp_path / "day=2024-01-02").mkdir()
+    (tmp_path / "day=2024-01-02" / "notes.txt").write_text("x")
+    with pytest.raises(SchemaError, match="no input files"):
+        discover_partitions(tmp_path, "day")

@@ -1,0 +1,73 @@
+"""Configuration: defaults, TOML files, --set overrides, and the errors naming file and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkhc.config import load_config, parse_override
+from sparkhc.errors import ConfigError
+
+
+def test_defaults_load():
+    cfg = load_config()
+    assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 10
+    assert cfg.featurize.weighting == "log_tf_idf"
+    assert cfg.model_params("global") == {"C": 1.0, "branching": True}
+
+
+def test_file_then_overrides(tmp_path):
+    f = tmp_path / "my.toml"
+    f.write_text('[train]\nepochs = 3\n[model.global]\nbranching = false\n')
+    cfg = load_config([f], ["train.shards=2", "model.global.C=0.5", "featurize.max_df=1"])
+    assert (cfg.train.epochs, cfg.train.shards) == (3, 2)
+    assert cfg.model_params("global") == {"C": 0.5, "branching": False}
+    assert cfg.featurize.max_df == 1.0 and isinstance(cfg.featurize.max_df, float)
+
+
+def test_override_values_are_toml_literals():
+    assert parse_override("a.b=3") == (["a", "b"], 3)
+    assert parse_override("a=true") == (["a"], True)
+    assert parse_override("a=hello") == (["a"], "hello")
+    assert parse_override('a=["x", "y"]') == (["a"], ["x", "y"])
+
+
+def test_unknown_key_names_file_and_key(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[train]\nepoch = 3\n")
+    with pytest.raises(ConfigError, match=r"bad.toml \[train\]: unknown key 'epoch'"):
+        load_config([f])
+
+
+def test_wrong_type_names_key(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text('[train]\nepochs = "ten"\n')
+    with pytest.raises(ConfigError, match=r"key 'epochs' must be of type int, got str"):
+        load_config([f])
+    with pytest.raises(ConfigError, match=r"key 'epochs' must be of type int, got bool"):
+        load_config(overrides=["train.epochs=true"])
+
+
+def test_unknown_section_and_bad_toml(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[trian]\nepochs = 3\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[trian\]"):
+        load_config([f])
+    g = tmp_path / "broken.toml"
+    g.write_text("[train\n")
+    with pytest.raises(ConfigError, match="broken.toml: invalid TOML"):
+        load_config([g])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config([tmp_path / "missing.toml"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(overrides=["train.epochs"])
+
+
+def test_unknown_model_parameter_is_rejected_by_the_model():
+    from sparkhc.models import get_model_class
+    from sparkhc.taxonomy import Taxonomy
+
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B")])
+    with pytest.raises(ConfigError, match=r"unknown parameter\(s\) \['Cx'\]"):
+        get_model_class("global")(tax, 10, Cx=1.0)
+    with pytest.raises(ConfigError, match="unknown model 'nope'"):
+        get_model_class("nope")

@@ -173,7 +173,9 @@ def load_mdc(mdc_dir: str | Path, name: str) -> MDCDataset:
     schema_path = mdc_dir / f"{name}.schema.json"
     for p in (data_path, schema_path):
         if not p.is_file():
-            raise DataUnavailableError(f"MDC data set {name!r}: {p} not found (see ../shared/data/mdc/SOURCE.md)")
+            raise DataUnavailableError(
+                f"MDC data set {name!r}: {p} not found (see ../shared/data/mdc/SOURCE.md)"
+            )
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     try:
         targets = schema["targets"]
@@ -182,7 +184,9 @@ def load_mdc(mdc_dir: str | Path, name: str) -> MDCDataset:
         target_domains = [[str(v) for v in t["values"]] for t in targets]
     except (KeyError, TypeError) as e:
         raise SchemaError(f"{schema_path}: missing or malformed 'targets'/'features' ({e})") from e
-    specs_in_order = [_parse_kind(str(f.get("name", f"f{i}")), f, schema_path) for i, f in enumerate(feats_raw)]
+    specs_in_order = [
+        _parse_kind(str(f.get("name", f"f{i}")), f, schema_path) for i, f in enumerate(feats_raw)
+    ]
     num_cols = [i for i, s in enumerate(specs_in_order) if s.kind == NUMERIC]
     nom_cols = [i for i, s in enumerate(specs_in_order) if s.kind == NOMINAL]
     value_index = {i: {v: k for k, v in enumerate(specs_in_order[i].values)} for i in nom_cols}
@@ -223,7 +227,9 @@ def load_mdc(mdc_dir: str | Path, name: str) -> MDCDataset:
                 try:
                     row_num.append(np.nan if v is None else float(v))
                 except (TypeError, ValueError) as e:
-                    raise InputDataError(f"{where}: numeric feature {specs_in_order[i].name!r} = {v!r}") from e
+                    raise InputDataError(
+                        f"{where}: numeric feature {specs_in_order[i].name!r} = {v!r}"
+                    ) from e
             row_nom = []
             for i in nom_cols:
                 v = feats[i]
@@ -232,7 +238,9 @@ def load_mdc(mdc_dir: str | Path, name: str) -> MDCDataset:
                     continue
                 k = value_index[i].get(str(v))
                 if k is None:
-                    raise InputDataError(f"{where}: nominal feature {specs_in_order[i].name!r} value {v!r} not in the schema")
+                    raise InputDataError(
+                        f"{where}: nominal feature {specs_in_order[i].name!r} value {v!r} not in the schema"
+                    )
                 row_nom.append(k)
             ids.append(rid)
             ycodes.append(codes)
@@ -289,7 +297,9 @@ def _read_folds(mdc_dir: Path, name: str, ids: list[int], rec_folds: list[int | 
             raise InputDataError(f"{path}: {len(missing)} ids without a fold, e.g. {missing[:5]}")
         folds = np.array([by_id[i] for i in ids], dtype=np.int64)
     if folds.min() < 0 or np.unique(folds).size != folds.max() + 1:
-        raise InputDataError(f"{name}: folds must be 0..k-1 and all non-empty; got {sorted(set(folds.tolist()))}")
+        raise InputDataError(
+            f"{name}: folds must be 0..k-1 and all non-empty; got {sorted(set(folds.tolist()))}"
+        )
     return folds
 
 

@@ -35,7 +35,11 @@ logger = logging.getLogger(__name__)
 COMMAND = "sparkhc experiment m3mdc --data-dir ../shared/data --out docs/results/m3mdc"
 MODULE_COMMAND = "python -m sparkhc.mdc.experiment --data-dir ../shared/data --out docs/results/m3mdc"
 METRICS = ("hamming_score", "exact_match", "sub_exact_match")
-METRIC_LABELS = {"hamming_score": "Hamming Score", "exact_match": "Exact Match", "sub_exact_match": "Sub-Exact Match"}
+METRIC_LABELS = {
+    "hamming_score": "Hamming Score",
+    "exact_match": "Exact Match",
+    "sub_exact_match": "Sub-Exact Match",
+}
 DISPLAY = {"edm": "Edm", "solar_flare1": "Flare1"}
 LAMBDA1 = 0.1
 LAMBDA2 = 0.001
@@ -44,12 +48,28 @@ BR_LIBSVM_DEFAULT_LAMBDA1 = 1.0  # LIBSVM's default C = 1 <=> lambda1 = 1/C = 1
 # Jia & Zhang (AAAI 2020), Table 3: (mean, std) per data set, metric and method.
 PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
     "edm": {
-        "M3MDC": {"hamming_score": (0.728, 0.083), "exact_match": (0.501, 0.139), "sub_exact_match": (0.955, 0.053)},
-        "BR": {"hamming_score": (0.689, 0.070), "exact_match": (0.442, 0.125), "sub_exact_match": (0.935, 0.061)},
+        "M3MDC": {
+            "hamming_score": (0.728, 0.083),
+            "exact_match": (0.501, 0.139),
+            "sub_exact_match": (0.955, 0.053),
+        },
+        "BR": {
+            "hamming_score": (0.689, 0.070),
+            "exact_match": (0.442, 0.125),
+            "sub_exact_match": (0.935, 0.061),
+        },
     },
     "solar_flare1": {
-        "M3MDC": {"hamming_score": (0.923, 0.033), "exact_match": (0.821, 0.073), "sub_exact_match": (0.951, 0.036)},
-        "BR": {"hamming_score": (0.922, 0.034), "exact_match": (0.821, 0.073), "sub_exact_match": (0.947, 0.039)},
+        "M3MDC": {
+            "hamming_score": (0.923, 0.033),
+            "exact_match": (0.821, 0.073),
+            "sub_exact_match": (0.951, 0.036),
+        },
+        "BR": {
+            "hamming_score": (0.922, 0.034),
+            "exact_match": (0.821, 0.073),
+            "sub_exact_match": (0.947, 0.039),
+        },
     },
 }
 
@@ -63,8 +83,12 @@ def wilcoxon_test(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     """Two-sided and one-sided (x > y) Wilcoxon signed-rank tests; zero differences dropped."""
     d = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
     nonzero = int(np.sum(np.abs(d) > 1e-12))
-    out: dict[str, Any] = {"n": int(d.size), "n_nonzero": nonzero, "wins": int(np.sum(d > 1e-12)),
-                           "losses": int(np.sum(d < -1e-12))}
+    out: dict[str, Any] = {
+        "n": int(d.size),
+        "n_nonzero": nonzero,
+        "wins": int(np.sum(d > 1e-12)),
+        "losses": int(np.sum(d < -1e-12)),
+    }
     if nonzero == 0:
         out.update(statistic=None, p_two_sided=1.0, p_greater=1.0, note="all differences are zero")
         return out
@@ -77,9 +101,9 @@ def wilcoxon_test(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     return out
 
 
-def _fit_predict(model: Any, X_tr: np.ndarray, Y_tr: np.ndarray, X_te: np.ndarray, n_classes: list[int]) -> tuple[
-    np.ndarray, float
-]:
+def _fit_predict(
+    model: Any, X_tr: np.ndarray, Y_tr: np.ndarray, X_te: np.ndarray, n_classes: list[int]
+) -> tuple[np.ndarray, float]:
     t0 = time.perf_counter()
     model.fit(X_tr, Y_tr, n_classes)
     return model.predict(X_te), time.perf_counter() - t0
@@ -128,8 +152,12 @@ def run_dataset(ds: MDCDataset, solver: PairSolver | None = None) -> dict[str, A
         )
         logger.info(
             "%s fold %d: HS M3MDC %.4f BR %.4f (%.1fs, %d alternations)",
-            ds.name, k, folds[-1]["M3MDC"]["metrics"]["hamming_score"],
-            folds[-1]["BR"]["metrics"]["hamming_score"], sec_m3, m3.n_iter_,
+            ds.name,
+            k,
+            folds[-1]["M3MDC"]["metrics"]["hamming_score"],
+            folds[-1]["BR"]["metrics"]["hamming_score"],
+            sec_m3,
+            m3.n_iter_,
         )
     summary = {
         method: {metric: _mean_std([f[method]["metrics"][metric] for f in folds]) for metric in METRICS}
@@ -197,8 +225,10 @@ def _plot_correlation(res: dict[str, Any], path: Path) -> None:
         for j in range(m):
             ax.text(j, i, f"{R[i, j]:.2f}", ha="center", va="center", fontsize=6, color="white")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    ax.set_title(f"M3MDC correlation matrix R = C_ij / sqrt(C_ii C_jj): {DISPLAY.get(res['name'], res['name'])}",
-                 fontsize=8)
+    ax.set_title(
+        f"M3MDC correlation matrix R = C_ij / sqrt(C_ii C_jj): {DISPLAY.get(res['name'], res['name'])}",
+        fontsize=8,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120, metadata={"Software": None})
     plt.close(fig)
@@ -215,8 +245,13 @@ def _plot_convergence(res: dict[str, Any], path: Path) -> None:
         h = f["M3MDC"]["history"]
         ax.semilogy([r["iteration"] for r in h], [max(r["delta_w"], 1e-16) for r in h], color="0.7", lw=0.8)
     h = res["full_fit"]["history"]
-    ax.semilogy([r["iteration"] for r in h], [max(r["delta_w"], 1e-16) for r in h], "o-", color="C3",
-                label="whole data set")
+    ax.semilogy(
+        [r["iteration"] for r in h],
+        [max(r["delta_w"], 1e-16) for r in h],
+        "o-",
+        color="C3",
+        label="whole data set",
+    )
     ax.plot([], [], color="0.7", lw=0.8, label="CV training folds")
     ax.set_xlabel("alternation t")
     ax.set_ylabel("||W_t - W_(t-1)||_F")
@@ -256,7 +291,10 @@ def _table3(results: dict[str, Any]) -> str:
         for method in ("M3MDC", "BR"):
             cells = []
             for metric in METRICS:
-                mine, other = s[method][metric]["mean"], s["BR" if method == "M3MDC" else "M3MDC"][metric]["mean"]
+                mine, other = (
+                    s[method][metric]["mean"],
+                    s["BR" if method == "M3MDC" else "M3MDC"][metric]["mean"],
+                )
                 text = _fmt(s[method][metric])
                 cells.append(f"**{text}**" if mine > other + 1e-12 else text)
             lines.append(f"| {DISPLAY.get(name, name)} | {method} | " + " | ".join(cells) + " |")
@@ -286,7 +324,9 @@ def _table3(results: dict[str, Any]) -> str:
             ours = s["M3MDC"][metric]["mean"] - s["BR"][metric]["mean"]
             paper = PAPER[name]["M3MDC"][metric][0] - PAPER[name]["BR"][metric][0]
             vs = s["M3MDC"][metric]["mean"] - PAPER[name]["M3MDC"][metric][0]
-            lines.append(f"| {DISPLAY.get(name, name)} | {METRIC_LABELS[metric]} | {ours:+.3f} | {paper:+.3f} | {vs:+.3f} |")
+            lines.append(
+                f"| {DISPLAY.get(name, name)} | {METRIC_LABELS[metric]} | {ours:+.3f} | {paper:+.3f} | {vs:+.3f} |"
+            )
     lines += [
         "",
         "## Supplementary: BR with LIBSVM's default C = 1 (λ1 = 1)",
@@ -299,8 +339,11 @@ def _table3(results: dict[str, Any]) -> str:
         "| --- | " + " | ".join("---" for _ in METRICS) + " |",
     ]
     for name, res in ds_res.items():
-        lines.append(f"| {DISPLAY.get(name, name)} | "
-                     + " | ".join(_fmt(res["summary"]["BR_C1"][m]) for m in METRICS) + " |")
+        lines.append(
+            f"| {DISPLAY.get(name, name)} | "
+            + " | ".join(_fmt(res["summary"]["BR_C1"][m]) for m in METRICS)
+            + " |"
+        )
     w = results["wilcoxon"]
     lines += [
         "",
@@ -347,8 +390,12 @@ def _table3(results: dict[str, Any]) -> str:
             f"Plot: `convergence_{name}.png`; correlation matrix: `correlation_{name}.png`.",
             "",
         ]
-    lines += ["## Timing", "", "| Data set | M3MDC fit (s, mean over folds) | BR fit (s) | total (s) |",
-              "| --- | --- | --- | --- |"]
+    lines += [
+        "## Timing",
+        "",
+        "| Data set | M3MDC fit (s, mean over folds) | BR fit (s) | total (s) |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, res in ds_res.items():
         m3 = np.mean([f["M3MDC"]["fit_seconds"] for f in res["folds"]])
         br = np.mean([f["BR"]["fit_seconds"] for f in res["folds"]])
@@ -413,8 +460,14 @@ def run_experiment(
     results: dict[str, Any] = {
         "command": COMMAND,
         "module_command": MODULE_COMMAND,
-        "settings": {"lambda1": LAMBDA1, "lambda2": LAMBDA2, "tol": 1e-4, "max_iter": 20, "ridge": 1e-8,
-                     "br_libsvm_default_lambda1": BR_LIBSVM_DEFAULT_LAMBDA1},
+        "settings": {
+            "lambda1": LAMBDA1,
+            "lambda2": LAMBDA2,
+            "tol": 1e-4,
+            "max_iter": 20,
+            "ridge": 1e-8,
+            "br_libsvm_default_lambda1": BR_LIBSVM_DEFAULT_LAMBDA1,
+        },
         "datasets": ds_results,
         "wilcoxon": {
             "pooled": wilcoxon_test(m3, br),
@@ -443,11 +496,15 @@ def _json_default(o: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkhc.mdc.experiment", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m sparkhc.mdc.experiment", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--data-dir", required=True, help="../shared/data (or its mdc folder)")
     parser.add_argument("--out", required=True, help="output directory, e.g. docs/results/m3mdc")
     parser.add_argument("--datasets", nargs="+", default=["edm", "solar_flare1"])
-    parser.add_argument("--spark-master", default=None, help="run the pairwise solves on Spark (e.g. local[2])")
+    parser.add_argument(
+        "--spark-master", default=None, help="run the pairwise solves on Spark (e.g. local[2])"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("sparkhc.mdc.m3mdc").setLevel(logging.WARNING)
@@ -463,8 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark.stop()
     for name, r in res["datasets"].items():
         s = r["summary"]
-        print(f"{name}: " + ", ".join(
-            f"{m} M3MDC {_fmt(s['M3MDC'][m])} BR {_fmt(s['BR'][m])}" for m in METRICS))
+        print(
+            f"{name}: " + ", ".join(f"{m} M3MDC {_fmt(s['M3MDC'][m])} BR {_fmt(s['BR'][m])}" for m in METRICS)
+        )
     print(f"wrote {args.out} in {res['seconds']:.1f} s")
     return 0
 

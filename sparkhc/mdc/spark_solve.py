@@ -66,4 +66,6 @@ def get_session(master: str | None = None, **conf: Any) -> SparkSession:
     """The project's session (``sparkhc.spark.session.get_session``) for the experiment CLI."""
     from sparkhc.spark.session import get_session as _get
 
-    return _get(app_name="sparkhc-m3mdc", master=master, extra_conf={k: str(v) for k, v in conf.items()} or None)
+    return _get(
+        app_name="sparkhc-m3mdc", master=master, extra_conf={k: str(v) for k, v in conf.items()} or None
+    )

@@ -323,7 +323,7 @@ def demo(
     feats, model_dir, preds = work / "features", work / "model", work / "predictions"
     t0 = time.perf_counter()
     s = featurize(spark, cfg, feats, corpus=corpus, data_dir=data_dir, cache_dir=cache_dir, overwrite=True)
-    log.info("featurized %s documents", s.get("documents"))
+    log.info("featurized %s documents", s.get("n_documents"))
     info = train(spark, cfg, feats, model_dir, model_name=model_name, overwrite=True, split="train")
     log.info("trained %s in %.1f s", info["name"], info["seconds"])
     p = predict(spark, cfg, model_dir, feats, preds, overwrite=True, split="test")

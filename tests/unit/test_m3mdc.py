@@ -18,7 +18,15 @@ from scipy.optimize import minimize
 from sklearn.svm import SVC
 
 from sparkhc.errors import ConfigError, InputDataError, NotFittedError
-from sparkhc.mdc import M3MDC, BinaryRelevanceSVM, FeatureScaler, encode_targets, load_mdc, mdc_metrics, update_c
+from sparkhc.mdc import (
+    M3MDC,
+    BinaryRelevanceSVM,
+    FeatureScaler,
+    encode_targets,
+    load_mdc,
+    mdc_metrics,
+    update_c,
+)
 from sparkhc.mdc.m3mdc import optimal_bias, ovo_pairs
 from tests.conftest import corpus_dir
 
@@ -180,7 +188,9 @@ def _primal_qp_by_slsqp(X, Y, n_classes, C, lam1, lam2):
     ]
     z0 = np.zeros(nw + m + n_xi)
     z0[nw + m :] = 2.0
-    res = minimize(fun, z0, jac=jac, constraints=cons, method="SLSQP", options={"ftol": 1e-10, "maxiter": 2000})
+    res = minimize(
+        fun, z0, jac=jac, constraints=cons, method="SLSQP", options={"ftol": 1e-10, "maxiter": 2000}
+    )
     assert res.success, res.message
     w, b, _ = split(res.x)
     return w.reshape(m, d).T, b, res.fun
@@ -255,7 +265,11 @@ def test_objective_decreases_monotonically_across_alternations():
         y = np.where(Y[r, j] == a, 1.0, -1.0)
         hinge += np.maximum(0, 1 - y * (X[r] @ model.W_[:, i] + model.b_[i])).sum()
     W = model.W_
-    f = hinge + LAM1 / 2 * np.trace(W @ W.T) + lam2 / 2 * (np.trace(W @ C_inv @ W.T) + model.eps_ * np.trace(C_inv))
+    f = (
+        hinge
+        + LAM1 / 2 * np.trace(W @ W.T)
+        + lam2 / 2 * (np.trace(W @ C_inv @ W.T) + model.eps_ * np.trace(C_inv))
+    )
     assert f == pytest.approx(seq[-1], rel=1e-9)
     assert np.trace(model.C_) == pytest.approx(1.0)
     assert [h["iteration"] for h in model.history_] == list(range(1, 6))

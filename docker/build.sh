@@ -116,6 +116,8 @@ BASE_IMAGE=$(pick_base)
 CTX=$(context)
 say "building $IMAGE:$VERSION from $BASE_IMAGE with $ENGINE"
 BUILD_FLAGS=(--network host)
+# docker format: OCI images ignore SHELL (the Dockerfile runs its steps with pipefail)
+[[ "$ENGINE" == podman ]] && BUILD_FLAGS+=(--format docker)
 engine build "${BUILD_FLAGS[@]}" \
     --build-arg "BASE=$BASE_IMAGE" --build-arg "SPARKHC_VERSION=$VERSION" \
     -t "$IMAGE:$VERSION" -t "$IMAGE:latest" -f "$ROOT/docker/Dockerfile" "$CTX"

@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from sparkhc.errors import SparkhcError
@@ -69,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="model name (default: train.model of the configuration)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--checkpoint-dir", default=None, help="per-epoch checkpoints (resume after a crash)")
+    p.add_argument("--warm-start", default=None, metavar="MODEL",
+                   help="continue training a saved model on the selected (new) documents")
     _selection(p, "train")
     _common(p)
 
@@ -179,7 +180,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif cmd == "train":
         info = pipelines.train(
             spark, cfg, features=args.features, out=args.out, model_name=args.model, overwrite=args.overwrite,
-            checkpoint_dir=args.checkpoint_dir, **_selection_of(args),
+            checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start, **_selection_of(args),
         )
         print(json.dumps(info, indent=2, sort_keys=True, default=str))
     elif cmd == "predict":

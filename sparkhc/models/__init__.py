@@ -17,6 +17,13 @@ _REGISTRY: dict[str, str] = {
     "flat": "sparkhc.models.murawaki:FlatPA",
     "tree": "sparkhc.models.murawaki:TreePA",
     "global": "sparkhc.models.murawaki:GlobalPA",
+    # Cesa-Bianchi, Gentile, Tironi, Zaniboni 2004
+    "perc": "sparkhc.models.cesa_bianchi:Perc",
+    "h_perc": "sparkhc.models.cesa_bianchi:HPerc",
+    "h_rls": "sparkhc.models.cesa_bianchi:HRLS",
+    "ah_bay": "sparkhc.models.cesa_bianchi:ApproxHBayes",
+    "svm": "sparkhc.models.cesa_bianchi:SVM",
+    "h_svm": "sparkhc.models.cesa_bianchi:HSVM",
 }
 
 

@@ -435,7 +435,13 @@ class _XiaoModel(HierModel):
 
     combine = "sum"
     semi_supervised: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {"max_iter": 30, "tol": 1e-4, "seed": 0, "vocabulary": "labeled"}
+    defaults: ClassVar[dict[str, Any]] = {
+        "max_iter": 30,
+        "tol": 1e-4,
+        "seed": 0,
+        "vocabulary": "labeled",
+        "max_length": None,
+    }
 
     def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
         super().__init__(taxonomy, n_features, **params)
@@ -460,6 +466,24 @@ class _XiaoModel(HierModel):
         )
         self._check_param("seed", isinstance(p["seed"], int), "an int")
         self._check_param("vocabulary", p["vocabulary"] in ("labeled", "all"), "'labeled' or 'all'")
+        ml = p["max_length"]
+        self._check_param(
+            "max_length", ml is None or (isinstance(ml, (int, float)) and ml > 0), "None or a number > 0"
+        )
+
+    def prepare(self, counts: Any) -> sp.csr_matrix:
+        """Counts as the model sees them: float64 CSR; with ``max_length`` **(choice, not in the
+        paper)** a document longer than ``max_length`` tokens is scaled down to that length
+        (fractional counts), so that one very long labeled document cannot dominate the token
+        totals of its paths. ``fit_arrays`` / ``predict_paths`` call it; a Spark driver calls it
+        per partition before :meth:`e_step` / :meth:`sufficient_statistics`."""
+        x = _as_csr(counts)
+        ml = self.params.get("max_length")
+        if ml is None:
+            return x
+        length = np.asarray(x.sum(axis=1)).ravel()
+        scale = np.minimum(1.0, float(ml) / np.maximum(length, 1e-300))
+        return sp.csr_matrix(sp.diags(scale) @ x)
 
     # ------------------------------------------------------------------ model-specific hooks
     def groups(self) -> np.ndarray | None:
@@ -526,11 +550,11 @@ class _XiaoModel(HierModel):
             Unlabeled documents (used by the EM variants only).
         """
         self.validate_params()
-        x_l = _as_csr(counts_l)
+        x_l = self.prepare(counts_l)
         if x_l.shape[1] != self.n_features:
             raise ValueError(f"counts have {x_l.shape[1]} columns, the model expects {self.n_features}")
         s_l = self.event_weights(np.asarray(node_scores_l, dtype=np.float64))
-        x_u = _as_csr(counts_u) if (self.semi_supervised and counts_u is not None) else None
+        x_u = self.prepare(counts_u) if (self.semi_supervised and counts_u is not None) else None
         if x_u is not None and x_u.shape[0] == 0:
             x_u = None
         cols = None
@@ -608,7 +632,7 @@ class _XiaoModel(HierModel):
 
     def predict_paths(self, counts: Any) -> np.ndarray:
         """Index of the decoded (padded) path of each document."""
-        return self.component_paths(counts, self._params())
+        return self.component_paths(self.prepare(counts), self._params())
 
     def predict_label_matrix(self, counts: Any) -> sp.csr_matrix:
         """Ancestor-closed predicted labels over the real (base) taxonomy nodes, CSR
@@ -640,7 +664,7 @@ class _XiaoModel(HierModel):
 
     def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
         """Add the labeled documents' sufficient statistics to the state (naive Bayes counting)."""
-        x = self._batch_arrays(batch)
+        x = self.prepare(self._batch_arrays(batch))
         if batch.labels is None:
             raise ConfigError(f"model {self.name!r} needs labels")
         has = np.flatnonzero([len(lab) > 0 for lab in batch.labels])

@@ -138,21 +138,25 @@ def train_ipm(
     with_counts: bool = False,
     fault_hook: Callable[[int, int], None] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    warm_start: bool = False,
+    checkpoint_key: dict[str, Any] | None = None,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
 
     With ``checkpoint_dir`` the state after each epoch is saved there atomically, and a rerun
     resumes after the last completed epoch (same data, model and seed assumed; checked by the
-    model name and parameters recorded with the checkpoint).
+    model name and parameters recorded with the checkpoint). With ``warm_start`` training
+    continues from the model's current state (refreshing a saved model with new documents).
     """
     model.validate_params()
     shards_df = shard_features(features, shards).cache()
     try:
         start_epoch = 0
-        model.set_state(model.init_state())
+        if not warm_start or model.state_ is None:
+            model.set_state(model.init_state())
         ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
         if ckpt is not None:
-            resumed = _load_checkpoint(ckpt, model, seed, shards)
+            resumed = _load_checkpoint(ckpt, model, seed, shards, checkpoint_key)
             if resumed is not None:
                 start_epoch = resumed + 1
                 log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)
@@ -179,34 +183,37 @@ def train_ipm(
             if progress is not None:
                 progress(info)
             if ckpt is not None:
-                _save_checkpoint(ckpt, model, epoch, seed, shards)
+                _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
     finally:
         shards_df.unpersist()
     return model
 
 
-def _ckpt_key(model: HierModel, seed: int, shards: int) -> dict[str, Any]:
+def _ckpt_key(model: HierModel, seed: int, shards: int, extra: dict[str, Any] | None) -> dict[str, Any]:
     return {"model": model.name, "params": model.params, "seed": seed, "shards": shards,
-            "taxonomy": model.taxonomy.fingerprint(include_virtual=True), "n_features": model.n_features}
+            "taxonomy": model.taxonomy.fingerprint(include_virtual=True), "n_features": model.n_features,
+            "data": extra or {}}
 
 
-def _save_checkpoint(ckpt: Path, model: HierModel, epoch: int, seed: int, shards: int) -> None:
+def _save_checkpoint(ckpt: Path, model: HierModel, epoch: int, seed: int, shards: int,
+                     extra: dict[str, Any] | None = None) -> None:
     ckpt.mkdir(parents=True, exist_ok=True)
     with atomic_dir(ckpt / "latest", overwrite=True) as tmp:
         with open(tmp / "state.npz", "wb") as fh:
             write_npz(fh, model.get_state().arrays)
-        write_json_atomic(tmp / "checkpoint.json", {**_ckpt_key(model, seed, shards), "epoch": epoch,
+        write_json_atomic(tmp / "checkpoint.json", {**_ckpt_key(model, seed, shards, extra), "epoch": epoch,
                                                     "counters": model.get_state().counters})
 
 
-def _load_checkpoint(ckpt: Path, model: HierModel, seed: int, shards: int) -> int | None:
+def _load_checkpoint(ckpt: Path, model: HierModel, seed: int, shards: int,
+                     extra: dict[str, Any] | None = None) -> int | None:
     import json
 
     meta_file = ckpt / "latest" / "checkpoint.json"
     if not meta_file.is_file():
         return None
     meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    key = _ckpt_key(model, seed, shards)
+    key = _ckpt_key(model, seed, shards, extra)
     if any(json.dumps(meta.get(k), sort_keys=True) != json.dumps(v, sort_keys=True) for k, v in key.items()):
         log.warning("checkpoint %s is for another configuration; starting from scratch", ckpt)
         return None

@@ -170,8 +170,15 @@ def train(
     fold: int | None = None,
     exclude_fold: int | None = None,
     fault_hook: Any = None,
+    warm_start: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train a registered model on the selected features by iterative parameter mixing."""
+    """Train a registered model on the selected features by iterative parameter mixing.
+
+    With ``warm_start`` (a model directory) training continues from that model's state on the
+    selected documents: the incremental learners are refreshed with new documents without
+    retraining from scratch (one shard and ``train.epochs = 1`` give exactly the model trained
+    incrementally on old then new documents).
+    """
     from sparkhc.spark.io import read_features
     from sparkhc.spark.ipm import train_ipm
 
@@ -190,14 +197,22 @@ def train(
         if selfs:
             mtax = taxonomy.with_self_leaves(selfs)
             log.info("virtual /_self leaves for %d internal labels", len(selfs))
-    model = cls(mtax, spec.n_features, **cfg.model_params(name))
+    if warm_start is not None:
+        model, wmeta = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
+        name = wmeta["model"]
+        if model_name is not None and model_name != name:
+            raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
+    else:
+        model = cls(mtax, spec.n_features, **cfg.model_params(name))
     epochs_log: list[dict[str, Any]] = []
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = out.parent / f".{out.name}.checkpoints"
     train_ipm(
         spark, df, model, epochs=cfg.train.epochs, shards=cfg.train.shards, seed=cfg.train.seed,
-        checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook,
+        checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook, warm_start=warm_start is not None,
+        checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
+                        "warm_start": str(warm_start) if warm_start is not None else None},
     )
     n_docs = epochs_log[-1]["examples"] if epochs_log else None
     meta = {
@@ -211,6 +226,7 @@ def train(
             "seed": cfg.train.seed,
             "epoch_log": epochs_log,
             "seconds": round(time.perf_counter() - t0, 2),
+            "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
         },
         "scored_labels": features_corpus_info(features).get("scored_labels"),
     }

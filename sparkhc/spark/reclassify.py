@@ -356,7 +356,7 @@ def _new_run_id(now: _dt.datetime) -> str:
 
 # ---------------------------------------------------------------------- the job
 def reclassify(
-    spark: SparkSession,
+    spark: SparkSession | None,
     input_dir: str | Path,
     out: str | Path,
     models_root: str | Path | None = None,
@@ -370,13 +370,16 @@ def reclassify(
     batch_partitions: int = 8,
     fault: str | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    master: str | None = None,
 ) -> dict[str, Any]:
     """Classify the partitions of ``input_dir`` not yet classified by the model; return the run
     summary (also written to ``<out>/_runs/<run_id>.json``).
 
     Parameters
     ----------
-    spark : SparkSession
+    spark : SparkSession or None
+        None: created (with ``master``) only when there is something to classify, so a
+        scheduled run that finds nothing new does not start Spark.
     input_dir : path
         The collection: ``<partition_column>=VALUE`` directories of Parquet or JSON Lines files.
     out : path
@@ -480,43 +483,48 @@ def reclassify(
             summary["seconds"] = round(time.perf_counter() - t0, 3)
             return summary
 
-        # one broadcast of the weights and of the spec for all partitions of the run
-        state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
-        spec_bc = spark.sparkContext.broadcast(spec)
-        job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
-                                               state_bc, version),
-                   spec_bc, version, tax_fp, run_id, started, faults)
         done: list[dict[str, Any]] = []
         failures: list[dict[str, Any]] = []
         label_counts: Counter[str] = Counter()
-        reasons = {p.name: r for p, r in todo}
-        size = max(1, int(batch_partitions))
-        batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
-        try:
-            for b, parts in enumerate(batches, start=1):
-                t1 = time.perf_counter()
-                for p, res in job.run(parts):
-                    if isinstance(res, BaseException):
-                        msg = f"{type(res).__name__}: {res}".strip()
-                        failures.append({"partition": p.value, "error": msg[:2000]})
-                        log.error("reclassify: %s failed: %s", p.name, msg.splitlines()[0])
-                        continue
-                    rows, labels, files = res
-                    label_counts.update(labels)
-                    entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
-                             "reason": reasons[p.name]}
-                    done.append(entry)
-                    log.info("reclassify: %s: %d documents (%s)", p.name, rows, reasons[p.name])
-                secs = time.perf_counter() - t1
-                n_done = len(done) + len(failures)
-                log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done)",
-                         b, len(batches), len(parts), secs, n_done, len(todo))
-                if progress is not None:
-                    progress({"batch": b, "batches": len(batches), "partitions_done": n_done,
-                              "partitions_total": len(todo), "seconds": round(secs, 3)})
-        finally:
-            state_bc.unpersist()
-            spec_bc.unpersist()
+        if todo:  # no Spark at all when there is nothing to classify
+            if spark is None:
+                from sparkhc.spark.session import get_session
+
+                spark = get_session(app_name="sparkhc-reclassify", master=master)
+            # one broadcast of the weights and of the spec for all partitions of the run
+            state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
+            spec_bc = spark.sparkContext.broadcast(spec)
+            job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
+                                                   state_bc, version),
+                       spec_bc, version, tax_fp, run_id, started, faults)
+            reasons = {p.name: r for p, r in todo}
+            size = max(1, int(batch_partitions))
+            batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
+            try:
+                for b, parts in enumerate(batches, start=1):
+                    t1 = time.perf_counter()
+                    for p, res in job.run(parts):
+                        if isinstance(res, BaseException):
+                            msg = f"{type(res).__name__}: {res}".strip()
+                            failures.append({"partition": p.value, "error": msg[:2000]})
+                            log.error("reclassify: %s failed: %s", p.name, msg.splitlines()[0])
+                            continue
+                        rows, labels, files = res
+                        label_counts.update(labels)
+                        entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
+                                 "reason": reasons[p.name]}
+                        done.append(entry)
+                        log.info("reclassify: %s: %d documents (%s)", p.name, rows, reasons[p.name])
+                    secs = time.perf_counter() - t1
+                    n_done = len(done) + len(failures)
+                    log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done)",
+                             b, len(batches), len(parts), secs, n_done, len(todo))
+                    if progress is not None:
+                        progress({"batch": b, "batches": len(batches), "partitions_done": n_done,
+                                  "partitions_total": len(todo), "seconds": round(secs, 3)})
+            finally:
+                state_bc.unpersist()
+                spec_bc.unpersist()
 
         finished = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
         summary["partitions"].update({

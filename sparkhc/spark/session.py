@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     # weight matrices are collected on the driver: with 1g a Java OOM can hang instead of failing
     "spark.driver.memory": "2g",

@@ -168,3 +168,40 @@ def test_discover_partitions_errors(tmp_path):
     (tmp_path / "day=2024-01-02" / "notes.txt").write_text("x")
     with pytest.raises(SchemaError, match="no input files"):
         discover_partitions(tmp_path, "day")
+
+
+def test_reclassify_cli_and_job_entry(spark, setup, capsys, monkeypatch):
+    from sparkhc.cli_production import reclassify_main, run
+    from tests.unit.test_registry import parse
+
+    base, models, _ = setup
+    coll, out = base / "cli_collection", base / "cli_out"
+    for d in tiny_docs(5, 7, prefix="x"):
+        p = coll / "day=2024-02-01"
+        p.mkdir(parents=True, exist_ok=True)
+        with open(p / "part.jsonl", "a") as f:
+            f.write(json.dumps({"doc_id": d["doc_id"], "text": d["text"]}) + "\n")
+    monkeypatch.setenv("SPARKHC_MODELS", str(models))
+    args = ["reclassify", "--input", str(coll), "--out", str(out), "--partition-column", "day"]
+    assert run(parse([*args, "--dry-run"]), spark=spark) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["dry_run"] is True and plan["partitions"]["to_classify"] == ["2024-02-01"]
+    assert not out.exists()
+    assert run(parse(args), spark=spark) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["partitions"]["classified"] == ["2024-02-01"] and summary["documents"] == 5
+    assert read_output(out, "day").num_rows == 5
+
+    # nothing to do: Spark is not even started (spark=None, as the CLI passes it)
+    def no_spark(*a, **k):
+        raise AssertionError("a run with nothing to classify must not start Spark")
+
+    monkeypatch.setattr("sparkhc.spark.session.get_session", no_spark)
+    assert run(parse(args)) == 0
+    assert json.loads(capsys.readouterr().out)["partitions"]["skipped"] == ["2024-02-01"]
+
+    # the spark-submit entry: user errors exit 2 with a one-line message
+    assert reclassify_main(["--input", str(coll), "--out", str(out), "--model", str(base / "nope")]) == 2
+    assert "model directory not found" in capsys.readouterr().err
+    assert reclassify_main(["--input", str(coll), "--out", str(out)]) == 2  # partition column ingest_date
+    assert "partitioned by ['day'] (use --partition-column)" in capsys.readouterr().err

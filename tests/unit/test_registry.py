@@ -211,3 +211,49 @@ def test_register_move_and_concurrent_registrations_get_distinct_versions(tmp_pa
     for v in registry.list_versions(root):
         load_model(root / v)  # every version is complete
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+# ----------------------------------------------------------------------------- CLI
+def parse(argv: list[str]):
+    import argparse
+
+    from sparkhc import cli_production
+
+    parser = argparse.ArgumentParser(prog="sparkhc")
+    cli_production.add_parsers(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+def test_models_cli(tmp_path, models, capsys, monkeypatch):
+    from sparkhc.cli_production import run
+
+    root = tmp_path / "reg"
+    assert run(parse(["models", "register", str(models["a"]), "--root", str(root), "--note", "n"])) == 0
+    assert capsys.readouterr().out.strip() == "v0001"
+    monkeypatch.setenv("SPARKHC_MODELS", str(root))
+    assert run(parse(["models", "register", str(models["b"]), "--promote"])) == 0
+    assert capsys.readouterr().out.strip() == "v0002"
+    assert run(parse(["models", "promote", "v0001"])) == 0
+    assert capsys.readouterr().out.strip() == "current -> v0001 (was v0002)"
+    assert run(parse(["models", "list"])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("*") and "v0001" in lines[1] and "v0002" in lines[2]
+    assert run(parse(["models", "list", "--json"])) == 0
+    assert [r["version"] for r in json.loads(capsys.readouterr().out)] == ["v0001", "v0002"]
+    assert run(parse(["models", "show"])) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["version"] == "v0001" and shown["current"] is True and shown["note"] == "n"
+    assert run(parse(["models", "show", "v0002"])) == 0
+    assert json.loads(capsys.readouterr().out)["current"] is False
+    assert run(parse(["models"])) == 0  # the model names, as before
+    assert "global" in capsys.readouterr().out.split()
+    assert run(parse(["models", "algorithms"])) == 0
+    assert "global" in capsys.readouterr().out.split()
+    with pytest.raises(ModelError, match="no model version v0009"):
+        run(parse(["models", "promote", "v0009"]))
+    monkeypatch.delenv("SPARKHC_MODELS")
+    from sparkhc.errors import SparkhcError
+
+    with pytest.raises(SparkhcError, match="pass --root ROOT or set \\$SPARKHC_MODELS"):
+        run(parse(["models", "list"]))
+    assert run(parse(["report", "--predictions", "x"]).__class__(command="featurize")) is None

@@ -29,4 +29,33 @@ def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cf
         spark = get_session("sparkhc-experiment-murawaki", master=master)
         doc = murawaki.run(spark, cfg, corpus, data_dir, out_dir, rounds=[0] if quick else None)
         return murawaki.print_table(doc)
-    raise SparkhcError(f"experiment {name!r} is not wired yet")
+    data = Path(data_dir) if data_dir else None
+    if data is None:
+        raise SparkhcError(f"experiment {name} needs --data-dir (the folder with the staged corpora)")
+    if name == "cesa-bianchi":
+        from sparkhc.cesa.experiment import CORPORA
+        from sparkhc.cesa.experiment import run_experiment as cesa_run
+
+        if corpus not in CORPORA:
+            raise SparkhcError(f"experiment cesa-bianchi needs --corpus, one of {', '.join(CORPORA)}")
+        cesa_run(data, out_dir, corpus, quick=quick)
+        return out_dir / f"table1_{corpus}{'_quick' if quick else ''}.md"
+    if name == "li-yamanishi":
+        from sparkhc.liyam.experiment import run_experiment as ly_run
+
+        ly_run(data, out_dir)
+        return out_dir / "bep.md"
+    if name == "m3mdc":
+        from sparkhc.mdc.experiment import run_experiment as mdc_run
+        from sparkhc.spark.session import get_session
+
+        mdc_run(data, out_dir, spark=get_session("sparkhc-experiment-m3mdc", master=master))
+        return out_dir / "table3.md"
+    if name == "xiao":
+        from sparkhc.xiao.experiment import run_experiment as xiao_run
+
+        if corpus is None:
+            raise SparkhcError("experiment xiao needs --corpus (20newsgroups or rcv1v2_subset)")
+        xiao_run(data, out_dir, corpus)
+        return out_dir / f"table2_{corpus}.md"
+    raise SparkhcError(f"unknown experiment {name!r}")

@@ -1,0 +1,20 @@
+"""spark-submit entry point of ``sparkhc reclassify`` (scheduled batch reclassification).
+
+Classifies the partitions of a date-partitioned document collection that the current model
+(or ``--model DIR``) has not classified yet; see ``docs/scheduling.md``. Same flags as
+``sparkhc reclassify``::
+
+    spark-submit --master local[2] --py-files dist/sparkhc.zip jobs/reclassify.py \\
+        --input /data/collection --out /data/predictions --models /data/models
+
+Exit status: 0 ok, 1 when a partition failed (see ``OUT/_runs/<run_id>.json``), 2 for a user error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sparkhc.cli_production import reclassify_main
+
+if __name__ == "__main__":
+    sys.exit(reclassify_main(sys.argv[1:]))

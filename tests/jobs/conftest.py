@@ -1,0 +1,145 @@
+"""Helpers for the spark-submit, cluster and Docker tests: a tiny corpus, spark-submit runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS_DIR = ROOT / "jobs"
+CONF_DIR = ROOT / "conf"
+WHEELHOUSE = ROOT / "dist" / "wheelhouse"
+
+# root -> A, B; A -> A1, A2; B -> B1, B2. Each leaf has two cue words.
+TAXONOMY = [("root", "A"), ("root", "B"), ("A", "A1"), ("A", "A2"), ("B", "B1"), ("B", "B2")]
+CUES = {"A1": ["apple", "apricot"], "A2": ["avocado", "almond"], "B1": ["banana", "blueberry"],
+        "B2": ["broccoli", "bean"]}
+NOISE = ["fruit", "food", "market", "fresh", "green", "basket", "price", "season"]
+N_DOCS, N_TRAIN = 80, 60
+
+
+def write_tiny_corpus(folder: Path) -> tuple[Path, Path]:
+    """80 JSON Lines documents (60 train, 20 test) over a 7-node taxonomy; returns (docs, taxonomy).
+
+    Document i is about leaf i % 4, every third one also about the next leaf (two branches or
+    two siblings); cue words of its leaves plus two of eight noise words. Every word is in at
+    most a third of the documents, so the default ``max_df = 0.5`` keeps them all."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    leaves = sorted(CUES)
+    taxonomy = folder / "taxonomy.tsv"
+    taxonomy.write_text("".join(f"{p}\t{c}\n" for p, c in TAXONOMY), encoding="utf-8")
+    docs = folder / "docs.jsonl"
+    with docs.open("w", encoding="utf-8") as f:
+        for i in range(N_DOCS):
+            labels = sorted({leaves[i % 4], *([leaves[(i + 1) % 4]] if i % 3 == 0 else [])})
+            tokens = [w for lab in labels for w in CUES[lab] * 2] + rng.sample(NOISE, 2)
+            rng.shuffle(tokens)
+            f.write(json.dumps({"id": f"d{i:03d}", "text": " ".join(tokens), "labels": labels,
+                                "split": "train" if i < N_TRAIN else "test"}) + "\n")
+    return docs, taxonomy
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_tiny_corpus(tmp_path_factory.mktemp("tiny"))
+
+
+def spark_home(python: str | Path = sys.executable) -> Path:
+    """SPARK_HOME of the pyspark that ``python`` imports (pip-installed: .../site-packages/pyspark)."""
+    if str(python) == sys.executable:
+        from pyspark.find_spark_home import _find_spark_home
+
+        return Path(_find_spark_home())
+    out = subprocess.run([str(python), "-c", "from pyspark.find_spark_home import _find_spark_home as f; print(f())"],
+                         check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def job_env(python: str | Path = sys.executable, home: Path | None = None) -> dict[str, str]:
+    """The environment of a spark-submit run: this test's Python, loopback only, no leftovers
+    of an enclosing PySpark session."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYSPARK_GATEWAY", "SPARK_", "PYSPARK_")) and k != "PYTHONPATH"}
+    env.update({
+        "PYSPARK_PYTHON": str(python),
+        "PYSPARK_DRIVER_PYTHON": str(python),
+        "SPARK_HOME": str(home or spark_home(python)),
+        "SPARK_LOCAL_IP": "127.0.0.1",  # bind to loopback, never to the machine's other addresses
+        "OPENBLAS_NUM_THREADS": "1",
+    })
+    return env
+
+
+class JobFailed(AssertionError):
+    pass
+
+
+def spark_submit(
+    job: str,
+    args: Sequence[str | Path],
+    log_dir: Path,
+    *,
+    master: str = "local[2]",
+    python: str | Path = sys.executable,
+    submit_flags: Sequence[str] = (),
+    properties: Path = CONF_DIR / "spark-defaults.local.conf",
+    expect: int = 0,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``spark-submit --master MASTER ... jobs/JOB.py ARGS`` (pyspark's own bin/spark-submit);
+    stdout and stderr go to ``log_dir/JOB-N.{out,err}``; fail with the tail of stderr unless the
+    exit status is ``expect``."""
+    home = spark_home(python)
+    cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--properties-file", str(properties),
+           "--conf", "spark.driver.memory=2g", *submit_flags, str(JOBS_DIR / f"{job}.py"), *map(str, args)]
+    log_dir.mkdir(parents=True, exist_ok=True)
+    n = len(list(log_dir.glob(f"{job}-*.err")))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=job_env(python, home), capture_output=True, text=True, timeout=timeout,
+                          cwd=log_dir, stdin=subprocess.DEVNULL)
+    secs = time.perf_counter() - t0
+    (log_dir / f"{job}-{n}.out").write_text(proc.stdout, encoding="utf-8")
+    (log_dir / f"{job}-{n}.err").write_text(proc.stderr, encoding="utf-8")
+    print(f"spark-submit {job} ({master}): exit {proc.returncode} in {secs:.1f} s")
+    if proc.returncode != expect:
+        tail = "\n".join(proc.stderr.splitlines()[-40:])
+        raise JobFailed(f"{' '.join(cmd)}\nexit {proc.returncode} (expected {expect}); stderr tail:\n{tail}")
+    return proc
+
+
+def last_json(stdout: str) -> dict:
+    """The JSON object a job printed last (the CLI prints it with indent=2: from a line "{" to
+    the next line "}"). spark-submit merges the Python driver's stderr (logging) into stdout."""
+    lines = stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line == "{")
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    data: dict = json.loads("\n".join(lines[start:end + 1]))
+    return data
+
+
+def build_wheelhouse(out: Path = WHEELHOUSE) -> Path:
+    """scripts/build_wheelhouse.sh (reuses the wheels already there; rebuilds the sparkhc wheel)."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_wheelhouse.sh"), str(out)], check=True,
+                   capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return out
+
+
+def make_venv(path: Path, packages: Sequence[str], wheelhouse: Path) -> Path:
+    """A virtual environment without the system site-packages, with ``packages`` installed
+    offline from ``wheelhouse``; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    python = path / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "--no-index", "--find-links", str(wheelhouse), *packages],
+                   check=True, env=env, stdin=subprocess.DEVNULL)
+    return python

@@ -1,0 +1,195 @@
+"""A real Spark standalone cluster on one machine: a master and two one-core workers on
+127.0.0.1, started with pip-installed pyspark's ``bin/spark-class``; featurize -> train (IPM over
+two shards, one per worker) -> predict through ``spark-submit --master spark://127.0.0.1:PORT``
+with the package shipped as the README says (``--py-files dist/sparkhc-pyfiles.zip`` built by
+``scripts/build_pyfiles.py``), compared with the same jobs under ``local[2]``.
+
+The driver and the executors run a virtual environment that has numpy, scipy, pyarrow and
+pandas but not sparkhc: the package can only come from the zip. Run it with::
+
+    python -m pytest -m slow tests/jobs/test_standalone_cluster.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.jobs.conftest import (
+    CONF_DIR,
+    N_DOCS,
+    N_TRAIN,
+    ROOT,
+    build_wheelhouse,
+    job_env,
+    last_json,
+    make_venv,
+    spark_home,
+    spark_submit,
+)
+
+pytestmark = pytest.mark.slow
+
+DEPS = ["numpy", "scipy", "pyarrow", "pandas"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """``spark-class ...Master`` and ``...Worker`` processes, each in its own process group."""
+
+    def __init__(self, home: Path, python: Path, work: Path, n_workers: int = 2) -> None:
+        self.home, self.python, self.work, self.n_workers = home, python, work, n_workers
+        self.port, self.ui_port = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.worker_dirs = [work / f"worker{i}" for i in range(n_workers)]
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        env = job_env(self.python, self.home)
+        env["SPARK_DAEMON_MEMORY"] = "256m"
+        log = (self.work / f"{name}.log").open("wb")
+        self.procs.append(subprocess.Popen(
+            [str(self.home / "bin" / "spark-class"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        ))
+
+    def start(self, timeout: float = 240) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        for i, d in enumerate(self.worker_dirs):
+            d.mkdir(parents=True, exist_ok=True)
+            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url, "--cores", "1",
+                                       "--memory", "1g", "--host", "127.0.0.1", "--webui-port",
+                                       str(free_port()), "--work-dir", str(d)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a cluster process exited with {p.returncode}: see {self.work}/*.log")
+            state = self.state()
+            if state and sum(w.get("state") == "ALIVE" for w in state.get("workers", [])) == self.n_workers:
+                return
+            time.sleep(2)
+        raise TimeoutError(f"{self.n_workers} workers did not register within {timeout} s: see {self.work}/*.log")
+
+    def state(self) -> dict | None:
+        """The master's JSON status page (workers, applications), or None while it is not up."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+                data: dict = json.loads(r.read())
+                return data
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        """SIGTERM to every process group (workers first: their executors are in their groups),
+        then SIGKILL what is left after 20 s."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in reversed(self.procs):
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.monotonic() + 20
+            for p in self.procs:
+                try:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            if all(p.poll() is not None for p in self.procs):
+                break
+
+
+def run_jobs(master: str, python: Path, pyfiles: Path, docs: Path, taxonomy: Path, work: Path) -> dict:
+    """featurize -> train -> predict as a cluster user runs them (docs/deployment.md)."""
+    submit_flags = ["--py-files", str(pyfiles), "--conf", f"spark.pyspark.python={python}"]
+    conf = ["--config", str(CONF_DIR / "models" / "global-bf.toml"), "--config", str(CONF_DIR / "cluster.toml"),
+            "--set", "train.epochs=3", "--set", "train.shards=2", "--set", "featurize.partitions=2",
+            "--set", "predict.partitions=2"]
+    logs = work / "logs"
+
+    def submit(job: str, args: list[str | Path]) -> subprocess.CompletedProcess[str]:
+        return spark_submit(job, [*args, *conf], logs, master=master, python=python, submit_flags=submit_flags,
+                            properties=CONF_DIR / "spark-defaults.cluster.conf")
+
+    feats, model, pred = work / "features", work / "model", work / "pred"
+    out = submit("featurize", ["--input", docs, "--taxonomy", taxonomy, "--out", feats])
+    assert last_json(out.stdout)["read_report"]["read"] == N_DOCS
+    out = submit("train", ["--features", feats, "--out", model])
+    assert last_json(out.stdout)["documents"] == N_TRAIN
+    out = submit("predict", ["--model", model, "--features", feats, "--out", pred])
+    assert last_json(out.stdout)["documents"] == N_DOCS - N_TRAIN
+    rows = pq.read_table(pred / "data").to_pylist()
+    return {
+        "features": {p.name: p.read_bytes() for p in sorted((feats / "features").glob("*.parquet"))},
+        "state": (model / "state.npz").read_bytes(),
+        "predictions": {r["doc_id"]: sorted(r["pred_labels"]) for r in rows},
+        "logs": logs,
+    }
+
+
+def apps_by_name(state: dict) -> dict[str, list[str]]:
+    apps: dict[str, list[str]] = {}
+    for a in [*state.get("activeapps", []), *state.get("completedapps", [])]:
+        apps.setdefault(a["name"], []).append(a["id"])
+    return apps
+
+
+def test_standalone_cluster_equals_local(tiny_corpus, tmp_path):
+    docs, taxonomy = tiny_corpus
+    wheelhouse = build_wheelhouse()
+    python = make_venv(tmp_path / "venv", DEPS, wheelhouse)
+    check = subprocess.run([str(python), "-c", "import sparkhc"], capture_output=True, cwd=tmp_path)
+    assert check.returncode != 0, "the cluster's Python must not have sparkhc installed"
+    pyfiles = tmp_path / "sparkhc-pyfiles.zip"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "build_pyfiles.py"), "--out", str(pyfiles)], check=True)
+
+    t0 = time.perf_counter()
+    local = run_jobs("local[2]", python, pyfiles, docs, taxonomy, tmp_path / "local")
+    t_local = time.perf_counter() - t0
+
+    cluster = StandaloneCluster(spark_home(), python, tmp_path / "cluster")
+    try:
+        t0 = time.perf_counter()
+        cluster.start()
+        t_start = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        remote = run_jobs(cluster.url, python, pyfiles, docs, taxonomy, tmp_path / "remote")
+        t_cluster = time.perf_counter() - t0
+        state = cluster.state() or {}
+    finally:
+        cluster.stop()
+    print(f"local[2] jobs {t_local:.0f} s; cluster start {t_start:.0f} s, cluster jobs {t_cluster:.0f} s")
+    assert all(p.poll() is not None for p in cluster.procs)
+
+    # each job ran as an application of this cluster, and IPM trained on both workers
+    apps = apps_by_name(state)
+    assert {"sparkhc-featurize", "sparkhc-train", "sparkhc-predict"} <= set(apps), apps
+    (train_app,) = apps["sparkhc-train"]
+    for wdir in cluster.worker_dirs:
+        stderr = "".join(p.read_text(errors="replace") for p in wdir.glob(f"{train_app}/*/stderr"))
+        assert "Running task" in stderr, f"{wdir}: no training task ran on this worker"
+    # the executors fetched the zip: the package was shipped, not found installed
+    assert list(cluster.worker_dirs[0].glob(f"{train_app}/*/sparkhc-pyfiles.zip"))
+
+    assert remote["predictions"] == local["predictions"]
+    assert len(local["predictions"]) == N_DOCS - N_TRAIN
+    assert remote["state"] == local["state"], "model state.npz differs between the cluster and local[2]"
+    assert remote["features"] == local["features"], "features Parquet differs between the cluster and local[2]"

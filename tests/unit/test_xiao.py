@@ -319,3 +319,15 @@ def test_partial_fit_over_shards_equals_nb_fit() -> None:
     p = shards._params()
     for k in p:
         np.testing.assert_allclose(p[k], whole.params_[k], rtol=1e-12)
+
+
+def test_max_length_scales_long_documents() -> None:
+    tax = two_level()
+    # d1 has 8 tokens; with max_length = 4 its counts are halved: [2, 0, 2] -> [1, 0, 1]...
+    x = sp.csr_matrix(np.array([[4, 0, 4], [0, 1, 1]], dtype=float))
+    model = PCNB(tax, 3, max_length=4)
+    np.testing.assert_allclose(model.prepare(x).toarray(), [[2, 0, 2], [0, 1, 1]])
+    # ... so PCNB counts p0 = 2*[2,0,2] + 1*[0,1,1] = [4,1,5] (sum 10) -> (1 + .) / (3 + 10)
+    model.fit_arrays(x, model.node_scores_from_labels([["A", "a1"], ["A", "a2"]]))
+    assert model.params_ is not None
+    np.testing.assert_allclose(np.exp(model.params_["log_word"][0]), [5 / 13, 2 / 13, 6 / 13], rtol=1e-12)

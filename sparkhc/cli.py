@@ -178,15 +178,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     elif cmd == "train":
-        info = pipelines.train(
+        result = pipelines.train(
             spark, cfg, features=args.features, out=args.out, model_name=args.model, overwrite=args.overwrite,
             checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start, **_selection_of(args),
         )
-        print(json.dumps(info, indent=2, sort_keys=True, default=str))
+        print(json.dumps(result, indent=2, sort_keys=True, default=str))
     elif cmd == "predict":
-        info = pipelines.predict(spark, cfg, model_dir=args.model, features=args.features, out=args.out,
+        result = pipelines.predict(spark, cfg, model_dir=args.model, features=args.features, out=args.out,
                                  overwrite=args.overwrite, **_selection_of(args))
-        print(json.dumps(info, indent=2, sort_keys=True, default=str))
+        print(json.dumps(result, indent=2, sort_keys=True, default=str))
     elif cmd == "evaluate":
         metrics, table = pipelines.evaluate(spark, predictions=args.predictions, features=args.features, out=args.out)
         print(table)

@@ -123,31 +123,28 @@ def test_reclassify_end_to_end(spark, setup):
     assert partition_versions(out) == {d: {v2} for d in [*DAYS, "2024-01-04"]}
     assert set(t4.column("run_id").to_pylist()) == {s4["run_id"]}
 
-    # ---- a run killed in the middle of a partition: the partition is absent, never partial
+    # ---- a run killed in the middle of a partition: absent or complete, never partial. A run
+    # applying model A to everything is killed while it replaces 2024-01-02 (day 1 is done, day 2's
+    # new files are written but not moved in) and before it reaches the new day 5
     write_day(coll, "2024-01-05", 8, seed=30)
-    before = snapshot(out)
     with pytest.raises(InjectedCrash):
-        reclassify(spark, coll, out, models_root=models, fault="crash:2024-01-05")
-    assert not (out / "ingest_date=2024-01-05").exists()
-    leftovers = [p.name for p in out.iterdir() if p.name.startswith(".ingest_date=2024-01-05.tmp-")]
-    assert leftovers, "the simulated kill leaves its temp directory, as a real one would"
-    assert any(Path(out / leftovers[0]).glob("*.parquet")), "the crash happened after data was written"
-    assert snapshot(out) == {**before, **{k: v for k, v in snapshot(out).items() if k.startswith(".")}}
-    assert spark.read.parquet(out.as_uri()).count() == 46  # readers do not see the hidden temp dir
+        reclassify(spark, coll, out, model_dir=base / "model_a", all_partitions=True, fault="crash:2024-01-02")
+    assert partition_versions(out) == {"2024-01-01": {v1}, "2024-01-02": {v2}, "2024-01-03": {v2},
+                                       "2024-01-04": {v2}}
+    assert read_output(out).num_rows == 46
+    left = [p for p in out.iterdir() if p.name.startswith(".ingest_date=2024-01-02.tmp-")]
+    assert left and list(left[0].glob("part-*.parquet")), "the kill left its (hidden) new files, as a real one would"
+    assert spark.read.parquet(out.as_uri()).count() == 46  # readers do not see them
 
-    # ---- a task failing in the middle of the partition write: recorded, the partition absent
+    # ---- a task failing in the middle of writing day 5: the batch (day 1 stale, day 5 new) is
+    # retried partition by partition; day 1 succeeds, day 5 is recorded as failed and stays absent
     s5 = reclassify(spark, coll, out, models_root=models, fault="task:2024-01-05")
-    assert s5["partitions"]["failed"] == ["2024-01-05"] and s5["partitions"]["classified"] == []
-    assert "injected fault (task)" in s5["failures"][0]["error"]
-    assert any("removed .ingest_date=2024-01-05.tmp-" in c for c in s5["cleaned"])
+    assert s5["partitions"]["to_classify"] == ["2024-01-01", "2024-01-05"]
+    assert s5["partitions"]["classified"] == ["2024-01-01"] and s5["partitions"]["failed"] == ["2024-01-05"]
+    assert "injected fault (task) in partition" in s5["failures"][0]["error"]
+    assert any(c.startswith("removed .ingest_date=2024-01-02.tmp-") for c in s5["cleaned"])
     assert not (out / "ingest_date=2024-01-05").exists()
-    assert not [p for p in out.iterdir() if p.name.startswith(".ingest_date")]
-
-    # ---- a crash while replacing an existing partition keeps the old complete copy
-    with pytest.raises(InjectedCrash):
-        reclassify(spark, coll, out, model_dir=base / "model_a", all_partitions=True,
-                   partitions=["2024-01-02"], fault="crash:2024-01-02")
-    assert partition_versions(out)["2024-01-02"] == {v2}
+    assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != ".reclassify.lock"]
 
     # ---- the next normal run completes the interrupted work
     s6 = reclassify(spark, coll, out, models_root=models)

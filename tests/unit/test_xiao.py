@@ -323,7 +323,7 @@ def test_partial_fit_over_shards_equals_nb_fit() -> None:
 
 def test_max_length_scales_long_documents() -> None:
     tax = two_level()
-    # d1 has 8 tokens; with max_length = 4 its counts are halved: [2, 0, 2] -> [1, 0, 1]...
+    # d1 = [4, 0, 4] has 8 tokens; with max_length = 4 its counts are halved to [2, 0, 2]; d2 (2 tokens) stays
     x = sp.csr_matrix(np.array([[4, 0, 4], [0, 1, 1]], dtype=float))
     model = PCNB(tax, 3, max_length=4)
     np.testing.assert_allclose(model.prepare(x).toarray(), [[2, 0, 2], [0, 1, 1]])

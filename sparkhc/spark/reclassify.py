@@ -505,9 +505,10 @@ def reclassify(
                     t1 = time.perf_counter()
                     for p, res in job.run(parts):
                         if isinstance(res, BaseException):
-                            msg = f"{type(res).__name__}: {res}".strip()
-                            failures.append({"partition": p.value, "error": msg[:2000]})
-                            log.error("reclassify: %s failed: %s", p.name, msg.splitlines()[0])
+                            msg = _error_text(res)
+                            failures.append({"partition": p.value, "error": msg,
+                                             "detail": str(res)[-4000:]})
+                            log.error("reclassify: %s failed: %s", p.name, msg)
                             continue
                         rows, labels, files = res
                         label_counts.update(labels)
@@ -545,6 +546,22 @@ def reclassify(
     log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(done),
              summary["documents"], len(failures), summary["seconds"])
     return summary
+
+
+_ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit)\w*): (.+)$")
+
+
+def _error_text(e: BaseException) -> str:
+    """One line for an error: Spark wraps Python worker errors in a message whose first line is
+    generic ("An exception was thrown from the Python worker:"); take the worker's own last
+    ``SomeError: message`` line instead."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    if first.endswith(":") or "Traceback" in text:
+        found = [m for m in map(_ERROR_LINE.match, text.splitlines()) if m]
+        if found:
+            return f"{type(e).__name__}: {found[-1].group(1)}: {found[-1].group(2).strip()}"[:500]
+    return f"{type(e).__name__}: {first}"[:500]
 
 
 @contextmanager
@@ -597,7 +614,7 @@ class _Job:
                     return
                 # find the partition(s) at fault: every partition on its own
                 log.warning("reclassify: a batch of %d partitions failed (%s); retrying them one by one",
-                            len(parts), f"{type(e).__name__}: {e}".splitlines()[0])
+                            len(parts), _error_text(e))
                 for p in parts:
                     yield from self.run([p])
                 return

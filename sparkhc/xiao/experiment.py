@@ -262,10 +262,10 @@ def _discriminative(method: str, t_l: sp.csr_matrix, s_leaf: np.ndarray, t_test:
     warnings.filterwarnings("ignore", message="The number of unique classes", category=UserWarning)
     if method == "LR":
         clf: Any = OneVsRestClassifier(
-            LogisticRegression(solver="liblinear", dual=True, C=1.0, fit_intercept=False, max_iter=1000)
+            LogisticRegression(solver="liblinear", dual=True, C=1.0, fit_intercept=False, max_iter=1000, random_state=0)
         )
     else:
-        clf = LinearSVC(dual=True, C=1.0, fit_intercept=False, max_iter=5000)
+        clf = LinearSVC(dual=True, C=1.0, fit_intercept=False, max_iter=5000, random_state=0)
     clf.fit(x, cols)
     return np.asarray(clf.predict(t_test), dtype=np.int64)
 

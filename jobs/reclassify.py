@@ -1,11 +1,15 @@
+#!/usr/bin/env python3
 """spark-submit entry point of ``sparkhc reclassify`` (scheduled batch reclassification).
 
 Classifies the partitions of a date-partitioned document collection that the current model
 (or ``--model DIR``) has not classified yet; see ``docs/scheduling.md``. Same flags as
 ``sparkhc reclassify``::
 
-    spark-submit --master local[2] --py-files dist/sparkhc.zip jobs/reclassify.py \\
-        --input /data/collection --out /data/predictions --models /data/models
+    spark-submit --properties-file conf/spark-defaults.local.conf jobs/reclassify.py \\
+        --input work/collection --out work/reclassified --models work/models
+
+On a cluster add ``--py-files dist/sparkhc-pyfiles.zip`` (``python scripts/build_pyfiles.py``)
+as docs/deployment.md shows for the other jobs.
 
 Exit status: 0 ok, 1 when a partition failed (see ``OUT/_runs/<run_id>.json``), 2 for a user error.
 """

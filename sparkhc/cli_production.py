@@ -214,12 +214,12 @@ def _setup_logging(verbose: int) -> None:
 def reclassify_main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit jobs/reclassify.py ...``: exit 0 ok, 1 when a partition failed or on a bug,
     2 for a user error (bad input, model, flags)."""
-    parser = argparse.ArgumentParser(prog="reclassify.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="sparkhc reclassify", description="Classify the partitions of a collection not yet classified by the model.")
     add_reclassify_arguments(parser)
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
     try:
         return _reclassify(args)
     except SparkhcError as e:
-        print(f"sparkhc reclassify: error: {e}", file=sys.stderr)
+        print(f"sparkhc: error: {e}", file=sys.stderr)
         return 2

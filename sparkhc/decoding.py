@@ -47,7 +47,9 @@ node is selected iff its parent is and chose it), with a fixed number of numpy c
 * one document (:func:`dp_solve_one`, online training) uses 1-D ``ufunc.reduceat`` over the level
   block and, for branching features, a segmented sort with ``np.lexsort``.
 
-Both are exact: the argmax over every non-empty set of leaves (ties: the first best child, the
+With numba installed both dispatch to the compiled per-document kernels of
+:mod:`sparkhc.kernels` (same results; ``SPARKHC_KERNELS=0`` forces the numpy code here, which stays
+the reference). Both are exact: the argmax over every non-empty set of leaves (ties: the first best child, the
 smallest ``k``); the tests check them against brute-force enumeration.
 """
 
@@ -60,6 +62,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from sparkhc import kernels as _kernels
 from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
@@ -478,6 +481,16 @@ def dp_solve(
     """
     idx = tree_index(taxonomy)
     S2 = _as2d(S, idx.n_edges)
+    if bf is not None:
+        _check_bf(idx, bf, R)
+    if _kernels.available():
+        sel_k, score_k, kk_k = _kernels.dp_batch(idx, S2, bf, R)
+        return DPResult(selected=sel_k, score=score_k, k=kk_k)
+    return _dp_solve_numpy(idx, S2, bf, R)
+
+
+def _dp_solve_numpy(idx: TreeIndex, S2: np.ndarray, bf: np.ndarray | None, R: int) -> DPResult:
+    """The numpy reference of :func:`dp_solve` (also used when numba is absent)."""
     n = S2.shape[0]
     dt = np.promote_types(S2.dtype, np.float32)
     ST = np.ascontiguousarray(S2.T, dtype=dt)
@@ -576,6 +589,17 @@ def dp_solve_one(
     Same result as :func:`dp_solve` on one row, with 1-D arrays and a constant number of numpy
     calls per level (a segmented sort by ``np.lexsort`` for branching features).
     """
+    if _kernels.available():
+        if bf is not None:
+            _check_bf(index, bf, R)
+        return _kernels.dp_one(index, s, bf, R)
+    return _dp_solve_one_numpy(index, s, bf, R)
+
+
+def _dp_solve_one_numpy(
+    index: TreeIndex, s: np.ndarray, bf: np.ndarray | None = None, R: int = 3
+) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """The numpy reference of :func:`dp_solve_one` (also used when numba is absent)."""
     idx = index
     s = np.asarray(s, dtype=np.float64)
     sub = np.zeros(idx.n_nodes, dtype=np.float64)

@@ -16,16 +16,24 @@ Corpora (``../shared/data/INDEX.md`` protocols):
   topics and groups, so the forest's roots are the groups); one split, so the table shows the
   standard deviation over test documents instead.
 
-Features: until the project's featurize job is wired in, tf-idf built here with scikit-learn's
-``TfidfVectorizer`` fitted on the training part of each split only: ``log(1 + tf) * idf``
-(smooth idf), terms in >= 2 training documents, rows L2-normalised (the paper normalises
-instances to unit length). RCV1 uses the corpus ``tokens`` (lower-cased); Reuters uses
-``title + "\\n" + text`` with scikit-learn's default tokenizer and English stop words.
+Features: the project's :class:`~sparkhc.text.spec.FeatureSpec` with the ``[featurize]`` defaults
+of ``sparkhc/conf/defaults.toml`` (the Spark featurize job's tokenizer and weighting: vocabulary
+mode, ``log(1 + tf) * idf`` with smooth idf, terms in >= 2 and <= 50 % of the training documents,
+English stop words dropped, rows L2-normalised as in the paper), fitted on the training part of
+each split only (:func:`feature_params`). RCV1 uses the corpus ``tokens`` (filtered by the
+tokenizer like pre-tokenised input in featurize); Reuters uses ``title + "\\n" + text``, the text
+the corpus reader gives featurize.
+
+Training: serial ``partial_fit`` in corpus order by default. With ``--spark`` the models whose node
+learners are independent (PERC, H-PERC node rule, H-RLS/AH-BAY, SVM, H-SVM) are trained with
+:func:`sparkhc.spark.node_parallel.train_node_parallel` on a local SparkSession instead (same
+models exactly; the documents get order-preserving ids so the global order is the corpus order).
 
 Run::
 
     python -m sparkhc.cesa.experiment --corpus rcv1v2_subset --data-dir ../shared/data --out docs/results/cesa_bianchi
     python -m sparkhc.cesa.experiment --corpus reuters21578 --data-dir ../shared/data --out docs/results/cesa_bianchi
+    python -m sparkhc.cesa.experiment --corpus rcv1v2_subset --quick --spark --out /tmp/cesa   # Spark check
 
 Writes ``table1_<corpus>.md`` and ``results_<corpus>.json`` to ``--out``.
 """
@@ -62,6 +70,7 @@ from sparkhc.models.cesa_bianchi import (
     eligible_matrix,
 )
 from sparkhc.taxonomy import Taxonomy
+from sparkhc.text.spec import FeatureSpec
 
 log = logging.getLogger(__name__)
 
@@ -116,15 +125,36 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def lower_tokens(tokens: Sequence[str]) -> list[str]:
-    """Analyzer for pre-tokenised documents (module level so it pickles)."""
-    return [t.lower() for t in tokens]
+def feature_params() -> dict[str, Any]:
+    """FeatureSpec parameters from the ``[featurize]`` defaults (as ``sparkhc featurize`` maps
+    them), fitted here on explicit token lists, so ``fit_on`` is None."""
+    from sparkhc.config import load_config
+
+    fc = load_config().featurize
+    params: dict[str, Any] = {
+        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
+        "stop_words": fc.stop_words, "fit_on": None,
+    }
+    if fc.mode == "vocab":
+        params.update(min_df=fc.min_df, max_df=fc.max_df)
+    else:
+        params.update(hash_bits=fc.hash_bits)
+    if fc.token_pattern:
+        params["token_pattern"] = fc.token_pattern
+    return params
 
 
-def _tfidf(analyzer: Any, **kw: Any) -> Any:
-    from sklearn.feature_extraction.text import TfidfVectorizer
+def featurize_split(
+    train_tokens: Sequence[Sequence[str]], test_tokens: Sequence[Sequence[str]]
+) -> tuple[sp.csr_matrix, sp.csr_matrix, FeatureSpec]:
+    """Fit the project's FeatureSpec on the training token lists; transform both parts."""
+    spec = FeatureSpec.from_params(feature_params()).fit_documents(train_tokens)
 
-    return TfidfVectorizer(analyzer=analyzer, sublinear_tf=True, min_df=2, norm="l2", dtype=np.float32, **kw)
+    def csr(tokens: Sequence[Sequence[str]]) -> sp.csr_matrix:
+        offsets, idx, val, _ = spec.transform_many(list(tokens))
+        return sp.csr_matrix((val, idx, offsets), shape=(len(tokens), spec.n_features))
+
+    return csr(train_tokens), csr(test_tokens), spec
 
 
 def _batch(X: sp.csr_matrix, ids: Sequence[str], labels: list[list[str]]) -> SparseBatch:
@@ -148,13 +178,13 @@ def load_rcv1(data_dir: Path, quick: bool = False) -> tuple[Taxonomy, list[Split
     if missing:
         raise InputDataError(f"{folds_path}: {len(missing)} document(s) have no fold, e.g. {missing[:3]}")
     fold_of = np.array([folds[doc["id"]] for doc in docs])
+    tokenizer = FeatureSpec.from_params(feature_params()).tokenizer
+    tokens = [tokenizer.tokenize_document(None, doc["tokens"]) for doc in docs]
     splits = []
     for k in sorted(set(fold_of.tolist()))[: 1 if quick else None]:
         tr = np.flatnonzero(fold_of != k)
         te = np.flatnonzero(fold_of == k)
-        vec = _tfidf(lower_tokens)
-        Xtr = vec.fit_transform([docs[i]["tokens"] for i in tr])
-        Xte = vec.transform([docs[i]["tokens"] for i in te])
+        Xtr, Xte, _ = featurize_split([tokens[i] for i in tr], [tokens[i] for i in te])
         splits.append(
             Split(
                 f"fold{k}",
@@ -192,15 +222,19 @@ def load_reuters(data_dir: Path, quick: bool = False) -> tuple[Taxonomy, list[Sp
     if quick:
         train = train[:2000]
 
-    def text(doc: dict[str, Any]) -> str:
-        return (doc.get("title") or "") + "\n" + (doc.get("text") or "")
+    def text(doc: dict[str, Any]) -> str | None:
+        # as the corpus reader builds it for featurize (text_fields title, text joined by "\n")
+        parts = [doc[f] for f in ("title", "text") if doc.get(f)]
+        return "\n".join(parts) if parts else None
 
     def labels(doc: dict[str, Any]) -> list[str]:
         return [lab for lab in doc["labels"] if lab in cats]
 
-    vec = _tfidf("word", lowercase=True, stop_words="english")
-    Xtr = vec.fit_transform([text(doc) for doc in train])
-    Xte = vec.transform([text(doc) for doc in test])
+    tokenizer = FeatureSpec.from_params(feature_params()).tokenizer
+    Xtr, Xte, _ = featurize_split(
+        [tokenizer.tokenize_document(text(doc), None) for doc in train],
+        [tokenizer.tokenize_document(text(doc), None) for doc in test],
+    )
     split = Split(
         "modapte",
         _batch(Xtr, [str(doc["id"]) for doc in train], [labels(doc) for doc in train]),
@@ -234,9 +268,43 @@ def _evaluate(tax: Taxonomy, model: CesaModel, test: SparseBatch) -> tuple[dict[
     return {k: float(m[k]) for k in keys} | {f"{k}_std_docs": float(m[f"{k}_std"]) for k in keys}, seconds
 
 
-def run_split(tax: Taxonomy, split: Split, seed: int = 0) -> dict[str, Any]:
-    """Train every model on ``split.train`` and evaluate on ``split.test``."""
+def spark_features(spark: Any, batch: SparseBatch) -> Any:
+    """The training batch as a Spark DataFrame in the features layout (doc_id, labels, indices,
+    values). ``doc_id`` is ``<position>:<id>`` with a zero-padded position, so the global order of
+    node-parallel training (sorted by doc_id) is the batch order that serial training uses."""
+    import pyarrow as pa
+
+    X = sp.csr_matrix(batch.X, dtype=np.float32)
+    X.sort_indices()
+    offsets = pa.array(X.indptr.astype(np.int32))
+    width = len(str(max(len(batch) - 1, 0)))
+    table = pa.table({
+        "doc_id": pa.array([f"{i:0{width}d}:{d}" for i, d in enumerate(batch.doc_ids)], pa.string()),
+        "labels": pa.array(batch.labels, pa.list_(pa.string())),
+        "indices": pa.ListArray.from_arrays(offsets, pa.array(X.indices.astype(np.int32))),
+        "values": pa.ListArray.from_arrays(offsets, pa.array(X.data.astype(np.float32))),
+    })
+    return spark.createDataFrame(table)
+
+
+def _train(model: CesaModel, train: SparseBatch, seed: int, spark: Any, train_df: Any) -> tuple[dict[str, Any], str]:
+    """Train ``model`` for one epoch from scratch: serially, or node-parallel on Spark."""
+    model.validate_params()
+    if spark is not None and model.node_parallel():
+        from sparkhc.spark.node_parallel import train_node_parallel
+
+        info: dict[str, Any] = {}
+        train_node_parallel(spark, train_df, model, epochs=1, seed=seed, progress=info.update)
+        return dict(info.get("counters", {})), "spark node-parallel"
+    model.state_ = model.init_state()
+    return model.partial_fit(train, seed=seed, epoch=0), "serial"
+
+
+def run_split(tax: Taxonomy, split: Split, seed: int = 0, spark: Any = None) -> dict[str, Any]:
+    """Train every model on ``split.train`` and evaluate on ``split.test``; with ``spark`` the
+    node-independent models are trained node-parallel on Spark."""
     n_feat = split.n_features
+    train_df = spark_features(spark, split.train).cache() if spark is not None else None
     res: dict[str, Any] = {
         "train_docs": len(split.train),
         "test_docs": len(split.test),
@@ -254,12 +322,11 @@ def run_split(tax: Taxonomy, split: Split, seed: int = 0) -> dict[str, Any]:
     for name, make in factories:
         model = make()
         t0 = time.perf_counter()
-        model.validate_params()
-        model.state_ = model.init_state()
-        counters = model.partial_fit(split.train, seed=seed, epoch=0)
+        counters, how = _train(model, split.train, seed, spark, train_df)
         fit_s = time.perf_counter() - t0
         losses, pred_s = _evaluate(tax, model, split.test)
-        row = {**losses, "fit_seconds": round(fit_s, 2), "predict_seconds": round(pred_s, 2), "counters": counters}
+        row = {**losses, "fit_seconds": round(fit_s, 2), "predict_seconds": round(pred_s, 2), "counters": counters,
+               "trained": how}
         if isinstance(model, HRLS):
             stored = model.get_state().arrays["n_stored"]
             elig = eligible_matrix(tax, split.train.label_matrix(tax))
@@ -283,6 +350,8 @@ def run_split(tax: Taxonomy, split: Split, seed: int = 0) -> dict[str, Any]:
         else:
             res["rows"][name] = row
             _log_row(split.name, name, losses, fit_s)
+    if train_df is not None:
+        train_df.unpersist()
     return res
 
 
@@ -352,7 +421,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "```",
         "",
         f"Protocol: {results['info']['protocol']}. Taxonomy: {results['taxonomy']}. "
-        f"Features: {results['features']}.",
+        f"Features: {results['features']}. Training: {results.get('training', 'serial')}.",
         f"Incremental learners (PERC, H-PERC, H-RLS, AH-BAY): one epoch, corpus order, no shuffling. "
         f"SVMs: scikit-learn LinearSVC (liblinear, hinge loss, C = 1, regularised bias) per node. "
         f"Losses are means per test document; in parentheses the {sd_what}.",
@@ -429,10 +498,12 @@ def run_experiment(
     *,
     quick: bool = False,
     seed: int = 0,
+    spark: Any = None,
 ) -> dict[str, Any]:
     """Run Table 1 on ``corpus``; write ``table1_<corpus>.md`` and ``results_<corpus>.json`` to
     ``out_dir`` and return the results. ``quick``: one fold (RCV1) or 2,000 training documents
-    (Reuters), for a smoke run."""
+    (Reuters), for a smoke run. ``spark``: a SparkSession to train the node-independent models
+    node-parallel (:func:`sparkhc.spark.node_parallel.train_node_parallel`)."""
     if corpus not in LOADERS:
         raise InputDataError(f"unknown corpus {corpus!r} for the cesa-bianchi experiment; choose from {CORPORA}")
     t_start = time.perf_counter()
@@ -440,7 +511,7 @@ def run_experiment(
     log.info("%s: %s, %d split(s)", corpus, tax, len(splits))
     split_results = []
     for split in splits:
-        r = run_split(tax, split, seed=seed)
+        r = run_split(tax, split, seed=seed, spark=spark)
         r["name"] = split.name
         split_results.append(r)
     results: dict[str, Any] = {
@@ -449,8 +520,12 @@ def run_experiment(
         "info": info,
         "taxonomy": f"{tax.n_nodes - 1} nodes, {len(tax.children[0])} roots, depth {tax.max_depth} "
         f"(fingerprint {tax.fingerprint()})",
-        "features": "tf-idf built in the runner with scikit-learn TfidfVectorizer fitted on each training part "
-        "(sublinear tf, smooth idf, min_df 2, L2 rows); not yet the project's featurize job",
+        "features": "the project's FeatureSpec ([featurize] defaults: "
+        + ", ".join(f"{k} {v}" for k, v in feature_params().items() if k != "fit_on")
+        + ") fitted on each training part; "
+        + ", ".join(f"{s.name} {s.n_features}" for s in splits) + " features",
+        "training": "node-parallel on Spark for the node-independent models (--spark)" if spark is not None
+        else "serial",
         "summary": _summary(split_results),
         "splits": split_results,
         "paper_rcv1": {k: [list(x) for x in v] for k, v in PAPER_RCV1.items()},
@@ -472,6 +547,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/results/cesa_bianchi", help="output directory")
     ap.add_argument("--quick", action="store_true", help="one fold / 2,000 training documents")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spark", action="store_true",
+                    help="train PERC, H-PERC (node rule), H-RLS/AH-BAY, SVM, H-SVM node-parallel on a local "
+                    "SparkSession ($SPARKHC_MASTER or local[2]); the tables are the same")
     ap.add_argument("--render-only", action="store_true",
                     help="rewrite table1_<corpus>.md from an existing results_<corpus>.json (no training)")
     args = ap.parse_args(argv)
@@ -485,11 +563,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = json.loads(src.read_text(encoding="utf-8"))
         (Path(args.out) / f"table1_{args.corpus}{suffix}.md").write_text(render_markdown(results), encoding="utf-8")
         return 0
+    spark = None
+    if args.spark:
+        from sparkhc.spark.session import get_session
+
+        spark = get_session("sparkhc-cesa-bianchi", master=os.environ.get("SPARKHC_MASTER", "local[2]"))
     try:
-        run_experiment(args.data_dir, args.out, args.corpus, quick=args.quick, seed=args.seed)
+        run_experiment(args.data_dir, args.out, args.corpus, quick=args.quick, seed=args.seed, spark=spark)
     except (DataUnavailableError, InputDataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if spark is not None:
+            spark.stop()
     return 0
 
 

@@ -376,13 +376,12 @@ def mdc_metrics(gold: np.ndarray, pred: np.ndarray) -> dict[str, float]:
         raise InputDataError(
             f"gold and pred must be equal non-empty (n, q) arrays; got {gold.shape} and {pred.shape}"
         )
-    q = gold.shape[1]
-    r = (gold == pred).sum(axis=1)
-    return {
-        "hamming_score": float(np.mean(r / q)),
-        "exact_match": float(np.mean(r == q)),
-        "sub_exact_match": float(np.mean(r >= q - 1)),
-    }
+    from sparkhc.metrics import MDCCounts  # the one metrics module
+
+    counts = MDCCounts(gold.shape[1])
+    counts.add(gold, pred)
+    m = counts.compute()
+    return {k: float(m[k]) for k in ("hamming_score", "exact_match", "sub_exact_match")}
 
 
 # ---------------------------------------------------------------------------------------------

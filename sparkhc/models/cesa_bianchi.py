@@ -27,13 +27,18 @@ returns the full binary (n_docs, n_nodes) prediction.
 
 Node trainings depend only on the gold labels (:func:`eligible_rows`), except H-PERC with the
 paper's ``mistake="decoded"`` rule, whose update at a node depends on the predicted ancestors.
+The node-independent models (:meth:`CesaModel.node_parallel`) expose per-node hooks
+(:meth:`~CesaModel.node_eligibility`, :meth:`~CesaModel.node_init`, :meth:`~CesaModel.fit_node`,
+:meth:`~CesaModel.assemble_state`) that :func:`sparkhc.spark.node_parallel.train_node_parallel`
+uses to train every node in its own Spark task; the result equals serial training exactly (the
+node arithmetic is the same code, and per-node margins never depend on the other nodes).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -225,6 +230,11 @@ class CesaModel(HierModel):
     name: ClassVar[str] = "cesa_base"
     combine: ClassVar[Combine] = "mean"
     defaults: ClassVar[dict[str, Any]] = {"epochs": 1, "shuffle": False}
+    #: node ``i`` learns from the examples where it is eligible (root or parent gold-positive);
+    #: False: from every example (flat baselines)
+    hierarchical: ClassVar[bool] = True
+    #: a call of ``partial_fit`` continues from the state (False: retrains from scratch)
+    incremental: ClassVar[bool] = True
 
     def validate_params(self) -> None:
         e = self.params.get("epochs")
@@ -277,6 +287,63 @@ class CesaModel(HierModel):
     def decode(self, batch: SparseBatch) -> tuple[list[np.ndarray], np.ndarray | None]:
         pred, s = self.predict_multilabel(batch)
         return deepest_sets(self.taxonomy, pred), s
+
+    # -- node-parallel training hooks (sparkhc.spark.node_parallel) ------------------------------
+    def node_parallel(self) -> bool:
+        """Whether the node learners are independent given the gold labels, so that each node can
+        be trained on its own from the examples routed to it (:meth:`fit_node`)."""
+        return False
+
+    def node_eligibility(self, gold: Any) -> np.ndarray:
+        """``E[t, i]``: example ``t`` trains node ``i`` (bool (n_docs, n_nodes), column 0 False):
+        :func:`eligible_matrix` for hierarchical models, every node for the flat ones."""
+        if self.hierarchical:
+            return eligible_matrix(self.taxonomy, gold)
+        g = _dense_gold(self.taxonomy, gold)
+        e = np.ones(g.shape, dtype=bool)
+        e[:, 0] = False
+        return e
+
+    def node_init(self, node: int) -> dict[str, np.ndarray] | None:
+        """Node ``node``'s part of the current state (warm start), in :meth:`fit_node`'s payload
+        format, or None for a fresh node."""
+        return None
+
+    def fit_node(
+        self,
+        node: int,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        t: np.ndarray,
+        seed: int = 0,
+        epoch: int = 0,
+        init: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """One epoch of node ``node``'s learner, the same arithmetic as :meth:`partial_fit`.
+
+        ``X`` holds the examples eligible at the node in processing order (float32 CSR, like
+        :class:`SparseBatch`), ``y`` their gold bits at the node, ``t`` the model's example clock
+        at each of them (1-based, counted since the model was created; H-RLS's sampling threshold
+        uses it). ``init`` is the node's payload so far (:meth:`node_init` or a previous epoch).
+        Returns the node's payload (numpy arrays) and counters.
+        """
+        raise NotImplementedError(f"model {self.name!r} has no node-parallel training")
+
+    def assemble_state(
+        self,
+        payloads: Mapping[int, Mapping[str, np.ndarray]],
+        examples: int,
+        counters: Mapping[str, float] | None = None,
+    ) -> ModelState:
+        """Build and set the model state from every node's payload (node ids 1..n_nodes - 1)
+        after training on ``examples`` examples (documents x epochs); ``counters`` are the
+        node counters summed."""
+        raise NotImplementedError(f"model {self.name!r} has no node-parallel training")
+
+    def _node_payloads_complete(self, payloads: Mapping[int, Any]) -> None:
+        missing = [i for i in range(1, self.taxonomy.n_nodes) if i not in payloads]
+        if missing:
+            raise ValueError(f"model {self.name!r}: no payload for node(s) {missing[:10]}")
 
 
 # ====================================================================================== perceptrons
@@ -336,7 +403,9 @@ class HPerc(CesaModel):
             s, e = indptr[r], indptr[r + 1]
             idx = indices[s:e]
             val = data[s:e].astype(np.float64)
-            g = (W[:, idx] @ val) >= 0.0
+            # per-row sums (not a BLAS gemv, whose summation order depends on the number of rows):
+            # node i's margin is bitwise what fit_node computes from w_i alone
+            g = (W[:, idx] * val).sum(axis=1) >= 0.0
             g[0] = True
             y = gold[r]
             if elig_all is None:
@@ -364,6 +433,60 @@ class HPerc(CesaModel):
         out = np.asarray((X @ W.T), dtype=np.float64)
         out[:, 0] = 0.0
         return out
+
+    # -- node-parallel hooks: payload {"idx", "val"} = the nonzero weights of w_node ---------------
+    def node_parallel(self) -> bool:
+        return not self.hierarchical or self.params.get("mistake", "decoded") == "node"
+
+    def node_init(self, node: int) -> dict[str, np.ndarray] | None:
+        w = self._state().arrays["W"][int(node)]
+        nz = np.flatnonzero(w)
+        return {"idx": nz.astype(np.int64), "val": w[nz].astype(np.float64)}
+
+    def fit_node(
+        self,
+        node: int,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        t: np.ndarray,
+        seed: int = 0,
+        epoch: int = 0,
+        init: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        if not self.node_parallel():
+            raise ConfigError(f"model {self.name!r} with mistake='decoded' has no node-parallel training")
+        w = np.zeros(self.n_features, dtype=np.float64)
+        if init is not None:
+            w[np.asarray(init["idx"], dtype=np.int64)] = init["val"]
+        X = sp.csr_matrix(X)
+        indptr, indices, data = X.indptr, X.indices, X.data
+        y = np.asarray(y, dtype=bool)
+        updates = 0
+        for r in range(X.shape[0]):
+            s, e = indptr[r], indptr[r + 1]
+            idx = indices[s:e]
+            val = data[s:e].astype(np.float64)
+            g = bool((w[idx] * val).sum() >= 0.0)
+            if g != bool(y[r]):
+                w[idx] += (1.0 if y[r] else -1.0) * val
+                updates += 1
+        nz = np.flatnonzero(w)
+        return {"idx": nz.astype(np.int64), "val": w[nz]}, {"updates": float(updates)}
+
+    def assemble_state(
+        self,
+        payloads: Mapping[int, Mapping[str, np.ndarray]],
+        examples: int,
+        counters: Mapping[str, float] | None = None,
+    ) -> ModelState:
+        self._node_payloads_complete(payloads)
+        prev = self.state_.counters if self.state_ is not None else {}
+        W = np.zeros((self.taxonomy.n_nodes, self.n_features), dtype=np.float64)
+        for i, p in payloads.items():
+            W[int(i), np.asarray(p["idx"], dtype=np.int64)] = p["val"]
+        seen = float(prev.get("examples_seen", 0.0)) + float(examples)
+        self.state_ = ModelState({"W": W}, {"examples_seen": seen}, self.combine)
+        return self.state_
 
 
 class Perc(HPerc):
@@ -471,6 +594,46 @@ class _RlsNode:
             new = np.zeros(size, dtype=dt)
             new[: self.nnz] = old[: self.nnz]
             setattr(self, name, new)
+
+    # -- plain arrays (node-parallel payloads, state packing) -----------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """``inv`` (n, n), ``y`` (n,), ``indptr`` (n + 1,), ``indices``/``data`` (nnz,): copies."""
+        n, nnz = self.n, self.nnz
+        return {
+            "inv": self.inv.copy(),
+            "y": self.y[:n].copy(),
+            "indptr": self.indptr[: n + 1].copy(),
+            "indices": self.indices[:nnz].copy(),
+            "data": self.data[:nnz].copy(),
+        }
+
+    @classmethod
+    def from_arrays(cls, a: Mapping[str, np.ndarray]) -> _RlsNode:
+        """Inverse of :meth:`to_arrays`, with the buffer layout of a live node of that size."""
+        nd = cls()
+        n = int(np.asarray(a["y"]).shape[0])
+        if n == 0:
+            return nd
+        indptr = np.asarray(a["indptr"], dtype=np.int64)
+        cap = _capacity(n)
+        nd.inv = np.array(a["inv"], dtype=np.float64).reshape(n, n)
+        nd.y = np.zeros(cap, dtype=np.float64)
+        nd.y[:n] = a["y"]
+        nd.indptr = np.zeros(cap + 1, dtype=np.int64)
+        nd.indptr[: n + 1] = indptr - indptr[0]
+        m = int(indptr[n] - indptr[0])
+        size = 256
+        while size < m:
+            size *= 2
+        nd.indices = np.zeros(size, dtype=np.int32)
+        nd.indices[:m] = a["indices"]
+        nd.data = np.zeros(size, dtype=np.float64)
+        nd.data[:m] = a["data"]
+        nd.rowid = np.zeros(size, dtype=np.int64)
+        nd.rowid[:m] = np.repeat(np.arange(n), np.diff(nd.indptr[: n + 1]))
+        nd.nnz = m
+        nd.n = n
+        return nd
 
     # -- many examples ------------------------------------------------------------------------
     def instances(self, n_features: int) -> sp.csr_matrix:
@@ -592,35 +755,29 @@ class HRLS(CesaModel):
         )
 
     def _unpack(self, state: ModelState) -> list[_RlsNode]:
+        return [self._unpack_node(state, i) for i in range(self.taxonomy.n_nodes)]
+
+    @staticmethod
+    def _node_arrays(state: ModelState, i: int) -> dict[str, np.ndarray] | None:
+        """Node ``i``'s slice of a packed state as :meth:`_RlsNode.to_arrays` arrays (None: empty)."""
         a = state.arrays
-        nodes = []
-        for i in range(self.taxonomy.n_nodes):
-            nd = _RlsNode()
-            n = int(a["n_stored"][i])
-            if n:
-                r0, r1 = int(a["row_offsets"][i]), int(a["row_offsets"][i + 1])
-                p0, p1 = int(a["inst_indptr"][r0]), int(a["inst_indptr"][r1])
-                cap = _capacity(n)
-                v0, v1 = int(a["inv_offsets"][i]), int(a["inv_offsets"][i + 1])
-                nd.inv = np.array(a["inv_data"][v0:v1], dtype=np.float64).reshape(n, n)
-                nd.y = np.zeros(cap, dtype=np.float64)
-                nd.y[:n] = a["targets"][r0:r1]
-                nd.indptr = np.zeros(cap + 1, dtype=np.int64)
-                nd.indptr[: n + 1] = np.asarray(a["inst_indptr"][r0 : r1 + 1]) - p0
-                m = p1 - p0
-                size = 256
-                while size < m:
-                    size *= 2
-                nd.indices = np.zeros(size, dtype=np.int32)
-                nd.indices[:m] = a["inst_indices"][p0:p1]
-                nd.data = np.zeros(size, dtype=np.float64)
-                nd.data[:m] = a["inst_data"][p0:p1]
-                nd.rowid = np.zeros(size, dtype=np.int64)
-                nd.rowid[:m] = np.repeat(np.arange(n), np.diff(nd.indptr[: n + 1]))
-                nd.nnz = m
-                nd.n = n
-            nodes.append(nd)
-        return nodes
+        n = int(a["n_stored"][i])
+        if not n:
+            return None
+        r0, r1 = int(a["row_offsets"][i]), int(a["row_offsets"][i + 1])
+        p0, p1 = int(a["inst_indptr"][r0]), int(a["inst_indptr"][r1])
+        v0, v1 = int(a["inv_offsets"][i]), int(a["inv_offsets"][i + 1])
+        return {
+            "inv": np.asarray(a["inv_data"][v0:v1], dtype=np.float64).reshape(n, n),
+            "y": np.asarray(a["targets"][r0:r1], dtype=np.float64),
+            "indptr": np.asarray(a["inst_indptr"][r0 : r1 + 1], dtype=np.int64) - p0,
+            "indices": np.asarray(a["inst_indices"][p0:p1], dtype=np.int32),
+            "data": np.asarray(a["inst_data"][p0:p1], dtype=np.float64),
+        }
+
+    def _unpack_node(self, state: ModelState, i: int) -> _RlsNode:
+        arrays = self._node_arrays(state, i)
+        return _RlsNode() if arrays is None else _RlsNode.from_arrays(arrays)
 
     # -- training ------------------------------------------------------------------------------
     def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
@@ -664,6 +821,61 @@ class HRLS(CesaModel):
             "loss": float(mistakes),
             "stored": float(stored),
         }
+
+    # -- node-parallel hooks: payload = _RlsNode.to_arrays() ------------------------------------
+    def node_parallel(self) -> bool:
+        return True
+
+    def node_init(self, node: int) -> dict[str, np.ndarray] | None:
+        return self._node_arrays(self._state(), int(node))
+
+    def fit_node(
+        self,
+        node: int,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        t: np.ndarray,
+        seed: int = 0,
+        epoch: int = 0,
+        init: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        nd = _RlsNode.from_arrays(init) if init is not None else _RlsNode()
+        selective = bool(self.params["selective"])
+        const = float(self.params["sampling_constant"])
+        X = sp.csr_matrix(X)
+        xdense = np.zeros(self.n_features, dtype=np.float64)
+        indptr, indices, data = X.indptr, X.indices, X.data
+        stored = mistakes = 0
+        for r in range(X.shape[0]):
+            s, e = indptr[r], indptr[r + 1]
+            idx = indices[s:e]
+            val = data[s:e].astype(np.float64)
+            xdense[idx] = val
+            kappa = float(val @ val)
+            log_t = math.log(int(t[r]))
+            m, _k, a, den = nd.margin(xdense, kappa)
+            yi = bool(y[r])
+            if (m >= 0.0) != yi:
+                mistakes += 1
+            if not selective or nd.n == 0 or abs(m) <= math.sqrt(const * log_t / nd.n):
+                nd.store(idx, val, 1.0 if yi else -1.0, a, den)
+                stored += 1
+            xdense[idx] = 0.0
+        return nd.to_arrays(), {"updates": float(stored), "loss": float(mistakes), "stored": float(stored)}
+
+    def assemble_state(
+        self,
+        payloads: Mapping[int, Mapping[str, np.ndarray]],
+        examples: int,
+        counters: Mapping[str, float] | None = None,
+    ) -> ModelState:
+        self._node_payloads_complete(payloads)
+        t0 = int(self.state_.arrays["t"][0]) if self.state_ is not None else 0
+        nodes = [_RlsNode()] + [_RlsNode.from_arrays(payloads[i]) for i in range(1, self.taxonomy.n_nodes)]
+        self.state_ = self._pack(nodes, t0 + int(examples))
+        self._nodes = nodes
+        self._nodes_for = self.state_
+        return self.state_
 
     def stored_per_node(self) -> dict[str, int]:
         """Number of stored instances ``N_i`` per node name (paper: space of the classifier)."""
@@ -747,6 +959,7 @@ class HSVM(CesaModel):
     combine: ClassVar[Combine] = "mean"
     defaults: ClassVar[dict[str, Any]] = {"epochs": 1, "shuffle": False, "C": 1.0, "max_iter": 10000}
     hierarchical: ClassVar[bool] = True
+    incremental: ClassVar[bool] = False
 
     def validate_params(self) -> None:
         super().validate_params()
@@ -790,6 +1003,52 @@ class HSVM(CesaModel):
         out = np.asarray(X @ st["W"].T, dtype=np.float64) + st["b"][None, :]
         out[:, 0] = 0.0
         return out
+
+    # -- node-parallel hooks: payload {"idx", "val"} (nonzero weights), "b", "converged" ----------
+    def node_parallel(self) -> bool:
+        return True
+
+    def fit_node(
+        self,
+        node: int,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        t: np.ndarray,
+        seed: int = 0,
+        epoch: int = 0,
+        init: Mapping[str, np.ndarray] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        w, bi, ok = train_linear_svm(
+            sp.csr_matrix(X), np.asarray(y, dtype=bool), float(self.params["C"]), seed, int(self.params["max_iter"])
+        )
+        nz = np.flatnonzero(w)
+        payload = {
+            "idx": nz.astype(np.int64),
+            "val": w[nz],
+            "b": np.array([bi], dtype=np.float64),
+            "converged": np.array([1 if ok else 0], dtype=np.int8),
+        }
+        return payload, {"node_examples": float(X.shape[0]), "not_converged": 0.0 if ok else 1.0}
+
+    def assemble_state(
+        self,
+        payloads: Mapping[int, Mapping[str, np.ndarray]],
+        examples: int,
+        counters: Mapping[str, float] | None = None,
+    ) -> ModelState:
+        self._node_payloads_complete(payloads)
+        state = self.init_state()
+        W, b = state.arrays["W"], state.arrays["b"]
+        for i, pl in payloads.items():
+            W[int(i), np.asarray(pl["idx"], dtype=np.int64)] = pl["val"]
+            b[int(i)] = float(pl["b"][0])
+        c = counters or {}
+        state.counters = {
+            "node_examples": float(c.get("node_examples", 0.0)),
+            "not_converged": float(sum(1 for pl in payloads.values() if not int(pl["converged"][0]))),
+        }
+        self.state_ = state
+        return state
 
     def _g(self, scores: np.ndarray) -> np.ndarray:
         return scores > 0.0

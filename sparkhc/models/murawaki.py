@@ -22,7 +22,10 @@ step size ``tau`` and the loss are always computed in float64.
 Per training example the cost is one gather-product ``x.data @ W[x.indices]`` (``nnz(x)``
 contiguous rows of ``W``), one DP over the taxonomy (``O(depth)`` vectorised numpy calls, see
 :mod:`sparkhc.decoding`) and a scatter into ``nnz(x) x |edges touched|`` entries of ``W``: no loop
-over features and no dense vocabulary-sized temporaries.
+over features and no dense vocabulary-sized temporaries. With numba installed the epochs run in the compiled kernels
+of :mod:`sparkhc.kernels` (same arithmetic; ``SPARKHC_KERNELS=0`` forces the numpy code here, the
+reference); after :meth:`partial_fit` the attribute ``touched_rows_`` then marks the rows of ``W``
+the epoch wrote (``None`` on the numpy path), for row-sparse deltas (:mod:`sparkhc.spark.deltas`).
 
 Examples
 --------
@@ -47,6 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from sparkhc import kernels as _kernels
 from sparkhc.batch import SparseBatch
 from sparkhc.decoding import (
     TreeIndex,
@@ -220,7 +224,7 @@ class _PAModel(HierModel):
 
     def __getstate__(self) -> dict[str, Any]:
         # caches hold weak references and derived arrays: rebuilt on demand
-        return {k: v for k, v in self.__dict__.items() if k not in ("_tree_index", "_gold_cache")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_tree_index", "_gold_cache", "touched_rows_")}
 
     # -- state -----------------------------------------------------------------------------------
     def _n_columns(self) -> int:
@@ -332,6 +336,12 @@ class _PAModel(HierModel):
         """
         W = self._weights("W", (self.n_features, self._n_columns()))
         C = float(self.params["C"])
+        if _kernels.available():
+            touched = np.zeros(W.shape[0], dtype=bool)
+            out = _kernels.binary_epoch(X, order, W, phi2, pos, pos_ptr, C, cols=cols, ycols=ycols, touched=touched)
+            self.__dict__["touched_rows_"] = touched
+            return out
+        self.__dict__["touched_rows_"] = None
         ncol = W.shape[1]
         indptr, indices, data = X.indptr, X.indices, X.data
         n_upd = n_bin = n_active = 0
@@ -563,8 +573,29 @@ class GlobalPA(_PAModel):
         idx = self._index
         W = self._weights("W", (self.n_features, idx.n_edges))
         bf = self._bf()
-        bf_flat = bf.reshape(-1) if bf is not None else None
         C = float(self.params["C"])
+        order = shuffled_order(len(batch), seed, epoch)
+        if _kernels.available():
+            touched = np.zeros(W.shape[0], dtype=bool)
+            out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched)
+            self.__dict__["touched_rows_"] = touched
+            return out
+        self.__dict__["touched_rows_"] = None
+        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C)
+
+    @staticmethod
+    def _gt_epoch_numpy(
+        X: sp.csr_matrix,
+        order: np.ndarray,
+        W: np.ndarray,
+        bf: np.ndarray | None,
+        R: int | None,
+        idx: TreeIndex,
+        gold: GoldSets,
+        C: float,
+    ) -> dict[str, float]:
+        """The numpy reference of one GT epoch (also used when numba is absent)."""
+        bf_flat = bf.reshape(-1) if bf is not None else None
         n_nodes = idx.n_nodes
         leaves = idx.leaves
         internal = ~idx.is_leaf
@@ -577,7 +608,6 @@ class GlobalPA(_PAModel):
         loss_sum = cost_sum = tau_sum = 0.0
         gm = np.zeros(n_nodes, dtype=bool)
         Rb = R if R is not None else 3
-        order = shuffled_order(len(batch), seed, epoch)
         for i in order:
             a, b = indptr[i], indptr[i + 1]
             fi = indices[a:b]

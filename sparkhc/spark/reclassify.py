@@ -638,9 +638,9 @@ class _Job:
             functools.partial(features_from_raw_partition, spec_bc=self.spec_bc, taxonomy_bc=None), FEATURES_SCHEMA
         )
         fn = self.predict_fn
-        targets = [str(i) for i, p in enumerate(parts) if _fault_matches(self.faults, ("task",), p.value)]
+        targets = {str(i): p.value for i, p in enumerate(parts) if _fault_matches(self.faults, ("task",), p.value)}
         if targets:
-            fn = functools.partial(_failing_in, fn, targets, "injected fault (task) in partition")
+            fn = functools.partial(_failing_in, fn, targets)
         preds = feats.mapInArrow(fn, PRED_DDL)
         result = preds.select(
             F.col(DOC_ID),
@@ -690,16 +690,16 @@ class _Job:
 
 
 def _failing_in(
-    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], targets: list[str], message: str,
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], targets: dict[str, str],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Fault injection: fail the task right after it handed the writer a record batch of one of
-    the target partitions (so some of that partition's rows may already be in files)."""
+    the target partitions (``{slot: partition value}``), so some of its rows may be in files."""
     for rb in fn(batches):
         yield rb
-        hit = set(rb.column(SPLIT).to_pylist()) & set(targets)
+        hit = sorted(set(rb.column(SPLIT).to_pylist()) & set(targets))
         if hit:
-            raise RuntimeError(f"{message} {sorted(hit)[0]} of the batch")
+            raise RuntimeError(f"injected fault (task) in partition {targets[hit[0]]}")
 
 
 # ---------------------------------------------------------------------- reading the output

@@ -141,7 +141,7 @@ def test_reclassify_end_to_end(spark, setup):
     s5 = reclassify(spark, coll, out, models_root=models, fault="task:2024-01-05")
     assert s5["partitions"]["to_classify"] == ["2024-01-01", "2024-01-05"]
     assert s5["partitions"]["classified"] == ["2024-01-01"] and s5["partitions"]["failed"] == ["2024-01-05"]
-    assert "injected fault (task) in partition" in s5["failures"][0]["error"]
+    assert s5["failures"][0]["error"].endswith("RuntimeError: injected fault (task) in partition 2024-01-05")
     assert any(c.startswith("removed .ingest_date=2024-01-02.tmp-") for c in s5["cleaned"])
     assert not (out / "ingest_date=2024-01-05").exists()
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != ".reclassify.lock"]
@@ -202,3 +202,40 @@ def test_reclassify_cli_and_job_entry(spark, setup, capsys, monkeypatch):
     assert "model directory not found" in capsys.readouterr().err
     assert reclassify_main(["--input", str(coll), "--out", str(out)]) == 2  # partition column ingest_date
     assert "partitioned by ['day'] (use --partition-column)" in capsys.readouterr().err
+
+    # the Airflow example DAG imports without Airflow and checks a real summary
+    import runpy
+
+    dag_file = Path(__file__).resolve().parents[2] / "docs" / "examples" / "airflow_reclassify_dag.py"
+    ns = runpy.run_path(str(dag_file))
+    assert "--models" in ns["reclassify_command"]() and "params.all" in ns["reclassify_command"]()
+    assert ns["check_summary"](json.dumps(summary))["documents"] == 5
+    with pytest.raises(RuntimeError, match="1 partition\\(s\\) failed: 2024-02-01: boom"):
+        ns["check_summary"](json.dumps({**summary, "partitions": {"failed": ["2024-02-01"]},
+                                        "failures": [{"partition": "2024-02-01", "error": "boom"}]}))
+
+
+@pytest.mark.slow
+def test_real_kill_mid_partition_then_recovery(spark, setup):
+    """The driver process is really killed (os._exit) in the middle of a partition; the partition
+    is absent afterwards and the next run (here, in-process) completes it."""
+    import os
+    import subprocess
+    import sys
+
+    base, models, _ = setup
+    coll, out = base / "kill_collection", base / "kill_out"
+    for i, day in enumerate(DAYS):
+        write_day(coll, day, 6, seed=40 + i)
+    job = Path(__file__).resolve().parents[2] / "jobs" / "reclassify.py"
+    env = {**os.environ, "SPARKHC_RECLASSIFY_FAULT": f"kill:{DAYS[1]}", "SPARKHC_MASTER": "local[1]",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, str(job), "--input", str(coll), "--out", str(out), "--models",
+                           str(models)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 137, proc.stderr[-3000:]
+    assert (out / f"ingest_date={DAYS[0]}").is_dir()  # published before the kill
+    assert not (out / f"ingest_date={DAYS[1]}").exists() and not (out / f"ingest_date={DAYS[2]}").exists()
+    assert not (out / "_runs").exists()  # the killed run wrote no summary
+    s = reclassify(spark, coll, out, models_root=models)
+    assert s["partitions"]["classified"] == DAYS[1:] and s["partitions"]["skipped"] == DAYS[:1]
+    assert read_output(out).num_rows == 18

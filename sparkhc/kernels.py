@@ -1,0 +1,509 @@
+"""Compiled (numba) kernels for the hot loops of the Murawaki models; optional.
+
+The numpy implementations in :mod:`sparkhc.decoding` and :mod:`sparkhc.models.murawaki` stay the
+reference. When numba is importable (``pip install sparkhc[fast]``) and not disabled, those modules
+dispatch here instead:
+
+* :func:`dp_batch` -- exact DP decoding (Alg. 3, Alg. 4 with branching features) of a block of
+  edge scores, one document at a time, in the arithmetic dtype of the reference (float32 for
+  float32 scores);
+* :func:`dp_one` -- the same for one document in float64 (as :func:`~sparkhc.decoding.dp_solve_one`);
+* :func:`gt_epoch` -- one epoch of global training (Alg. 5): per example the scores from the
+  ``nnz(x)`` rows of the feature-major ``W``, the DP (float64), the cost, the loss and the PA-I
+  update of the symmetric-difference edges and of the branching weights, in place;
+* :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB).
+
+Semantics equal the reference (ties: the first best child, the smallest ``k``; the same float32
+score accumulation order and float64 update arithmetic); sums of many terms may be associated
+differently, so results agree to rounding (the tests compare them on random taxonomies).
+
+The branching choice does not sort: the candidates ``k <= R`` need only the top ``R`` offers and all
+``k > R`` share the bucket ``>R``, whose best is the top ``R + 1`` plus every other positive offer,
+so ``R + 1`` max scans per node suffice.
+
+Set ``SPARKHC_KERNELS=0`` (or :data:`ENABLED` = False) to force the numpy reference. Compiled
+functions are cached on disk (numba ``cache=True``; ``NUMBA_CACHE_DIR`` to relocate).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+try:  # pragma: no cover - depends on the environment
+    import numba as _nb
+
+    HAVE_NUMBA = True
+except Exception:  # pragma: no cover
+    _nb = None
+    HAVE_NUMBA = False
+
+#: dispatch to the compiled kernels (when numba is importable)
+ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
+
+__all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch"]
+
+
+def available() -> bool:
+    """Whether the models and decoders use the compiled kernels now."""
+    return bool(ENABLED and HAVE_NUMBA)
+
+
+def _njit(fn: Any) -> Any:
+    if _nb is None:  # pragma: no cover
+        return fn
+    return _nb.njit(cache=True, nogil=True)(fn)
+
+
+# ----------------------------------------------------------------------------------------- DP
+def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
+    """Bottom-up DP of one document into ``sub``/``chosen``/``kk``, then top-down selection
+    (``chosen`` becomes the selected mask). Arithmetic in the dtype of ``sub`` / ``zero``."""
+    nb = bf.shape[0] - 1
+    for p in range(n_nodes - 1, -1, -1):
+        k = nch[p]
+        if k == 0:
+            sub[p] = zero
+            kk[p] = 0
+            continue
+        lo = fc[p]
+        hi = lo + k
+        if not use_bf:
+            total = zero
+            mx = ninf
+            arg = lo
+            for c in range(lo, hi):
+                o = s[c - 1] + sub[c]
+                if o > zero:
+                    total += o
+                    chosen[c] = True
+                else:
+                    chosen[c] = False
+                if o > mx:
+                    mx = o
+                    arg = c
+            if mx <= zero:
+                total += mx
+                chosen[arg] = True
+            sub[p] = total
+        else:
+            for c in range(lo, hi):
+                off[c] = s[c - 1] + sub[c]
+                taken[c] = False
+                chosen[c] = False
+            npick = k if k < R + 1 else R + 1
+            cum = zero
+            best = ninf
+            jbest = -1
+            for j in range(npick):
+                mx = ninf
+                arg = -1
+                for c in range(lo, hi):
+                    if not taken[c] and (arg < 0 or off[c] > mx):
+                        mx = off[c]
+                        arg = c
+                taken[arg] = True
+                picks[j] = arg
+                cum += mx
+                if j < R:
+                    cand = cum + (bf[p, j] + bf[nb, j])
+                    if jbest < 0 or cand > best:
+                        best = cand
+                        jbest = j
+            nextra = 0
+            if k > R:
+                extra = zero
+                for c in range(lo, hi):
+                    if not taken[c] and off[c] > zero:
+                        extra += off[c]
+                        nextra += 1
+                cand = cum + extra + (bf[p, R] + bf[nb, R])
+                if cand > best:
+                    best = cand
+                    jbest = R
+            top = jbest + 1 if jbest < npick else npick
+            for j in range(top):
+                chosen[picks[j]] = True
+            kb = jbest + 1
+            if jbest == R and k > R:
+                for c in range(lo, hi):
+                    if not taken[c] and off[c] > zero:
+                        chosen[c] = True
+                kb = R + 1 + nextra
+            kk[p] = kb
+            sub[p] = best
+    chosen[0] = True
+    for c in range(1, n_nodes):
+        chosen[c] = chosen[c] and chosen[parent[c]]
+    if use_bf:
+        for p in range(n_nodes):
+            if not chosen[p]:
+                kk[p] = 0
+
+
+def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel, score, kk_out):  # type: ignore[no-untyped-def]
+    n = S.shape[0]
+    n_nodes = fc.shape[0]
+    chosen = np.zeros(n_nodes, dtype=np.bool_)
+    kk = np.zeros(n_nodes, dtype=np.int64)
+    taken = np.zeros(n_nodes, dtype=np.bool_)
+    picks = np.zeros(R + 2, dtype=np.int64)
+    for i in range(n):
+        _dp_doc_j(S[i], fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
+        for c in range(n_nodes):
+            sel[i, c] = chosen[c]
+        score[i] = sub[0]
+        if use_bf:
+            for c in range(n_nodes):
+                kk_out[i, c] = kk[c]
+
+
+# ------------------------------------------------------------------------------------- GT epoch
+def _gt_epoch_impl(  # type: ignore[no-untyped-def]
+    indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
+    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out,
+):
+    n_nodes = fc.shape[0]
+    n_edges = n_nodes - 1
+    bf_flat = bf.reshape(bf.size)
+    s = np.empty(n_edges, dtype=W.dtype)
+    sub = np.zeros(n_nodes, dtype=np.float64)
+    chosen = np.zeros(n_nodes, dtype=np.bool_)
+    kk = np.zeros(n_nodes, dtype=np.int64)
+    off = np.empty(n_nodes, dtype=np.float64)
+    taken = np.zeros(n_nodes, dtype=np.bool_)
+    picks = np.zeros(R + 2, dtype=np.int64)
+    gm = np.zeros(n_nodes, dtype=np.bool_)
+    cols = np.empty(n_edges, dtype=np.int64)
+    net = np.zeros(bf_flat.size, dtype=np.float64)
+    seen = np.zeros(bf_flat.size, dtype=np.bool_)
+    ulist = np.empty(bf_flat.size, dtype=np.int64)
+    Rb = R + 1
+    n_upd = 0
+    n_exact = 0
+    loss_sum = 0.0
+    cost_sum = 0.0
+    tau_sum = 0.0
+    for oi in range(order.shape[0]):
+        i = order[oi]
+        a = indptr[i]
+        b = indptr[i + 1]
+        for e in range(n_edges):
+            s[e] = 0
+        for t in range(a, b):
+            f = indices[t]
+            v = dataw[t]
+            for e in range(n_edges):
+                s[e] += v * W[f, e]
+        _dp_doc_j(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
+        for c in range(n_nodes):
+            gm[c] = False
+        gm[0] = True
+        for t in range(g_nptr[i], g_nptr[i + 1]):
+            gm[g_nodes[t]] = True
+        n_plus = 0
+        n_minus = 0
+        margin_minus = 0.0
+        margin_plus = 0.0
+        for c in range(1, n_nodes):
+            if gm[c] and not chosen[c]:
+                n_plus += 1
+        # plus edges first, then minus edges (the reference's order)
+        jp = 0
+        jm = n_plus
+        for c in range(1, n_nodes):
+            if gm[c] != chosen[c]:
+                if gm[c]:
+                    cols[jp] = c - 1
+                    jp += 1
+                    margin_plus += np.float64(s[c - 1])
+                else:
+                    cols[jm] = c - 1
+                    jm += 1
+                    n_minus += 1
+                    margin_minus += np.float64(s[c - 1])
+        if n_plus + n_minus == 0:
+            n_exact += 1
+            continue
+        n_pred = 0
+        for c in range(n_nodes):
+            if chosen[c] and is_leaf[c]:
+                n_pred += 1
+        inter = 0
+        for t in range(g_lptr[i], g_lptr[i + 1]):
+            if chosen[g_leaves[t]]:
+                inter += 1
+        n_gold = g_lptr[i + 1] - g_lptr[i]
+        rho = 1.0 - 2.0 * inter / (n_gold + n_pred)
+        margin = margin_minus - margin_plus
+        bf_n2 = 0.0
+        nu = 0
+        if use_bf:
+            for t in range(g_bptr[i], g_bptr[i + 1]):
+                u = g_bf[t]
+                if not seen[u]:
+                    seen[u] = True
+                    ulist[nu] = u
+                    nu += 1
+                net[u] += 1.0
+            for p in range(n_nodes):
+                if chosen[p] and not is_leaf[p]:
+                    bk = kk[p] if kk[p] < Rb else Rb
+                    bk -= 1
+                    for u in (p * Rb + bk, n_nodes * Rb + bk):
+                        if not seen[u]:
+                            seen[u] = True
+                            ulist[nu] = u
+                            nu += 1
+                        net[u] -= 1.0
+            for j in range(nu):
+                u = ulist[j]
+                if net[u] != 0.0:
+                    margin -= np.float64(bf_flat[u]) * net[u]
+                    bf_n2 += net[u] * net[u]
+        loss = margin + np.sqrt(rho)
+        cost_sum += rho
+        if loss > 0.0:
+            loss_sum += loss
+            norm2 = (n_plus + n_minus) * phi2[i] + bf_n2
+            if norm2 > 0.0:
+                tau = min(C, loss / norm2)
+                tau_sum += tau
+                n_upd += 1
+                nc = n_plus + n_minus
+                for t in range(a, b):
+                    f = indices[t]
+                    touched[f] = True
+                    vt = data64[t] * tau
+                    for j in range(n_plus):
+                        e = cols[j]
+                        W[f, e] = np.float64(W[f, e]) + vt
+                    for j in range(n_plus, nc):
+                        e = cols[j]
+                        W[f, e] = np.float64(W[f, e]) + (-vt)
+                if use_bf and bf_n2 > 0.0:
+                    for j in range(nu):
+                        u = ulist[j]
+                        if net[u] != 0.0:
+                            bf_flat[u] = np.float64(bf_flat[u]) + tau * net[u]
+        for j in range(nu):
+            u = ulist[j]
+            net[u] = 0.0
+            seen[u] = False
+    out[0] = order.shape[0]
+    out[1] = n_upd
+    out[2] = loss_sum
+    out[3] = cost_sum
+    out[4] = n_exact
+    out[5] = tau_sum
+
+
+# --------------------------------------------------------------------------------- binary epoch
+def _binary_epoch_impl(  # type: ignore[no-untyped-def]
+    indptr, indices, dataw, data64, order, W, phi2, pos, pos_ptr, use_cols, ycols, C, touched, out
+):
+    ncol = W.shape[1]
+    s = np.empty(ncol, dtype=W.dtype)
+    y = np.empty(ncol, dtype=np.float64)
+    n_upd = 0
+    n_bin = 0
+    n_active = 0
+    loss = 0.0
+    for oi in range(order.shape[0]):
+        i = order[oi]
+        a = indptr[i]
+        b = indptr[i + 1]
+        for e in range(ncol):
+            s[e] = 0
+        for t in range(a, b):
+            f = indices[t]
+            v = dataw[t]
+            for e in range(ncol):
+                s[e] += v * W[f, e]
+        lo = pos_ptr[i]
+        hi = pos_ptr[i + 1]
+        u = 0
+        if not use_cols:
+            for e in range(ncol):
+                y[e] = -1.0
+            for t in range(lo, hi):
+                y[pos[t]] = 1.0
+            n_bin += ncol
+            for e in range(ncol):
+                lo_e = 1.0 - y[e] * np.float64(s[e])
+                if lo_e > 0.0:
+                    u += 1
+                    loss += lo_e
+                    if phi2[i] > 0.0:
+                        step = min(C, lo_e / phi2[i]) * y[e]
+                        for t in range(a, b):
+                            f = indices[t]
+                            touched[f] = True
+                            W[f, e] = np.float64(W[f, e]) + data64[t] * step
+        else:
+            n_bin += hi - lo
+            for t2 in range(lo, hi):
+                e = pos[t2]
+                yy = ycols[t2]
+                lo_e = 1.0 - yy * np.float64(s[e])
+                if lo_e > 0.0:
+                    u += 1
+                    loss += lo_e
+                    if phi2[i] > 0.0:
+                        step = min(C, lo_e / phi2[i]) * yy
+                        for t in range(a, b):
+                            f = indices[t]
+                            touched[f] = True
+                            W[f, e] = np.float64(W[f, e]) + data64[t] * step
+        if phi2[i] <= 0.0:
+            u = 0
+        n_upd += u
+        if u > 0:
+            n_active += 1
+    out[0] = order.shape[0]
+    out[1] = n_upd
+    out[2] = loss
+    out[3] = n_bin
+    out[4] = n_active
+
+
+_dp_doc_j = _njit(_dp_doc)
+_dp_batch_j = _njit(_dp_batch_impl)
+_gt_epoch_j = _njit(_gt_epoch_impl)
+_binary_epoch_j = _njit(_binary_epoch_impl)
+
+
+# ------------------------------------------------------------------------------ Python wrappers
+def _i64(a: np.ndarray | None) -> np.ndarray:
+    if a is None:
+        return np.zeros(1, dtype=np.int64)
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _bf_arg(bf: np.ndarray | None, dtype: Any) -> tuple[np.ndarray, bool]:
+    if bf is None:
+        return np.zeros((1, 1), dtype=dtype), False
+    return np.ascontiguousarray(bf), True
+
+
+def dp_batch(
+    index: Any, S: np.ndarray, bf: np.ndarray | None, R: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Exact DP of a block ``S`` ``(n_docs, n_edges)``: ``(selected, score, k)`` as
+    :func:`sparkhc.decoding.dp_solve` (arithmetic in ``promote(S.dtype, float32)``)."""
+    dt = np.promote_types(S.dtype, np.float32)
+    S = np.ascontiguousarray(S, dtype=dt)
+    n = S.shape[0]
+    bfa, use_bf = _bf_arg(None if bf is None else np.asarray(bf, dtype=dt), dt)
+    sel = np.zeros((n, index.n_nodes), dtype=np.bool_)
+    score = np.zeros(n, dtype=np.float64)
+    kk = np.zeros((n, index.n_nodes) if use_bf else (1, 1), dtype=np.int64)
+    zero = dt.type(0)
+    _dp_batch_j(
+        S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
+        zero, dt.type(-np.inf), np.zeros(index.n_nodes, dt), np.zeros(index.n_nodes, dt), sel, score, kk,
+    )
+    return sel, score, (kk if use_bf else None)
+
+
+def dp_one(
+    index: Any, s: np.ndarray, bf: np.ndarray | None, R: int
+) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """Exact DP of one document in float64: ``(selected, score, k)`` as
+    :func:`sparkhc.decoding.dp_solve_one`."""
+    sel, score, kk = dp_batch_f64(index, np.asarray(s, dtype=np.float64)[None, :], bf, R)
+    return sel[0], float(score[0]), (kk[0] if kk is not None else None)
+
+
+def dp_batch_f64(
+    index: Any, S: np.ndarray, bf: np.ndarray | None, R: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`dp_batch` in float64 arithmetic whatever the dtype of ``S`` (branching weights are
+    summed in their own dtype first, as the one-document reference does)."""
+    S = np.ascontiguousarray(S)
+    if S.dtype not in (np.float32, np.float64):
+        S = S.astype(np.float64)
+    n = S.shape[0]
+    bfa, use_bf = _bf_arg(bf, np.float64)
+    if use_bf and bfa.dtype not in (np.float32, np.float64):
+        bfa = bfa.astype(np.float64)
+    sel = np.zeros((n, index.n_nodes), dtype=np.bool_)
+    score = np.zeros(n, dtype=np.float64)
+    kk = np.zeros((n, index.n_nodes) if use_bf else (1, 1), dtype=np.int64)
+    _dp_batch_j(
+        S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
+        np.float64(0.0), np.float64(-np.inf), np.zeros(index.n_nodes), np.zeros(index.n_nodes), sel, score, kk,
+    )
+    return sel, score, (kk if use_bf else None)
+
+
+def _csr_args(X: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return (
+        _i64(X.indptr),
+        _i64(X.indices),
+        np.ascontiguousarray(X.data, dtype=dtype),
+        np.ascontiguousarray(X.data, dtype=np.float64),
+    )
+
+
+def gt_epoch(
+    X: Any,
+    order: np.ndarray,
+    W: np.ndarray,
+    bf: np.ndarray | None,
+    R: int,
+    index: Any,
+    gold: Any,
+    C: float,
+    touched: np.ndarray | None = None,
+) -> dict[str, float]:
+    """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
+
+    ``gold`` is a :class:`sparkhc.models.murawaki.GoldSets` (with ``bf``/``bf_ptr`` when ``bf`` is
+    given); ``touched`` (bool, ``(n_features,)``), when given, is set for every feature row of ``W``
+    the epoch wrote. Returns the counters of ``GlobalPA.partial_fit``.
+    """
+    indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
+    bfa, use_bf = _bf_arg(bf, W.dtype)
+    if touched is None:
+        touched = np.zeros(W.shape[0], dtype=np.bool_)
+    out = np.zeros(6, dtype=np.float64)
+    _gt_epoch_j(
+        indptr, indices, dataw, data64, _i64(order), W, bfa, use_bf, int(R),
+        _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
+        _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
+        _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
+        touched, out,
+    )
+    keys = ("examples", "updates", "loss", "cost", "exact", "tau")
+    return {k: float(v) for k, v in zip(keys, out, strict=True)}
+
+
+def binary_epoch(
+    X: Any,
+    order: np.ndarray,
+    W: np.ndarray,
+    phi2: np.ndarray,
+    pos: np.ndarray,
+    pos_ptr: np.ndarray,
+    C: float,
+    cols: np.ndarray | None = None,
+    ycols: np.ndarray | None = None,
+    touched: np.ndarray | None = None,
+) -> dict[str, float]:
+    """One epoch of independent PA-I classifiers (``_PAModel._binary_epoch``), in place."""
+    indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
+    if touched is None:
+        touched = np.zeros(W.shape[0], dtype=np.bool_)
+    out = np.zeros(5, dtype=np.float64)
+    use_cols = cols is not None
+    _binary_epoch_j(
+        indptr, indices, dataw, data64, _i64(order), W, np.ascontiguousarray(phi2, dtype=np.float64),
+        _i64(cols if use_cols else pos), _i64(pos_ptr), use_cols,
+        np.ascontiguousarray(ycols if ycols is not None else np.zeros(1), dtype=np.float64), float(C),
+        touched, out,
+    )
+    keys = ("examples", "updates", "loss", "binary_examples", "examples_updated")
+    return {k: float(v) for k, v in zip(keys, out, strict=True)}

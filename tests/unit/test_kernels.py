@@ -1,0 +1,174 @@
+"""The compiled kernels (sparkhc.kernels) against the numpy reference on random taxonomies.
+
+Each test runs the same computation twice, once with the kernels dispatched and once with
+``sparkhc.kernels.ENABLED = False`` (the numpy code of sparkhc.decoding / sparkhc.models.murawaki),
+and compares: selections and chosen branchings exactly, scores and weights to float rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparkhc import kernels
+from sparkhc.batch import SparseBatch
+from sparkhc.decoding import dp_solve, dp_solve_one, tree_index
+from sparkhc.models.murawaki import FlatPA, GlobalPA, TreePA
+from sparkhc.taxonomy import Taxonomy
+
+pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed (optional extra 'fast')")
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    """A context switch: call ``reference(fn)`` to run ``fn`` on the numpy path."""
+
+    def run(fn):
+        monkeypatch.setattr(kernels, "ENABLED", False)
+        try:
+            return fn()
+        finally:
+            monkeypatch.setattr(kernels, "ENABLED", True)
+
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    return run
+
+
+def random_taxonomy(n_nodes: int, rng: np.random.Generator, wide: bool = False) -> Taxonomy:
+    """Random rooted tree; ``wide`` favours a few high fan-out nodes (k > R + 1 branchings)."""
+    names = ["ROOT"]
+    edges = []
+    for i in range(1, n_nodes):
+        hi = min(len(names), 4) if wide else len(names)
+        p = names[int(rng.integers(0, hi))]
+        c = f"n{i}"
+        edges.append((p, c))
+        names.append(c)
+    return Taxonomy.from_edges(edges)
+
+
+CASES = [(seed, n, wide) for seed in range(6) for n, wide in ((4, False), (25, False), (40, True), (120, False))]
+
+
+@pytest.mark.parametrize("seed,n_nodes,wide", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("branching", [False, True])
+def test_dp_batch_equals_reference(reference, seed, n_nodes, wide, dtype, branching):
+    rng = np.random.default_rng(seed)
+    idx = tree_index(random_taxonomy(n_nodes, rng, wide))
+    S = rng.normal(size=(30, idx.n_edges)).astype(dtype)
+    S[:5] -= 3.0  # documents with no positive offer anywhere
+    bf = rng.normal(scale=0.5, size=(idx.n_nodes + 1, 4)).astype(dtype) if branching else None
+    got = dp_solve(idx, S, bf=bf, R=3)
+    ref = reference(lambda: dp_solve(idx, S, bf=bf, R=3))
+    np.testing.assert_array_equal(got.selected, ref.selected)
+    np.testing.assert_allclose(got.score, ref.score, rtol=1e-6, atol=1e-6)
+    if branching:
+        np.testing.assert_array_equal(got.k, ref.k)
+    else:
+        assert got.k is None and ref.k is None
+    for i in range(0, 30, 7):
+        a = dp_solve_one(idx, S[i], bf, 3)
+        b = reference(lambda i=i: dp_solve_one(idx, S[i], bf, 3))
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1] == pytest.approx(b[1], rel=1e-12, abs=1e-12)
+        if branching:
+            np.testing.assert_array_equal(a[2], b[2])
+        # one document agrees with the batch path
+        np.testing.assert_array_equal(a[0], got.selected[i])
+
+
+def test_dp_ties_take_the_first_best_child_and_the_smallest_k(reference):
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B"), ("R", "C"), ("A", "A1"), ("A", "A2")])
+    idx = tree_index(tax)
+    S = np.zeros((3, idx.n_edges), dtype=np.float32)
+    S[1] = -1.0
+    S[2] = 1.0
+    bf = np.zeros((idx.n_nodes + 1, 4), dtype=np.float32)
+    for b in (None, bf):
+        got = dp_solve(idx, S, bf=b)
+        ref = reference(lambda b=b: dp_solve(idx, S, bf=b))
+        np.testing.assert_array_equal(got.selected, ref.selected)
+
+
+def make_batch(tax: Taxonomy, n_docs: int, n_features: int, rng: np.random.Generator, dtype=np.float32):
+    leaves = [tax.names[i] for i in np.flatnonzero([len(k) == 0 for k in tax.children])]
+    # leaf-specific words make the problem learnable, so that the weights grow over epochs
+    sig = {leaf: rng.choice(n_features, size=4, replace=False) for leaf in leaves}
+    rows, cols, vals, labels = [], [], [], []
+    for i in range(n_docs):
+        m = list(rng.choice(leaves, size=int(rng.integers(1, 3)), replace=False))
+        words = set(rng.choice(n_features, size=6, replace=False).tolist())
+        for leaf in m:
+            words |= set(sig[leaf][:3].tolist())
+        w = np.array(sorted(words))
+        v = rng.random(w.size) + 0.1
+        v /= np.linalg.norm(v)
+        rows += [i] * w.size
+        cols += w.tolist()
+        vals += v.tolist()
+        labels.append([str(x) for x in m])
+    X = sp.csr_matrix((np.array(vals, dtype=dtype), (rows, cols)), shape=(n_docs, n_features))
+    return SparseBatch(X, np.array([f"d{i}" for i in range(n_docs)]), labels)
+
+
+def _run(cls, params, tax, batch, n_features, epochs):
+    model = cls(tax, n_features, **params)
+    counters = [model.partial_fit(batch, seed=3, epoch=e) for e in range(epochs)]
+    return model, counters
+
+
+@pytest.mark.parametrize("seed,n_nodes,wide", [(0, 12, False), (1, 40, True), (2, 80, False)])
+@pytest.mark.parametrize("branching", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dtype):
+    rng = np.random.default_rng(100 + seed)
+    tax = random_taxonomy(n_nodes, rng, wide)
+    batch = make_batch(tax, 80, 60, rng)
+    params = {"branching": branching, "dtype": dtype}
+    got, gc = _run(GlobalPA, params, tax, batch, 60, 3)
+    ref, rc = reference(lambda: _run(GlobalPA, params, tax, batch, 60, 3))
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    for name, arr in ref.get_state().arrays.items():
+        np.testing.assert_allclose(got.get_state().arrays[name], arr, rtol=tol, atol=tol, err_msg=name)
+    for a, b in zip(gc, rc, strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), k
+    assert gc[-1]["updates"] < gc[0]["updates"]  # it learns (the comparison is not vacuous)
+    assert rc[0]["updates"] > 0
+    # touched rows cover every row the last epoch changed
+    W0 = got.get_state().arrays["W"].copy()
+    got.partial_fit(batch, seed=3, epoch=3)
+    W = got.get_state().arrays["W"]
+    assert got.touched_rows_ is not None
+    np.testing.assert_array_equal(W[~got.touched_rows_], W0[~got.touched_rows_])
+    # decoding agrees too
+    assert got.predict(batch) == reference(lambda: got.predict(batch))
+
+
+@pytest.mark.parametrize(
+    "cls,params", [(FlatPA, {}), (TreePA, {"data": "all"}), (TreePA, {"data": "sib"})]
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_epochs_equal_reference(reference, cls, params, dtype):
+    rng = np.random.default_rng(7)
+    tax = random_taxonomy(30, rng)
+    batch = make_batch(tax, 60, 50, rng)
+    p = {**params, "dtype": dtype}
+    got, gc = _run(cls, p, tax, batch, 50, 2)
+    ref, rc = reference(lambda: _run(cls, p, tax, batch, 50, 2))
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got.get_state().arrays["W"], ref.get_state().arrays["W"], rtol=tol, atol=tol)
+    for a, b in zip(gc, rc, strict=True):
+        for k in b:
+            assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), k
+    assert got.predict(batch) == reference(lambda: got.predict(batch))
+
+
+def test_switch_off_by_flag(monkeypatch):
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    assert not kernels.available()
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    assert kernels.available()

@@ -1,6 +1,7 @@
 """The ``sparkhc`` command line.
 
-Verbs: featurize, train, predict, evaluate, demo, experiment, fetch, models. Each verb parses its
+Verbs: featurize, train, predict, evaluate, demo, experiment, fetch, and (sparkhc.cli_production)
+reclassify, models, report. Each verb parses its
 flags, loads the configuration and calls one pipeline; the spark-submit jobs in ``jobs/`` call
 the same pipelines. Exit status: 0 ok, 2 for a user error (bad input, configuration, model),
 1 for anything else.
@@ -110,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_flags(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
 
-    p = sub.add_parser("models", help="list the registered models")
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    from sparkhc import cli_production
+
+    cli_production.add_parsers(sub)  # reclassify; models list|show|register|promote|algorithms; report
     return parser
 
 
@@ -144,11 +146,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", 0))
     cmd = args.command
-    if cmd == "models":
-        from sparkhc.models import names
+    from sparkhc import cli_production
 
-        print("\n".join(names()))
-        return 0
+    code = cli_production.run(args)  # None: not one of its verbs
+    if code is not None:
+        return code
     if cmd == "fetch":
         from sparkhc.corpus import registry
 

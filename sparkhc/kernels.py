@@ -37,7 +37,7 @@ try:  # pragma: no cover - depends on the environment
 
     HAVE_NUMBA = True
 except Exception:  # pragma: no cover
-    _nb = None
+    _nb = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
 #: dispatch to the compiled kernels (when numba is importable)

@@ -213,7 +213,7 @@ def _sibling_confusions(gold: sp.csr_matrix, pred: sp.csr_matrix, taxonomy: Taxo
     wrong = (p > g).tocsr()  # predicted, not gold
     parent = taxonomy.parent
     pairs: Counter[tuple[int, int]] = Counter()
-    for i in np.flatnonzero(np.diff(missed.indptr) & np.diff(wrong.indptr)):
+    for i in np.flatnonzero((np.diff(missed.indptr) > 0) & (np.diff(wrong.indptr) > 0)):
         fn_nodes = missed.indices[missed.indptr[i]:missed.indptr[i + 1]]
         fp_nodes = wrong.indices[wrong.indptr[i]:wrong.indptr[i + 1]]
         fn_nodes = fn_nodes[real[fn_nodes]]

@@ -26,6 +26,12 @@ each EM iteration as one pass with ``treeAggregate`` (ALGORITHMS.md, Xiao; DESIG
   of component ``k`` and ``loglik[i]`` the log marginal likelihood of document ``i`` (constant
   multinomial coefficients and length terms dropped).
 
+Two switches change what the models see (both mergeable, both per-document or per-term):
+``vocabulary="labeled"`` (default, as in the authors' released code) restricts the model
+vocabulary to the terms of the (weakly) labeled documents, from the summed ``vocab`` statistic;
+``max_length`` (default off; not in the paper) scales documents longer than that many tokens
+down to it (:meth:`_XiaoModel.prepare`).
+
 ``fit_arrays`` is the serial loop: NB estimate on the labeled documents, then E-step / M-step
 until the relative change of the log likelihood ``log P(θ) + Σ_labeled (complete-data log
 likelihood) + Σ_unlabeled log P(x_i | θ)`` is below ``tol`` or ``max_iter`` M-steps were done.

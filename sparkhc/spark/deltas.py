@@ -109,7 +109,7 @@ def encode(
         r, c = np.nonzero(d)
         m = sp.csr_matrix((d[r, c], (rows[r], c)), shape=new2.shape, dtype=np.float64)
         out[name] = m
-    return ModelState(out, dict(state.counters), "delta")
+    return ModelState(out, dict(state.counters), "delta")  # type: ignore[arg-type]
 
 
 def encode_bytes(delta: ModelState) -> bytes:

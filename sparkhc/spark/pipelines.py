@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -82,8 +81,9 @@ def internal_deepest_labels(df: DataFrame, taxonomy: Taxonomy) -> list[str]:
 
 
 def _state_version(model_dir: Path) -> str:
-    h = hashlib.sha256((model_dir / "state.npz").read_bytes()).hexdigest()[:12]
-    return h
+    from sparkhc.registry import model_version
+
+    return model_version(model_dir)
 
 
 # ---------------------------------------------------------------------- featurize

@@ -117,7 +117,31 @@ def test_warm_start_and_extra_epochs_on_several_shards_count_each_document_once(
     model = get_model_class("wbm")(tax, V)
     train_ipm(spark, spark.createDataFrame(old.to_pandas()), model, epochs=1, shards=3, with_counts=True)
     # refresh with the new documents, three shards, and two epochs (the second changes nothing)
-    train_ipm(spark, spark.createDataFrame(new.to_pandas()), model, epochs=2, shards=3, with_counts=True,
-              warm_start=True)
+    train_ipm(
+        spark,
+        spark.createDataFrame(new.to_pandas()),
+        model,
+        epochs=2,
+        shards=3,
+        with_counts=True,
+        warm_start=True,
+    )
     local = get_model_class("wbm")(tax, V).fit(SparseBatch.from_arrow(table, V, with_counts=True))
     _stats_equal(model, local)
+
+
+def test_li_yamanishi_experiment_counts_on_spark_like_locally(spark):
+    """``sparkhc.liyam.experiment.spark_statistics``: categories in the setting's (unsorted) order."""
+    import scipy.sparse as sp
+
+    from sparkhc.liyam.experiment import SettingData, check_statistics, spark_statistics
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(0.5, size=(40, 15)).astype(np.float32))
+    cats = ["wheat", "corn", "cocoa"]
+    Y = rng.random((40, 3)) < 0.4
+    Y[:, 2] |= ~Y.any(axis=1) & (np.arange(40) % 2 == 0)  # some documents stay without a category
+    data = SettingData("toy", X, X[:5], cats, Y, cats, Y[:5], [f"w{i}" for i in range(15)])
+    stats = spark_statistics(spark, data, shards=3)
+    check_statistics(stats, data)  # raises unless exactly equal
+    assert stats["category_docs"].tolist() == Y.sum(axis=0).astype(float).tolist()

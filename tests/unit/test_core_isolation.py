@@ -20,6 +20,12 @@ CORE_MODULES = [
     "sparkhc.text.tokenize",
     "sparkhc.corpus.readers",
     "sparkhc.corpus.registry",
+    "sparkhc.registry",
+    "sparkhc.report",
+    "sparkhc.cli_production",
+    "sparkhc.models.cesa_bianchi",
+    "sparkhc.models.fmm",
+    "sparkhc.mdc.m3mdc",
 ]
 
 

@@ -258,8 +258,15 @@ def registered(monkeypatch):
         monkeypatch.setitem(model_registry._REGISTRY, name, f"sparkhc.models.fmm_hier:{cls.__name__}")
 
 
-@pytest.mark.parametrize("name,params", [("fmm", {"gamma": 0.4, "eps": float("-inf"), "fallback": "none"}),
-                                         ("hcm", {"gamma": 0.9}), ("wbm", {}), ("cos", {})])
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("fmm", {"gamma": 0.4, "eps": float("-inf"), "fallback": "none"}),
+        ("hcm", {"gamma": 0.9}),
+        ("wbm", {}),
+        ("cos", {}),
+    ],
+)
 def test_save_load_round_trip(tmp_path, registered, name, params):
     train, test = _batch(50, 0), _batch(20, 9)
     m = _model(name, **params).fit(train)
@@ -270,7 +277,9 @@ def test_save_load_round_trip(tmp_path, registered, name, params):
     for k, v in m.get_state().arrays.items():
         w = m2.get_state().arrays[k]
         assert type(w) is type(v), k
-        np.testing.assert_array_equal(w.toarray() if sp.issparse(w) else w, v.toarray() if sp.issparse(v) else v)
+        np.testing.assert_array_equal(
+            w.toarray() if sp.issparse(w) else w, v.toarray() if sp.issparse(v) else v
+        )
     s1, sc1 = m.decode(test)
     s2, sc2 = m2.decode(test)
     assert [s.tolist() for s in s1] == [s.tolist() for s in s2]

@@ -163,3 +163,22 @@ def test_report_cli(tmp_path, model_dir, capsys):
     assert res["plots"] == [] and res["documents"] == 6
     html = (tmp_path / "r" / "report.html").read_text()
     assert "<title>Tiny &lt;report&gt;</title>" in html and "<img" not in html
+
+
+def test_sibling_confusions_counts_every_pair():
+    from sparkhc.batch import label_matrix
+    from sparkhc.report import _sibling_confusions
+
+    tax = tiny_taxonomy()
+    # d1: gold stops at 'sports' (1 missed node), prediction 'physics' (2 wrong nodes): sports -> science
+    # d2: gold football, prediction tennis + biology: football -> tennis, sports -> science? no: sports is
+    #     predicted (tennis's parent), so only football -> tennis; science is wrong but has no missed sibling
+    gold = label_matrix([["sports"], ["football"]], tax)
+    pred = label_matrix([["physics"], ["tennis", "biology"]], tax)
+    real = ~tax.virtual.copy()
+    real[0] = False
+    support = np.asarray(gold.sum(axis=0)).ravel()
+    rows = _sibling_confusions(gold, pred, tax, real, support)
+    assert [(r["gold"], r["predicted"], r["documents"]) for r in rows] == [
+        ("football", "tennis", 1), ("sports", "science", 1)]
+    assert rows[1]["share_of_gold"] == 0.5  # sports is in both gold sets

@@ -1,0 +1,140 @@
+"""Helpers shared by the benchmark scripts: machine description, load, memory sampling and the
+``docs/benchmarks.md`` section writer. Not part of the product."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:  # pragma: no cover
+        return "n/a"
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # pragma: no cover
+        pass
+    mem = "?"
+    try:
+        m = re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text())
+        if m:
+            mem = f"{int(m.group(1)) / 2**20:.1f} GiB"
+    except OSError:  # pragma: no cover
+        pass
+    try:
+        import numba
+
+        nb = f", numba {numba.__version__}"
+    except Exception:
+        nb = ", numba absent"
+    import numpy
+    import scipy
+
+    return (
+        f"nproc {os.cpu_count()}, {mem} RAM, {cpu}; Python {platform.python_version()}, numpy {numpy.__version__}, "
+        f"scipy {scipy.__version__}{nb}; shared with other jobs (see the load averages)"
+    )
+
+
+def command() -> str:
+    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class MemorySampler:
+    """Peak RSS of this process (the driver), of the JVM and of the Python workers (Spark's
+    ``pyspark.daemon`` children), sampled every ``interval`` s with psutil (else /proc)."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.peak = {"driver_python": 0, "jvm": 0, "workers_total": 0, "worker_max": 0, "all": 0}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        drv = me.memory_info().rss
+        jvm = 0
+        workers = []
+        for ch in me.children(recursive=True):
+            try:
+                cmd = " ".join(ch.cmdline())
+                rss = ch.memory_info().rss
+            except Exception:
+                continue
+            if "java" in cmd:
+                jvm += rss
+            elif "python" in cmd:
+                workers.append(rss)
+        p = self.peak
+        p["driver_python"] = max(p["driver_python"], drv)
+        p["jvm"] = max(p["jvm"], jvm)
+        p["workers_total"] = max(p["workers_total"], sum(workers))
+        p["worker_max"] = max(p["worker_max"], max(workers, default=0))
+        p["all"] = max(p["all"], drv + jvm + sum(workers))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._sample()
+            except Exception:
+                pass
+            time.sleep(self.interval)
+
+    def summary(self) -> str:
+        g = {k: v / 2**30 for k, v in self.peak.items()}
+        return (
+            f"peak RSS: driver Python {g['driver_python']:.2f} GiB, JVM {g['jvm']:.2f} GiB, "
+            f"Python workers {g['workers_total']:.2f} GiB (largest {g['worker_max']:.2f}), all {g['all']:.2f} GiB"
+        )
+
+
+def write_section(key: str, title: str, body: str) -> None:
+    """Replace (or append) the section ``key`` of docs/benchmarks.md."""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    text = DOC.read_text(encoding="utf-8") if DOC.is_file() else (
+        "# Benchmarks\n\nWritten by the scripts in `benchmarks/` (not tests). Every section gives the exact command, "
+        "the machine, the load average next to the figures, and the date. The machine is a shared 2-core box: "
+        "figures taken at a load average of 10-30 are slower than on an idle machine, by up to the load / 2.\n"
+    )
+    start, end = f"<!-- section:{key} -->", f"<!-- /section:{key} -->"
+    block = f"{start}\n## {title}\n\n{body.rstrip()}\n{end}"
+    if start in text and end in text:
+        a = text.index(start)
+        b = text.index(end) + len(end)
+        text = text[:a] + block + text[b:]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    DOC.write_text(text, encoding="utf-8")

@@ -1,0 +1,89 @@
+"""Sparse IPM deltas (sparkhc.spark.deltas): mixing by deltas equals mixing full states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkhc.models.base import ModelState, combine_states
+from sparkhc.persistence import state_to_bytes
+from sparkhc.spark.deltas import DeltaSum, decode_bytes, encode, encode_bytes, npz_view, supports
+
+
+def base_state(rng, dtype=np.float32):
+    W = np.zeros((50, 7), dtype=dtype)
+    W[rng.integers(0, 50, 20), rng.integers(0, 7, 20)] = rng.normal(size=20)
+    bf = rng.normal(size=(9, 4)).astype(dtype)
+    return ModelState({"W": W, "bf": bf, "v": rng.normal(size=5).astype(dtype)}, {"examples": 1.0}, "mean")
+
+
+def shard_state(base, rng, k):
+    arrays = {k2: v.copy() for k2, v in base.arrays.items()}
+    rows = rng.choice(50, size=6, replace=False)
+    touched = np.zeros(50, bool)
+    touched[rows] = True
+    for r in rows:
+        cols = rng.choice(7, size=2, replace=False)
+        arrays["W"][r, cols] += rng.normal(size=2).astype(arrays["W"].dtype)
+    arrays["bf"][rng.integers(0, 9), rng.integers(0, 4)] -= 0.25
+    arrays["v"][k % 5] += 1.0
+    return ModelState(arrays, {"examples": 10.0 + k, "updates": float(k)}, "mean"), touched
+
+
+def test_npz_view_is_the_array_without_copy():
+    rng = np.random.default_rng(0)
+    st = base_state(rng)
+    data = state_to_bytes(st)
+    for name, arr in st.arrays.items():
+        v = npz_view(data, name)
+        np.testing.assert_array_equal(v, arr)
+        assert not v.flags.writeable and not v.flags.owndata
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3, 5])
+@pytest.mark.parametrize("use_hint", [False, True])
+def test_delta_mixing_equals_mean_of_states(n_shards, use_hint):
+    rng = np.random.default_rng(n_shards)
+    base = base_state(rng)
+    data = state_to_bytes(base)
+    shards = [shard_state(base, rng, k) for k in range(n_shards)]
+    acc = DeltaSum()
+    for st, touched in shards:
+        d = encode(st, data, {"W": touched} if use_hint else None)
+        assert d is not None
+        # only the changed entries travel
+        assert d.arrays["W"].nnz <= 12
+        acc = acc.add(decode_bytes(encode_bytes(d)))  # through bytes, as on Spark
+    # an empty partner and a split merge are harmless (treeAggregate)
+    acc = DeltaSum().merge(acc).merge(DeltaSum())
+    mixed = acc.apply(base)
+    ref = combine_states([s for s, _ in shards])
+    for name in base.arrays:
+        assert mixed.arrays[name].dtype == base.arrays[name].dtype
+        if n_shards == 1:
+            np.testing.assert_array_equal(mixed.arrays[name], ref.arrays[name])
+        else:
+            np.testing.assert_allclose(mixed.arrays[name], ref.arrays[name], rtol=1e-6, atol=1e-7)
+    assert mixed.counters == ref.counters
+    # the base is untouched
+    np.testing.assert_array_equal(base.arrays["W"], npz_view(data, "W"))
+
+
+def test_merge_is_associative():
+    rng = np.random.default_rng(9)
+    base = base_state(rng, np.float64)
+    data = state_to_bytes(base)
+    ds = [DeltaSum().add(encode(shard_state(base, rng, k)[0], data)) for k in range(3)]
+    a = ds[0].merge(ds[1]).merge(ds[2]).apply(base)
+    b = ds[2].merge(ds[0].merge(ds[1])).apply(base)
+    for name in base.arrays:
+        np.testing.assert_allclose(a.arrays[name], b.arrays[name], rtol=1e-15, atol=0)
+
+
+def test_unsupported_states_fall_back():
+    import scipy.sparse as sp
+
+    st = ModelState({"W": sp.csr_matrix(np.eye(3))}, {}, "mean")
+    assert not supports(st)
+    assert encode(st, state_to_bytes(st)) is None
+    assert not supports(ModelState({"W": np.zeros(3)}, {}, "sum"))

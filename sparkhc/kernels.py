@@ -89,24 +89,31 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
                 chosen[arg] = True
             sub[p] = total
         else:
+            # one pass: the top R + 1 offers (value desc, then id asc) by insertion into picks
+            npick = k if k < R + 1 else R + 1
+            m = 0
             for c in range(lo, hi):
-                off[c] = s[c - 1] + sub[c]
+                o = s[c - 1] + sub[c]
+                off[c] = o
                 taken[c] = False
                 chosen[c] = False
-            npick = k if k < R + 1 else R + 1
+                if m < npick:
+                    q = m
+                    m += 1
+                elif o > off[picks[npick - 1]]:
+                    q = npick - 1
+                else:
+                    continue
+                while q > 0 and o > off[picks[q - 1]]:
+                    picks[q] = picks[q - 1]
+                    q -= 1
+                picks[q] = c
             cum = zero
             best = ninf
             jbest = -1
             for j in range(npick):
-                mx = ninf
-                arg = -1
-                for c in range(lo, hi):
-                    if not taken[c] and (arg < 0 or off[c] > mx):
-                        mx = off[c]
-                        arg = c
-                taken[arg] = True
-                picks[j] = arg
-                cum += mx
+                taken[picks[j]] = True
+                cum += off[picks[j]]
                 if j < R:
                     cand = cum + (bf[p, j] + bf[nb, j])
                     if jbest < 0 or cand > best:

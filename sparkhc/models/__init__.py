@@ -24,6 +24,11 @@ _REGISTRY: dict[str, str] = {
     "ah_bay": "sparkhc.models.cesa_bianchi:ApproxHBayes",
     "svm": "sparkhc.models.cesa_bianchi:SVM",
     "h_svm": "sparkhc.models.cesa_bianchi:HSVM",
+    # Li & Yamanishi 1997 (finite mixture models of word clusters and baselines), over raw counts
+    "fmm": "sparkhc.models.fmm_hier:FMMHier",
+    "hcm": "sparkhc.models.fmm_hier:HCMHier",
+    "wbm": "sparkhc.models.fmm_hier:WBMHier",
+    "cos": "sparkhc.models.fmm_hier:COSHier",
 }
 
 

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.batch import DOC_ID, SparseBatch
@@ -120,11 +122,32 @@ def run_epoch(
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
     mixed = acc.result()
+    if mixed.combine == "sum" and acc.n > 1:
+        # every partition returned (broadcast state + its shard's statistics): keep one copy of the
+        # broadcast state, so a warm start or a later epoch does not multiply it by the shards
+        mixed.arrays = remove_copies(mixed.arrays, model.get_state().arrays, acc.n - 1)
     counters = dict(acc.counters)
     counters["shards"] = acc.n
     prev = dict(model.get_state().counters)
     mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k != "shards"}
     return mixed, counters
+
+
+def remove_copies(arrays: dict[str, Any], start: dict[str, Any], copies: int) -> dict[str, Any]:
+    """``arrays - copies * start`` key by key (keys only in ``arrays`` are kept as they are)."""
+    out = dict(arrays)
+    for k, v0 in start.items():
+        if k not in out or (v0.nnz == 0 if sp.issparse(v0) else not np.any(v0)):
+            continue
+        v = out[k]
+        if sp.issparse(v) or sp.issparse(v0):
+            d = (sp.csr_matrix(v) - sp.csr_matrix(v0) * copies).tocsr()
+            d.eliminate_zeros()
+            d.sort_indices()
+            out[k] = d.astype(v.dtype, copy=False)
+        else:
+            out[k] = (np.asarray(v) - np.asarray(v0) * copies).astype(v.dtype, copy=False)
+    return out
 
 
 def train_ipm(

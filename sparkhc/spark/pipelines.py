@@ -208,9 +208,12 @@ def train(
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = out.parent / f".{out.name}.checkpoints"
+    # counting models (fmm, hcm, wbm, cos) read raw term counts and are trained by one pass
+    epochs = 1 if getattr(model, "single_pass", False) else cfg.train.epochs
     train_ipm(
-        spark, df, model, epochs=cfg.train.epochs, shards=cfg.train.shards, seed=cfg.train.seed,
+        spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,
         checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook, warm_start=warm_start is not None,
+        with_counts=bool(getattr(model, "needs_counts", False)),
         checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                         "warm_start": str(warm_start) if warm_start is not None else None},
     )
@@ -221,7 +224,7 @@ def train(
         "training": {
             "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
             "documents": n_docs,
-            "epochs": cfg.train.epochs,
+            "epochs": epochs,
             "shards": cfg.train.shards,
             "seed": cfg.train.seed,
             "epoch_log": epochs_log,

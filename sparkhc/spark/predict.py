@@ -58,7 +58,13 @@ def decode_batch(model: HierModel, batch: SparseBatch) -> tuple[list[list[str]],
 
 
 def make_predict_fn(
-    model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, state_bc: Any, version: str
+    model_name: str,
+    params: dict[str, Any],
+    taxonomy: Any,
+    n_features: int,
+    state_bc: Any,
+    version: str,
+    with_counts: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from sparkhc.models import get_model_class
@@ -68,7 +74,7 @@ def make_predict_fn(
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            batch = SparseBatch.from_arrow(rb, n_features, extra_columns=(SPLIT, FOLD))
+            batch = SparseBatch.from_arrow(rb, n_features, with_counts=with_counts, extra_columns=(SPLIT, FOLD))
             labels, scores = decode_batch(model, batch)
             names = rb.schema.names
             yield pa.RecordBatch.from_pydict(
@@ -91,5 +97,7 @@ def predict_df(features: DataFrame, model: HierModel, version: str) -> DataFrame
     """Decode every row of a features DataFrame in parallel with the broadcast model."""
     sc = features.sparkSession.sparkContext
     bc = sc.broadcast(state_to_bytes(model.get_state()))
-    fn = make_predict_fn(model.name, model.params, model.taxonomy, model.n_features, bc, version)
+    # models that read raw term counts (e.g. fmm, hcm, wbm, cos) get the features' counts column too
+    with_counts = bool(getattr(model, "needs_counts", False))
+    fn = make_predict_fn(model.name, model.params, model.taxonomy, model.n_features, bc, version, with_counts)
     return features.mapInArrow(fn, PRED_DDL)

@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import DATA_DIR, corpus_dir
 from tests.jobs.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
 
 
 def _engine_or_skip() -> str:

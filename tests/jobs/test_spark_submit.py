@@ -99,11 +99,13 @@ def run_chain(python: str | Path, docs: Path, taxonomy: Path, work: Path) -> dic
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_jobs_chain_local(tiny_corpus, tmp_path):
     run_chain(sys.executable, *tiny_corpus, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)
 def test_jobs_chain_from_a_clean_venv(tiny_corpus, tmp_path):
     wheelhouse = build_wheelhouse()
     python = make_venv(tmp_path / "venv", ["sparkhc"], wheelhouse)

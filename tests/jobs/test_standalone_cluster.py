@@ -38,7 +38,7 @@ from tests.jobs.conftest import (
     spark_submit,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 DEPS = ["numpy", "scipy", "pyarrow", "pandas"]
 

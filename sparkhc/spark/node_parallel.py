@@ -292,8 +292,8 @@ _ROUTED_SCHEMA = pa.schema([
 ])
 _ROUTED_DDL = f"{_KEY} long, node int, part int, pos long, y boolean, {INDICES} array<int>, {VALUES} array<float>"
 _RESULT_SCHEMA = pa.schema([("node", pa.int32()), ("rows", pa.int64()), ("docs", pa.int64()),
-                            ("state", pa.binary())])
-_RESULT_DDL = "node int, rows long, docs long, state binary"
+                            ("parts", pa.int32()), ("state", pa.binary())])
+_RESULT_DDL = "node int, rows long, docs long, parts int, state binary"
 _COUNT_NODE = -1  # routed rows with this node carry a partition's document count in "pos"
 
 
@@ -412,7 +412,7 @@ def make_train_fn(
             blob = state_to_bytes(ModelState(payload, counters))
             return pa.RecordBatch.from_arrays(
                 [pa.array([node], pa.int32()), pa.array([table.num_rows], pa.int64()), pa.array([n], pa.int64()),
-                 pa.array([blob], pa.binary())],
+                 pa.array([len(per_part)], pa.int32()), pa.array([blob], pa.binary())],
                 schema=_RESULT_SCHEMA,
             )
 
@@ -529,6 +529,7 @@ def train_node_parallel(
     payloads: dict[int, dict[str, np.ndarray]] = {}
     counters: dict[str, float] = {}
     routed = 0
+    sort_parts = max((int(r["parts"]) for r in results), default=0)
     for r in results:
         node = int(r["node"])
         if node in payloads:
@@ -548,6 +549,7 @@ def train_node_parallel(
         "nodes": len(busy),
         "tasks": n_tasks,
         "routed_pairs": routed,
+        "sort_partitions": sort_parts,
         "counters": {"examples": float(n * epochs), **counters},
         "seconds": round(time.perf_counter() - t_start, 3),
     }

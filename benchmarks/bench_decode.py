@@ -51,8 +51,12 @@ def main() -> None:
     V, E = spec.n_features, tax.n_nodes - 1
     W = np.zeros((V, E), dtype=np.float32)
     rows = rng.random(V) < 0.6
-    W[rows] = rng.normal(scale=0.05, size=(int(rows.sum()), E)).astype(np.float32)
-    W -= 0.01  # most edges score negative, as in a trained model
+    for a0 in range(0, V, 4096):  # float32 blocks: no float64 temporary of the size of W
+        blk = np.zeros((min(V, a0 + 4096) - a0, E), dtype=np.float32)
+        r = rows[a0 : a0 + 4096]
+        blk[r] = rng.standard_normal((int(r.sum()), E), dtype=np.float32) * np.float32(0.05)
+        blk -= np.float32(0.01)  # most edges score negative, as in a trained model
+        W[a0 : a0 + 4096] = blk
     res = []
     # X.W limit
     t0 = time.perf_counter()

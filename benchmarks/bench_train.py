@@ -102,6 +102,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--section", default="train")
+    ap.add_argument("--xw-seconds", type=float, help="skip the X.W pass and use this figure (from an earlier run)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -117,7 +118,10 @@ def main() -> None:
         dname, path = item.split("=", 1)
         tax = features_taxonomy(path)
         load0 = loadavg()
-        xw = xw_pass(path, tax.n_nodes - 1)
+        if a.xw_seconds:
+            xw = {"docs": 0, "seconds": a.xw_seconds, "docs_per_s": float("nan")}
+        else:
+            xw = xw_pass(path, tax.n_nodes - 1)
         print(f"[{dname}] X.W pass: {xw['docs']} docs in {xw['seconds']:.2f} s = {xw['docs_per_s']:.0f} docs/s "
               f"(load {load0})", flush=True)
         for master in a.masters.split(","):
@@ -128,8 +132,11 @@ def main() -> None:
             for line in p.stdout.splitlines():
                 if line.startswith("RESULT "):
                     res = json.loads(line[7:])
+            log_file = Path(f"/tmp/bench_train_{dname}_{master.replace('[', '').replace(']', '')}.log")
+            log_file.write_text(p.stderr, encoding="utf-8")
             if res is None:
-                notes.append(f"{dname} {master}: failed (exit {p.returncode}): {p.stderr[-600:]}")
+                err = [ln for ln in p.stderr.splitlines() if "Error" in ln or "Exception" in ln][:3]
+                notes.append(f"{dname} {master}: failed (exit {p.returncode}); stderr in {log_file}: {' / '.join(err)[:600]}")
                 print(notes[-1], flush=True)
                 continue
             for r in res["runs"]:

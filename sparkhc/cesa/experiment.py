@@ -345,6 +345,7 @@ def run_split(tax: Taxonomy, split: Split, seed: int = 0, spark: Any = None) -> 
                 "fit_seconds": round(fit_s, 2),
                 "predict_seconds": round(pred_s, 2),
                 "note": "same trained state as H-RLS; H-BAYES decoding with normalised costs",
+                "trained": how,
             }
             _log_row(split.name, "AH-BAY", losses, fit_s)
         else:

@@ -105,9 +105,21 @@ def encode(
         new2 = new.reshape(1, -1) if new.ndim == 1 else new.reshape(new.shape[0], -1)
         base2 = base.reshape(new2.shape)
         rows = _changed_rows(new2, base2, touched.get(name) if new.ndim >= 2 else None)
-        d = new2[rows].astype(np.float64) - base2[rows].astype(np.float64)
-        r, c = np.nonzero(d)
-        m = sp.csr_matrix((d[r, c], (rows[r], c)), shape=new2.shape, dtype=np.float64)
+        # in blocks of rows: no dense float64 copy of every changed row at once
+        rr, cc, vv = [], [], []
+        step = max(1, (1 << 22) // max(1, new2.shape[1]))
+        for a in range(0, rows.size, step):
+            blk = rows[a : a + step]
+            d = new2[blk].astype(np.float64)
+            d -= base2[blk]
+            r, c = np.nonzero(d)
+            rr.append(blk[r])
+            cc.append(c.astype(np.int32))
+            vv.append(d[r, c])
+        if rr:
+            m = sp.csr_matrix((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=new2.shape)
+        else:
+            m = sp.csr_matrix(new2.shape, dtype=np.float64)
         out[name] = m
     return ModelState(out, dict(state.counters), "delta")  # type: ignore[arg-type]
 

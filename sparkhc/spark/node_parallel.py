@@ -540,8 +540,8 @@ def train_node_parallel(
         st = state_from_bytes(bytes(r["state"]))
         payloads[node] = st.arrays
         routed += int(r["rows"])
-        for k, v in st.counters.items():
-            counters[k] = counters.get(k, 0.0) + float(v)
+        for key, v in st.counters.items():
+            counters[key] = counters.get(key, 0.0) + float(v)
     _finish(model, payloads, counters, n, epochs, seed, t0, model.node_init if warm_start else (lambda i: None))
     info = {
         "documents": n,

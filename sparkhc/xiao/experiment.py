@@ -403,7 +403,7 @@ def run_experiment(
         (always run); the curve uses all of them.
     reps : runs per cell (5 in the paper); rcv1v2_subset run ``r`` tests on fold ``r % 5``.
     jobs : worker processes (one run per task).
-    quick : a smoke run: 2 runs, rates 1% and 10%, 10 EM iterations.
+    quick : a smoke run: 2 runs, rates 1% and 10%, 10 EM iterations; files get a ``_quick`` suffix.
     """
     if quick:
         label_rates, reps, max_iter = (0.01, 0.1), 2, 10
@@ -422,6 +422,7 @@ def run_experiment(
         "tol": float(tol),
         "seed": int(seed),
         "reps": int(reps),
+        "quick": bool(quick),
     }
     _CTX.clear()
     _CTX.update({"corpus": c, "cfg": cfg, "features": {}})
@@ -552,7 +553,9 @@ def write_reports(
         "summary": summ,
         "cells": cells,
     }
-    p = out_dir / f"results_{name}.json"
+    # a smoke run (--quick) never overwrites the committed reports
+    tag = f"{name}_quick" if cfg.get("quick") else name
+    p = out_dir / f"results_{tag}.json"
     _atomic_write(p, json.dumps(res, indent=1, sort_keys=True, default=float))
     written.append(p)
 
@@ -638,7 +641,7 @@ def write_reports(
         )
     lines += ["", "## Setup", "", _protocol(corpus, runs), _model_notes(cfg),
               f"Wall time of the whole command (all rates, both settings, {cfg['reps']} runs): {wall / 60:.1f} min.", ""]
-    p = out_dir / f"table2_{name}.md"
+    p = out_dir / f"table2_{tag}.md"
     _atomic_write(p, "\n".join(lines))
     written.append(p)
 
@@ -653,7 +656,7 @@ def write_reports(
         "",
         f"Micro-F1 / Macro-F1 (%) over all nodes, mean of {cfg['reps']} runs; the labeled subsets of increasing "
         "rates are nested within a run. Plot: "
-        f"`curve_{name}.png`.",
+        f"`curve_{tag}.png`.",
         "",
     ]
     curve_methods = [m for m in cfg["curve_methods"]]
@@ -668,10 +671,10 @@ def write_reports(
                 row.append("" if c is None else f"{c['micro']['mean']:.2f} / {c['macro']['mean']:.2f}")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    p = out_dir / f"curve_{name}.md"
+    p = out_dir / f"curve_{tag}.md"
     _atomic_write(p, "\n".join(lines))
     written.append(p)
-    png = out_dir / f"curve_{name}.png"
+    png = out_dir / f"curve_{tag}.png"
     if _plot(png, name, cfg, summ, curve_methods):
         written.append(png)
     return written
@@ -701,6 +704,8 @@ def _plot(path: Path, name: str, cfg: dict[str, Any], summ: dict[str, Any], meth
         return False
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True)
     rates = cfg["rates"]
+    cmap = plt.get_cmap("tab20")
+    colors = {m: cmap(i % 20) for i, m in enumerate(methods)}
     for col, s in enumerate(SETTINGS):
         for row, k in enumerate(("micro", "macro")):
             ax = axes[row][col]
@@ -708,7 +713,7 @@ def _plot(path: Path, name: str, cfg: dict[str, Any], summ: dict[str, Any], meth
                 ys = [summ.get(f"{s}|{r:g}|{m}", {}).get(k, {}).get("mean", np.nan) for r in rates]
                 style = ":" if m.endswith(CAP_SUFFIX) else ("-" if "EM" in m else "--")
                 lw = 2.5 if m == "PCEM" else 1.2
-                ax.plot([100 * r for r in rates], ys, style, marker="o", ms=3, lw=lw, label=m)
+                ax.plot([100 * r for r in rates], ys, style, marker="o", ms=3, lw=lw, label=m, color=colors[m])
             ax.set_xscale("log")
             ax.set_xticks([100 * r for r in rates])
             ax.set_xticklabels([f"{100 * r:g}" for r in rates])
@@ -734,6 +739,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 # =============================================================================================
+def rewrite_reports(data_dir: str | Path, out_dir: str | Path, corpus: str) -> list[Path]:
+    """Regenerate the Markdown tables and the plot from ``results_<corpus>.json`` (no training)."""
+    res = json.loads((Path(out_dir) / f"results_{corpus}.json").read_text(encoding="utf-8"))
+    c = load_corpus(data_dir, corpus)
+    return write_reports(Path(out_dir), c, res["config"], res["cells"] + res["runs"], float(res["wall_seconds"]))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sparkhc.xiao.experiment",
@@ -751,6 +763,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run: 2 runs, rates 1%% and 10%%")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rewrite the tables and plot from results_<corpus>.json")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
 
@@ -764,6 +778,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpora = list(CORPORA) if "all" in args.corpus else list(dict.fromkeys(args.corpus))
     rates = [float(x) / 100.0 for x in str(args.label_rates).split(",") if x.strip()]
     for c in corpora:
+        if args.report_only:
+            for f in rewrite_reports(args.data_dir, args.out, c):
+                print(f)
+            continue
         files = run_experiment(
             args.data_dir, args.out, c, label_rates=rates, reps=args.reps, jobs=args.jobs,
             max_iter=args.max_iter, tol=args.tol, seed=args.seed, quick=args.quick,

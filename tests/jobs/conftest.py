@@ -92,13 +92,15 @@ def spark_submit(
     python: str | Path = sys.executable,
     submit_flags: Sequence[str] = (),
     properties: Path = CONF_DIR / "spark-defaults.local.conf",
+    home: Path | None = None,
     expect: int = 0,
     timeout: float = 900,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``spark-submit --master MASTER ... jobs/JOB.py ARGS`` (pyspark's own bin/spark-submit);
-    stdout and stderr go to ``log_dir/JOB-N.{out,err}``; fail with the tail of stderr unless the
-    exit status is ``expect``."""
-    home = spark_home(python)
+    """Run ``spark-submit --master MASTER ... jobs/JOB.py ARGS`` with pyspark's own
+    bin/spark-submit (that of ``python``'s pyspark, or of ``home``); stdout and stderr go to
+    ``log_dir/JOB-N.{out,err}``; fail with the tail of the output unless the exit status is
+    ``expect``. spark-submit passes the Python driver's stderr on to its stdout."""
+    home = home or spark_home(python)
     cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--properties-file", str(properties),
            "--conf", "spark.driver.memory=2g", *submit_flags, str(JOBS_DIR / f"{job}.py"), *map(str, args)]
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -111,8 +113,8 @@ def spark_submit(
     (log_dir / f"{job}-{n}.err").write_text(proc.stderr, encoding="utf-8")
     print(f"spark-submit {job} ({master}): exit {proc.returncode} in {secs:.1f} s")
     if proc.returncode != expect:
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        raise JobFailed(f"{' '.join(cmd)}\nexit {proc.returncode} (expected {expect}); stderr tail:\n{tail}")
+        tail = "\n".join([*proc.stdout.splitlines()[-30:], *proc.stderr.splitlines()[-30:]])
+        raise JobFailed(f"{' '.join(cmd)}\nexit {proc.returncode} (expected {expect}); output tail:\n{tail}")
     return proc
 
 

@@ -9,6 +9,7 @@ needs is generated into ``tmp_path`` (nothing is checked in under ``fixtures/``)
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,14 @@ def run_main(argv: Sequence[str], capsys: Any) -> tuple[int, str, str]:
         main([str(a) for a in argv])
     out, err = capsys.readouterr()
     code = exc.value.code
-    return (code if isinstance(code, int) else 1), out, err
+    code = code if isinstance(code, int) else 1
+    log = os.environ.get("SPARKHC_RELIABILITY_LOG")
+    if log:  # the observed messages quoted in docs/reliability.md
+        last = error_line(err) or next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "exit": code,
+                                "message": last}) + "\n")
+    return code, out, err
 
 
 def error_line(err: str) -> str:

@@ -34,7 +34,7 @@ from tests.reliability import (
     write_taxonomy,
 )
 
-TRAIN_SET = ["--set", "train.epochs=2", "--set", "train.shards=2"]
+TRAIN_SET = ["--set", "train.epochs=1", "--set", "train.shards=2"]
 FEAT_SET = ["--set", "featurize.min_df=1", "--set", "featurize.partitions=2"]
 
 
@@ -103,7 +103,7 @@ def _good(i: int) -> dict:
 
 FZ_CASES = [
     ("FZ-01-malformed-json", '{"id": "x", "text": "a b", "labels": ["tennis"]',
-     r"bad\.jsonl, line 3: malformed JSON: Expecting ',' delimiter at column 47"),
+     r"bad\.jsonl, line 3: malformed JSON: Expecting ',' delimiter at column \d+"),
     ("FZ-02-not-an-object", "[1, 2]", r"bad\.jsonl, line 3: expected a JSON object, got list"),
     ("FZ-03-missing-id", {"text": "goal", "labels": ["football"]},
      r"bad\.jsonl, line 3: missing document id field 'id'"),
@@ -130,7 +130,7 @@ FZ_CASES = [
     ("FZ-14-fold-overflow", {"id": "x", "text": "goal", "labels": ["football"], "fold": 2**40},
      r"line 3 \(document 'x'\): field 'fold' must be a 32-bit integer, got int 1099511627776"),
     ("FZ-15-non-utf8", b'{"id": "x", "text": "caf\xe9", "labels": ["tennis"]}',
-     r"bad\.jsonl, line 3: not valid UTF-8: byte 0xe9 at byte offset \d+ \(column 24 of the line\)"),
+     r"bad\.jsonl, line 3: not valid UTF-8: byte 0xe9 at byte offset \d+ \(column 25 of the line\)"),
     ("FZ-16-empty-text", {"id": "x", "text": "", "labels": ["tennis"]},
      r"bad\.jsonl, line 3: document 'x' is empty \(no text and no tokens\)"),
     ("FZ-17-whitespace-text", {"id": "x", "text": " \t ", "labels": ["tennis"]},
@@ -154,6 +154,15 @@ def test_featurize_bad_jsonl_record(case, bad, pattern, base, tmp_path, capsys):
     expect_user_error(capsys, ["featurize", "--input", path, "--taxonomy", base.taxonomy, "--out",
                                tmp_path / "out"], pattern)
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.xfail(strict=True, reason="the column of a JSON error at the end of a line counts the newline as "
+                                       "a second line: 'column 1' (proposed fix: sparkhc/corpus/readers.py)")
+def test_FZ_01b_malformed_json_column_points_into_the_line(base, tmp_path, capsys):
+    bad = '{"id": "x", "text": "a b", "labels": ["tennis"]'  # 47 characters, the '}' is missing
+    path = write_jsonl(tmp_path / "bad.jsonl", [_good(0), _good(1), bad])
+    expect_user_error(capsys, ["featurize", "--input", path, "--taxonomy", base.taxonomy, "--out", tmp_path / "o"],
+                      r"line 3: malformed JSON: Expecting ',' delimiter at column 48")
 
 
 def test_FZ_22_truncated_gzip(base, tmp_path, capsys):
@@ -214,10 +223,12 @@ def test_FZ_32_unknown_corpus(base, tmp_path, capsys):
 
 
 def test_FZ_33_output_exists_without_overwrite(base, tmp_path, capsys):
+    """Checked after the input was read (a large corpus is read before the user hears of it)."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "keep").write_text("old")
-    expect_user_error(capsys, ["featurize", "--input", base.docs, "--taxonomy", base.taxonomy, "--out", out],
+    docs = write_jsonl(tmp_path / "docs.jsonl", tiny_records(4))
+    expect_user_error(capsys, ["featurize", "--input", docs, "--taxonomy", base.taxonomy, "--out", out],
                       r"o: output directory exists; pass overwrite=True to replace it")
     assert (out / "keep").read_text() == "old"
 
@@ -588,7 +599,7 @@ def test_EV_06_features_of_another_taxonomy(base, tmp_path, capsys):
 
 
 @pytest.mark.xfail(strict=True, reason="evaluate --out into a missing folder fails with FileNotFoundError "
-                                       "(exit 1) (proposed fix: sparkhc/persistence.py)")
+                                       "(exit 1) (proposed fix: sparkhc/spark/pipelines.py)")
 def test_EV_07_metrics_out_in_a_missing_folder(base, tmp_path, capsys):
     code, _, err = run_main(["evaluate", "--predictions", base.predictions, "--out", tmp_path / "new" / "m.json"],
                             capsys)
@@ -667,11 +678,13 @@ def test_DET_05_shard_count_changes_the_model(base, tmp_path):
     """Documented: the shards are the partitions of iterative parameter mixing, so another shard
     count mixes other shard-local models and gives another (equally valid) model."""
     model = tmp_path / "m3"
-    assert run(["train", "--features", str(base.features), "--out", str(model), "--set", "train.epochs=2",
+    assert run(["train", "--features", str(base.features), "--out", str(model), "--set", "train.epochs=1",
                 "--set", "train.shards=3"]) == 0
     assert (model / "state.npz").read_bytes() != (base.model / "state.npz").read_bytes()
     a, b = np.load(base.model / "state.npz"), np.load(model / "state.npz")
     diffs = {k: float(np.max(np.abs(a[k] - b[k]))) for k in a.files if a[k].dtype.kind == "f" and a[k].size}
+    scale = {k: float(np.max(np.abs(a[k]))) for k in diffs}
+    print(f"\nDET-05 shards 2 vs 3: max |w2 - w3| {diffs}, max |w2| {scale}")
     assert max(diffs.values()) > 0
 
 
@@ -736,3 +749,146 @@ def test_AT_09_crash_while_writing_metrics_keeps_previous_metrics(base, tmp_path
     with pytest.raises(OSError, match="No space left"):
         run(["evaluate", "--predictions", str(pred)])
     assert (pred / "metrics.json").read_bytes() == before
+
+
+# ======================================================================================= reclassify
+def _day(coll: Path, day: str) -> Path:
+    d = coll / f"ingest_date={day}"
+    d.mkdir(parents=True)
+    return d
+
+
+def _raw(recs: list[dict]) -> list[dict]:
+    return [{"doc_id": r["id"], "text": r["text"]} for r in recs]
+
+
+@pytest.fixture(scope="module")
+def reclassified(base):
+    """One reclassify run over a collection with one bad input per partition (the failing batch
+    is retried partition by partition): the run summary and the output folder."""
+    from sparkhc.spark.reclassify import reclassify
+
+    coll, out = base.root / "collection", base.root / "reclassified"
+    good = _raw(tiny_records(6, seed=3, prefix="g"))
+    write_jsonl(_day(coll, "2024-01-01") / "docs.jsonl", good)                                       # RC-05 ok
+    write_jsonl(_day(coll, "2024-01-02") / "docs.jsonl", [good[0], '{"doc_id": "m1", "text": "goal', good[1]])
+    write_jsonl(_day(coll, "2024-01-03") / "docs.jsonl", [good[0], {"text": "no id here"}])
+    write_jsonl(_day(coll, "2024-01-04") / "docs.jsonl", [good[0], good[1], {**good[0], "text": "again"}])
+    pq.write_table(pa.table({"doc_id": ["p1"], "text": [5]}), _day(coll, "2024-01-05") / "part-0.parquet")
+    write_jsonl(_day(coll, "2024-01-06") / "docs.jsonl", [good[0], b'{"doc_id": "u1", "text": "caf\xe9 goal"}'])
+    (_day(coll, "2024-01-07") / "docs.jsonl").write_bytes(b"")
+    summary = reclassify(None, coll, out, model_dir=base.model)
+    return summary, out
+
+
+def _failure(summary: dict, day: str) -> str:
+    return next((f["error"] for f in summary["failures"] if f["partition"] == day), "")
+
+
+def _classified(out: Path, day: str) -> list[str]:
+    from sparkhc.spark.reclassify import read_output
+
+    t = read_output(out)
+    return [d for d, p in zip(t.column("doc_id").to_pylist(), t.column("ingest_date").to_pylist(), strict=True)
+            if p == day]
+
+
+def test_RC_05_good_partition_every_document_classified(reclassified):
+    summary, out = reclassified
+    assert "2024-01-01" in summary["partitions"]["classified"]
+    assert sorted(_classified(out, "2024-01-01")) == [f"g{i:04d}" for i in range(6)]
+
+
+@pytest.mark.xfail(strict=True, reason="reclassify reads JSON Lines with Spark's permissive reader: a malformed "
+                                       "line becomes a null row and the partition fails with a JVM "
+                                       "NullPointerException that names neither file nor line (proposed fix: "
+                                       "sparkhc/spark/reclassify.py)")
+def test_RC_06_malformed_json_line_named(reclassified):
+    summary, _ = reclassified
+    assert "2024-01-02" in summary["partitions"]["failed"]
+    assert re.search(r"docs\.jsonl.*malformed", _failure(summary, "2024-01-02")), _failure(summary, "2024-01-02")
+
+
+def test_RC_06b_malformed_json_line_fails_the_partition_only(reclassified):
+    """Observed today: not silent (the partition fails, nothing of it is published, the run exits
+    1 and the other partitions are classified), only the message is unclear (RC-06)."""
+    summary, out = reclassified
+    assert "2024-01-02" in summary["partitions"]["failed"] and _classified(out, "2024-01-02") == []
+    assert not (out / "ingest_date=2024-01-02").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="a JSON record without doc_id fails the partition with a JVM "
+                                       "NullPointerException naming neither file, line nor field (proposed fix: "
+                                       "sparkhc/spark/reclassify.py)")
+def test_RC_07_record_without_doc_id_named(reclassified):
+    summary, _ = reclassified
+    assert "2024-01-03" in summary["partitions"]["failed"]
+    assert re.search(r"docs\.jsonl.*null or missing doc_id", _failure(summary, "2024-01-03")), _failure(summary, "2024-01-03")
+
+
+@pytest.mark.xfail(strict=True, reason="duplicate doc ids inside a partition are classified twice (two output "
+                                       "rows for one id, no error, no count) (proposed fix: "
+                                       "sparkhc/spark/reclassify.py)")
+def test_RC_08_duplicate_doc_id_in_a_partition(reclassified):
+    summary, out = reclassified
+    assert "2024-01-04" in summary["partitions"]["failed"], _classified(out, "2024-01-04")
+    assert re.search(r"duplicate doc_id.*'g0000'", _failure(summary, "2024-01-04")), _failure(summary, "2024-01-04")
+
+
+def test_RC_09_parquet_partition_with_wrong_column_type(reclassified):
+    summary, out = reclassified
+    assert "2024-01-05" in summary["partitions"]["failed"] and _classified(out, "2024-01-05") == []
+    assert re.search(r"ingest_date=2024-01-05: column 'text' has type bigint, expected string",
+                     _failure(summary, "2024-01-05")), _failure(summary, "2024-01-05")
+
+
+@pytest.mark.xfail(strict=True, reason="a JSON line with invalid UTF-8 fails the partition with a JVM "
+                                       "NullPointerException naming neither file nor line (proposed fix: "
+                                       "sparkhc/spark/reclassify.py)")
+def test_RC_10_non_utf8_line_named(reclassified):
+    summary, out = reclassified
+    assert "2024-01-06" in summary["partitions"]["failed"] and _classified(out, "2024-01-06") == []
+    assert re.search(r"docs\.jsonl.*malformed", _failure(summary, "2024-01-06")), _failure(summary, "2024-01-06")
+
+
+def test_RC_11_empty_partition_is_classified_with_zero_documents(reclassified):
+    summary, out = reclassified
+    assert "2024-01-07" in summary["partitions"]["classified"]
+    marker = json.loads((out / "ingest_date=2024-01-07" / "_CLASSIFIED.json").read_text())
+    assert marker["documents"] == 0
+
+
+def test_RC_12_run_summary_accounts_for_every_partition(reclassified):
+    """Partitions in = classified + failed (nothing skipped silently); the run exits 1 through
+    the CLI when a partition failed."""
+    summary, _ = reclassified
+    p = summary["partitions"]
+    assert p["found"] == 7 == len(p["classified"]) + len(p["failed"])
+    assert sum(d["documents"] for d in summary["per_partition"]) == summary["documents"]
+
+
+def test_RC_01_collection_not_found(base, tmp_path, capsys):
+    expect_user_error(capsys, ["reclassify", "--input", tmp_path / "nope", "--out", tmp_path / "o", "--model",
+                               base.model],
+                      r"nope: input collection not found \(expected a directory of ingest_date=VALUE folders\)")
+
+
+def test_RC_02_model_without_feature_spec(base, tmp_path, capsys):
+    m = copy(base.model, tmp_path / "m")
+    (m / "feature_spec.json").unlink()
+    write_jsonl(_day(tmp_path / "c", "2024-01-01") / "d.jsonl", _raw(tiny_records(2)))
+    expect_user_error(capsys, ["reclassify", "--input", tmp_path / "c", "--out", tmp_path / "o", "--model", m],
+                      r"m: no feature_spec\.json; reclassification needs the model's feature spec")
+
+
+def test_RC_03_unknown_partition_value(base, tmp_path, capsys):
+    write_jsonl(_day(tmp_path / "c", "2024-01-01") / "d.jsonl", _raw(tiny_records(2)))
+    expect_user_error(capsys, ["reclassify", "--input", tmp_path / "c", "--out", tmp_path / "o", "--model",
+                               base.model, "--partitions", "2024-13-01"],
+                      r"c: no partition ingest_date=2024-13-01 \(1 requested value\(s\) not found\)")
+
+
+def test_RC_04_partition_without_input_files(base, tmp_path, capsys):
+    (_day(tmp_path / "c", "2024-01-01") / "notes.txt").write_text("x")
+    expect_user_error(capsys, ["reclassify", "--input", tmp_path / "c", "--out", tmp_path / "o", "--model",
+                               base.model], r"ingest_date=2024-01-01: no input files; expected \*\.parquet or JSON Lines")

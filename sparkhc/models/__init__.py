@@ -29,6 +29,17 @@ _REGISTRY: dict[str, str] = {
     "hcm": "sparkhc.models.fmm_hier:HCMHier",
     "wbm": "sparkhc.models.fmm_hier:WBMHier",
     "cos": "sparkhc.models.fmm_hier:COSHier",
+    # Xiao, Liu, Song 2019 (path cost-sensitive generative models and baselines), over raw counts
+    "flat_nb": "sparkhc.models.xiao:FlatNB",
+    "flat_em": "sparkhc.models.xiao:FlatEM",
+    "nbmc": "sparkhc.models.xiao:NBMC",
+    "emmc": "sparkhc.models.xiao:EMMC",
+    "tdnb": "sparkhc.models.xiao:TDNB",
+    "tdem": "sparkhc.models.xiao:TDEM",
+    "wdnb": "sparkhc.models.xiao:WDNB",
+    "wdem": "sparkhc.models.xiao:WDEM",
+    "pcnb": "sparkhc.models.xiao:PCNB",
+    "pcem": "sparkhc.models.xiao:PCEM",
 }
 
 
@@ -51,16 +62,5 @@ def get_model_class(name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise ConfigError(f"model {name!r} needs a missing dependency: {e    # Xiao, Liu, Song 2019 (path cost-sensitive generative models and baselines), over raw counts
-    "flat_nb": "sparkhc.models.xiao:FlatNB",
-    "flat_em": "sparkhc.models.xiao:FlatEM",
-    "nbmc": "sparkhc.models.xiao:NBMC",
-    "emmc": "sparkhc.models.xiao:EMMC",
-    "tdnb": "sparkhc.models.xiao:TDNB",
-    "tdem": "sparkhc.models.xiao:TDEM",
-    "wdnb": "sparkhc.models.xiao:WDNB",
-    "wdem": "sparkhc.models.xiao:WDEM",
-    "pcnb": "sparkhc.models.xiao:PCNB",
-    "pcem": "sparkhc.models.xiao:PCEM",
-") from e
+        raise ConfigError(f"model {name!r} needs a missing dependency: {e}") from e
     return getattr(module, cls_name)

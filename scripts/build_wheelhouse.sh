@@ -21,6 +21,8 @@ cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$SRC/"
 (cd "$ROOT" && tar --exclude='__pycache__' -cf - sparkhc) | tar -xf - -C "$SRC"
 
 rm -f "$OUT"/sparkhc-*.whl
+# fixed timestamps inside the wheel: the same sources give the same sparkhc wheel
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-315532800}
 "$PYTHON" -m pip wheel --quiet --wheel-dir "$OUT" --find-links "$OUT" "$SRC"
 echo "wheelhouse: $OUT"
 ls -1 "$OUT"

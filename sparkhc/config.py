@@ -39,6 +39,9 @@ class TrainConfig:
     seed: int = 0
     self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
     checkpoint: bool = True
+    # node-independent models (h_svm, svm, h_rls, ah_bay, perc, h_perc with mistake="node"):
+    # train each node in its own task (exact) instead of parameter mixing
+    node_parallel: bool = True
 
 
 @dataclass(frozen=True)

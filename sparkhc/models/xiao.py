@@ -441,6 +441,10 @@ class _XiaoModel(HierModel):
 
     combine = "sum"
     semi_supervised: ClassVar[bool] = False
+    #: read raw term counts (``SparseBatch.counts``) in Spark passes
+    needs_counts: ClassVar[bool] = True
+    #: trained on Spark by :func:`sparkhc.spark.em.fit_em_spark` (not iterative parameter mixing)
+    em_driver: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         "max_iter": 30,
         "tol": 1e-4,
@@ -746,6 +750,8 @@ class NBMC(FlatNB):
 
     name = "nbmc"
     defaults: ClassVar[dict[str, Any]] = {**_XiaoModel.defaults, "n_components": 2}
+    # random per-document start and a labeled E-step over all labeled documents: no Spark EM
+    em_driver: ClassVar[bool] = False
 
     def validate_params(self) -> None:
         super().validate_params()

@@ -181,6 +181,7 @@ def train(
     """
     from sparkhc.spark.io import read_features
     from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.node_parallel import supports_node_parallel, train_node_parallel
 
     t0 = time.perf_counter()
     out = Path(out)
@@ -205,18 +206,31 @@ def train(
     else:
         model = cls(mtax, spec.n_features, **cfg.model_params(name))
     epochs_log: list[dict[str, Any]] = []
+    # node-independent Cesa-Bianchi models: each node trained once in its own task (exactly the
+    # serial model; no mixing, so no shards and no checkpoints)
+    node_parallel = cfg.train.node_parallel and supports_node_parallel(model)
     ckpt = checkpoint_dir
-    if ckpt is None and cfg.train.checkpoint:
+    if ckpt is None and cfg.train.checkpoint and not node_parallel:
         ckpt = out.parent / f".{out.name}.checkpoints"
     # counting models (fmm, hcm, wbm, cos) read raw term counts and are trained by one pass
     epochs = 1 if getattr(model, "single_pass", False) else cfg.train.epochs
-    train_ipm(
-        spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,
-        checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook, warm_start=warm_start is not None,
-        with_counts=bool(getattr(model, "needs_counts", False)),
-        checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
-                        "warm_start": str(warm_start) if warm_start is not None else None},
-    )
+    if node_parallel:
+        def _log(info: dict[str, Any]) -> None:
+            epochs_log.append({"epoch": info["epochs"], "epochs": info["epochs"], "node_parallel": True,
+                               "examples": info["documents"], "nodes": info["nodes"], "tasks": info["tasks"],
+                               "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
+
+        train_node_parallel(spark, df, model, epochs=epochs, seed=cfg.train.seed,
+                            warm_start=warm_start is not None, progress=_log)
+    else:
+        train_ipm(
+            spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,
+            checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook,
+            warm_start=warm_start is not None,
+            with_counts=bool(getattr(model, "needs_counts", False)),
+            checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
+                            "warm_start": str(warm_start) if warm_start is not None else None},
+        )
     n_docs = epochs_log[-1]["examples"] if epochs_log else None
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
@@ -225,7 +239,8 @@ def train(
             "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
             "documents": n_docs,
             "epochs": epochs,
-            "shards": cfg.train.shards,
+            "shards": None if node_parallel else cfg.train.shards,
+            "node_parallel": node_parallel,
             "seed": cfg.train.seed,
             "epoch_log": epochs_log,
             "seconds": round(time.perf_counter() - t0, 2),

@@ -233,6 +233,8 @@ class CesaModel(HierModel):
     #: node ``i`` learns from the examples where it is eligible (root or parent gold-positive);
     #: False: from every example (flat baselines)
     hierarchical: ClassVar[bool] = True
+    #: multilabels are unions of partial paths natively: no virtual /_self leaves needed
+    native_partial_paths: ClassVar[bool] = True
     #: a call of ``partial_fit`` continues from the state (False: retrains from scratch)
     incremental: ClassVar[bool] = True
 

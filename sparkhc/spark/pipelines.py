@@ -193,7 +193,7 @@ def train(
     taxonomy = features_taxonomy(features)
     df = select_rows(df, split, fold, exclude_fold)
     mtax = taxonomy
-    if cfg.train.self_leaves:
+    if cfg.train.self_leaves and not getattr(cls, "native_partial_paths", False):
         selfs = internal_deepest_labels(df, taxonomy)
         if selfs:
             mtax = taxonomy.with_self_leaves(selfs)

@@ -32,6 +32,7 @@ from sparkhc.persistence import (
     write_json_atomic,
     write_npz,
 )
+from sparkhc.spark import deltas
 
 log = logging.getLogger(__name__)
 
@@ -82,20 +83,30 @@ def make_epoch_fn(
             fault_hook(shard, epoch)
         out = model.get_state()
         out.counters = {k: float(v) for k, v in counters.items()}
+        # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
+        delta = deltas.encode(out, state_bc.value, {"W": getattr(model, "touched_rows_", None)})
+        payload = deltas.encode_bytes(delta) if delta is not None else state_to_bytes(out)
         yield pa.RecordBatch.from_pydict(
-            {"shard": [shard], "n": [len(batch)], "state": [state_to_bytes(out)]},
+            {"shard": [shard], "n": [len(batch)], "state": [payload]},
             schema=pa.schema([("shard", pa.int32()), ("n", pa.int64()), ("state", pa.binary())]),
         )
 
     return run
 
 
-def _seq(acc: StateSum, row: Any) -> StateSum:
-    return acc.add(state_from_bytes(bytes(row["state"])))
+def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
+    st = deltas.decode_bytes(bytes(row["state"]))
+    if st.combine == "delta":
+        return (acc if isinstance(acc, deltas.DeltaSum) else deltas.DeltaSum()).add(st)
+    return acc.add(st) if isinstance(acc, StateSum) else StateSum().add(st)
 
 
-def _comb(a: StateSum, b: StateSum) -> StateSum:
-    return a.merge(b)
+def _comb(a: StateSum | deltas.DeltaSum, b: StateSum | deltas.DeltaSum) -> StateSum | deltas.DeltaSum:
+    if a.n == 0:
+        return b
+    if b.n == 0:
+        return a
+    return a.merge(b)  # type: ignore[arg-type]
 
 
 def run_epoch(
@@ -116,12 +127,13 @@ def run_epoch(
         )
         results = shards_df.mapInArrow(fn, _RESULT_SCHEMA)
         depth = 2
-        acc: StateSum = results.rdd.treeAggregate(StateSum(), _seq, _comb, depth=depth)
+        zero: StateSum | deltas.DeltaSum = StateSum()
+        acc: StateSum | deltas.DeltaSum = results.rdd.treeAggregate(zero, _seq, _comb, depth=depth)
     finally:
         bc.unpersist()
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
-    mixed = acc.result()
+    mixed = acc.apply(model.get_state()) if isinstance(acc, deltas.DeltaSum) else acc.result()
     if mixed.combine == "sum" and acc.n > 1:
         # every partition returned (broadcast state + its shard's statistics): keep one copy of the
         # broadcast state, so a warm start or a later epoch does not multiply it by the shards

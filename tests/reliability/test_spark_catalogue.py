@@ -25,6 +25,7 @@ import pytest
 from sparkhc.cli import run
 from tests.reliability import (
     TAXONOMY_TSV,
+    VOCAB,
     error_line,
     leftovers,
     run_main,
@@ -34,6 +35,7 @@ from tests.reliability import (
     write_taxonomy,
 )
 
+VOCAB_WORDS = [VOCAB[k] for k in sorted(VOCAB)]
 TRAIN_SET = ["--set", "train.epochs=1", "--set", "train.shards=2"]
 FEAT_SET = ["--set", "featurize.min_df=1", "--set", "featurize.partitions=2"]
 
@@ -252,6 +254,32 @@ def test_FZ_35_label_dirs_without_label_directories(base, tmp_path, capsys):
     (tmp_path / "corpus" / "stray.txt").write_text("x")
     expect_user_error(capsys, ["featurize", "--input", tmp_path / "corpus", "--taxonomy", base.taxonomy,
                                "--out", tmp_path / "o"], r"corpus: no label or split directories found")
+
+
+def test_FZ_36_huge_document_is_kept(base, tmp_path):
+    """A 10 MB document (1.6 million words) featurizes in local mode without blowing memory: its row
+    is kept with exact counts, and the driver's peak RSS grows by less than 40 times its size."""
+    import resource
+
+    rng = np.random.default_rng(0)
+    words = [w for ws in VOCAB_WORDS for w in ws]
+    picks = rng.integers(len(words), size=1_650_000)
+    text = " ".join(words[i] for i in picks)
+    assert len(text.encode()) >= 10_000_000
+    recs = [*tiny_records(8), {"id": "huge", "text": text, "labels": ["physics"], "split": "train"}]
+    docs = write_jsonl(tmp_path / "docs.jsonl", recs)
+    peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out = tmp_path / "f"
+    assert run(["featurize", "--input", str(docs), "--taxonomy", str(base.taxonomy), "--out", str(out),
+                "--set", "featurize.min_df=1", "--set", "featurize.max_df=1.0", "--set", "featurize.partitions=1"]) == 0
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak0
+    rows = {r["doc_id"]: r for r in pq.read_table(out / "features").to_pylist()}
+    assert len(rows) == 9 and rows["huge"]["labels"] == ["physics"]
+    counts = dict(zip(rows["huge"]["indices"], rows["huge"]["counts"], strict=True))
+    assert sum(counts.values()) == len(picks)  # every word counted
+    print(f"\nFZ-36: {len(text.encode()) / 1e6:.1f} MB document, {len(counts)} distinct terms, driver peak RSS "
+          f"+{grown / 1e6:.0f} MB")
+    assert grown < 40 * len(text.encode())
 
 
 # ======================================================================================= taxonomy

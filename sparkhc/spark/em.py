@@ -169,6 +169,7 @@ class _Driver:
     ) -> None:
         self.spark, self.df, self.model, self.cols, self.depth, self.progress = spark, df, model, cols, depth, progress
         self.iteration = 0
+        self.examples = 0
         self.log: list[dict[str, Any]] = []
         self._t = time.perf_counter()
 
@@ -190,8 +191,9 @@ class _Driver:
     def record(self, ll: float, prev: float | None, level: int | None = None) -> None:
         now = time.perf_counter()
         rel = abs(ll - prev) / abs(prev) if prev is not None and prev != 0 else None
-        info = {"iteration": self.iteration, "loglik": ll, "relative_change": rel,
-                "seconds": round(now - self._t, 3)}
+        info: dict[str, Any] = {"iteration": self.iteration, "epoch": self.iteration + 1, "loglik": ll,
+                                "relative_change": rel, "examples": self.examples,
+                                "seconds": round(now - self._t, 3)}
         if level is not None:
             info["level"] = level
         log.info(
@@ -309,7 +311,8 @@ def fit_em_spark(
     shards : int, optional
         Repartition the features into this many partitions (hash of the doc id) first.
     progress : callable, optional
-        Called with one dict per iteration (iteration, loglik, relative_change, seconds).
+        Called with one dict per iteration (iteration, epoch = iteration + 1, loglik,
+        relative_change, examples = labeled + used unlabeled documents, seconds).
 
     ``model.em_log_`` holds the per-iteration dicts.
     """
@@ -344,6 +347,7 @@ def fit_em_spark(
                 cols = seen
                 stats_l = {k: (v[..., cols] if k in ("word", "vocab") else v) for k, v in stats_l.items()}
         drv = _Driver(spark, df, m, cols, depth, progress)
+        drv.examples = n_l + n_u
         if isinstance(m, TDNB):
             params, stats, hist = _run_levels(drv, stats_l, n_u)
         else:

@@ -222,6 +222,14 @@ def train(
 
         train_node_parallel(spark, df, model, epochs=epochs, seed=cfg.train.seed,
                             warm_start=warm_start is not None, progress=_log)
+    elif getattr(model, "em_driver", False):
+        # Xiao et al. generative models: EM, one treeAggregate pass per E-step (issue 6)
+        from sparkhc.spark.em import fit_em_spark
+
+        if warm_start is not None:
+            raise ModelError(f"--warm-start is not supported for the EM-trained model {name!r}")
+        fit_em_spark(spark, df, model, shards=cfg.train.shards, progress=epochs_log.append)
+        epochs = len(epochs_log)
     else:
         train_ipm(
             spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,

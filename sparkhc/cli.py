@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -199,6 +200,23 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+# the last line of a worker traceback carried by a PythonException / Py4JJavaError on the driver
+_TASK_USER_ERROR = re.compile(r"^sparkhc\.[\w.]*Error: (.+)$", re.MULTILINE)
+
+
+def task_user_error(e: BaseException) -> str | None:
+    """The message of a SparkhcError raised inside a Spark task, else None.
+
+    PySpark re-raises it on the driver as a ``PythonException`` (or a ``Py4JJavaError`` around
+    a ``SparkException``) whose text holds the worker's traceback, ending with e.g.
+    ``sparkhc.errors.SchemaError: features: row 3: non-finite feature value nan``.
+    """
+    if not type(e).__module__.startswith(("pyspark", "py4j")):
+        return None
+    found = _TASK_USER_ERROR.findall(str(e))
+    return found[-1].strip() if found else None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = run(argv)
@@ -208,8 +226,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     except Exception as e:  # pragma: no cover - the traceback is what a bug report needs
-        logging.getLogger("sparkhc").exception("failed: %s", e)
-        code = 1
+        msg = task_user_error(e)
+        if msg is not None:  # bad input found inside a Spark task: a user error all the same
+            print(f"sparkhc: error: {msg}", file=sys.stderr)
+            code = 2
+        else:
+            logging.getLogger("sparkhc").exception("failed: %s", e)
+            code = 1
     sys.exit(code)
 
 

@@ -67,9 +67,16 @@ class Config:
 
 
 _SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": PredictConfig}
+#: Smallest value of the integer keys that have one (other keys are checked where they are used).
+_MINIMUM = {
+    ("featurize", "partitions"): 1,
+    ("train", "epochs"): 1,
+    ("train", "shards"): 1,
+    ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
+}
 
 
-def _check_section(cls: type, values: dict[str, Any], where: str) -> Any:
+def _check_section(cls: type, values: dict[str, Any], where: str, section: str = "") -> Any:
     hints = get_type_hints(cls)
     known = {f.name for f in fields(cls)}
     out = {}
@@ -84,6 +91,9 @@ def _check_section(cls: type, values: dict[str, Any], where: str) -> Any:
             raise ConfigError(
                 f"{where}: key {k!r} must be of type {want.__name__}, got {type(v).__name__} {v!r}"
             )
+        low = _MINIMUM.get((section, k))
+        if low is not None and v < low:
+            raise ConfigError(f"{where}: key {k!r} must be an int >= {low}, got {v!r}")
         out[k] = v
     return cls(**out)
 
@@ -99,7 +109,7 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
         elif key in _SECTIONS:
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table")
-            sections[key] = _check_section(_SECTIONS[key], value, f"{source} [{key}]")
+            sections[key] = _check_section(_SECTIONS[key], value, f"{source} [{key}]", key)
         else:
             raise ConfigError(
                 f"{source}: unknown section [{key}]; known: {', '.join(sorted([*_SECTIONS, 'model']))}"

@@ -573,7 +573,7 @@ def read_jsonl(
                 if no == 1 and line.startswith("\ufeff"):
                     line = line[1:]
                 try:
-                    obj = json.loads(line)
+                    obj = json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as e:
                     sink.invalid(no, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
                     continue

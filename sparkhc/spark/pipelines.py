@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import FOLD, LABELS, SPLIT
 from sparkhc.config import Config
-from sparkhc.errors import ModelError, SchemaError, SparkhcError
+from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.models import get_model_class
 from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
 from sparkhc.taxonomy import Taxonomy
@@ -192,6 +192,11 @@ def train(
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     df = select_rows(df, split, fold, exclude_fold)
+    if not df.limit(1).collect():
+        raise InputDataError(
+            f"{features}: no training documents: the selection (split {split!r}, fold {fold!r}, exclude_fold "
+            f"{exclude_fold!r}) matches no row"
+        )
     mtax = taxonomy
     if cfg.train.self_leaves and not getattr(cls, "native_partial_paths", False):
         selfs = internal_deepest_labels(df, taxonomy)
@@ -250,8 +255,8 @@ def train(
             "shards": None if node_parallel else cfg.train.shards,
             "node_parallel": node_parallel,
             "seed": cfg.train.seed,
-            "epoch_log": epochs_log,
-            "seconds": round(time.perf_counter() - t0, 2),
+            # no wall-clock times: the same data, configuration and seed give byte-identical files
+            "epoch_log": [{k: v for k, v in e.items() if k != "seconds"} for e in epochs_log],
             "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
         },
         "scored_labels": features_corpus_info(features).get("scored_labels"),
@@ -325,7 +330,10 @@ def evaluate(
     meta_file = predictions / PRED_META_FILE
     if not meta_file.is_file():
         raise SchemaError(f"{predictions}: not a predictions folder ({PRED_META_FILE} missing)")
-    pmeta = json.loads(meta_file.read_text(encoding="utf-8"))
+    try:
+        pmeta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SchemaError(f"{meta_file}: corrupt prediction metadata ({e})") from None
     feats = Path(features) if features is not None else Path(pmeta["features"])
     taxonomy = features_taxonomy(feats)
     if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
@@ -335,16 +343,29 @@ def evaluate(
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")
     df = spark.read.parquet(str(predictions / "data"))
-    missing = df.where(F.col(LABELS).isNull()).count()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
+                 F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
+    assert row is not None  # an aggregate always has one row
+    n, missing, empty = int(row["n"]), int(row["null"] or 0), int(row["empty"] or 0)
+    if n == 0:
+        raise SchemaError(f"{predictions}: no prediction rows; nothing to evaluate")
     if missing:
         raise SchemaError(f"{predictions}: {missing} prediction rows have no gold labels; cannot evaluate")
+    if empty == n:
+        raise SchemaError(f"{predictions}: none of the {n} prediction rows has gold labels; cannot evaluate "
+                          "(predictions of unlabelled documents?)")
+    if empty:
+        log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", predictions,
+                    empty, n)
     counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
                                pred_col=PRED_LABELS)
     metrics = counts.compute()
     result = {"metrics": metrics, "model_version": pmeta["model_version"], "model": pmeta["model"],
               "predictions": str(predictions), "selection": pmeta["selection"],
               "decode_seconds": pmeta.get("seconds")}
+    result["documents_without_gold_labels"] = empty
     out = Path(out) if out is not None else predictions / "metrics.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, result)
     return result, format_table(metrics)
 

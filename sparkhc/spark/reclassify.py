@@ -80,7 +80,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkhc import registry
-from sparkhc.errors import ModelError, SchemaError, SparkhcError
+from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, normalize_raw
 from sparkhc.spark.predict import PRED_DDL, PRED_LABELS, PRED_SCORES, make_predict_fn
@@ -202,7 +202,10 @@ def discover_partitions(input_dir: str | Path, column: str = DEFAULT_PARTITION_C
     return sorted(parts, key=lambda p: (p.value, p.name))
 
 
-_JSON_SCHEMA = T.StructType([T.StructField(f.name, f.dataType, True) for f in RAW_SCHEMA.fields])
+#: JSON lines that do not parse (or are not UTF-8) land here instead of becoming all-null rows
+_CORRUPT = "_corrupt_record"
+_JSON_SCHEMA = T.StructType([*(T.StructField(f.name, f.dataType, True) for f in RAW_SCHEMA.fields),
+                             T.StructField(_CORRUPT, T.StringType(), True)])
 
 
 def read_partition(spark: SparkSession, part: InputPartition) -> DataFrame:
@@ -212,7 +215,8 @@ def read_partition(spark: SparkSession, part: InputPartition) -> DataFrame:
     if part.format == "parquet":
         df = spark.read.parquet(*uris)
     else:
-        df = spark.read.schema(_JSON_SCHEMA).json(uris)
+        df = (spark.read.schema(_JSON_SCHEMA).option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", _CORRUPT).json(uris))
     if LABELS not in df.columns:
         df = df.withColumn(LABELS, F.lit(None).cast(T.ArrayType(T.StringType())))
     return df
@@ -627,9 +631,11 @@ class _Job:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _write(self, parts: list[InputPartition], staging: Path) -> None:
+        inputs = [read_partition(self.spark, p) for p in parts]
+        check_partitions(parts, inputs)
         raws = []
-        for i, p in enumerate(parts):
-            raw = normalize_raw(read_partition(self.spark, p), source=str(p.path))
+        for i, (p, df) in enumerate(zip(parts, inputs, strict=True)):
+            raw = normalize_raw(df, source=str(p.path))
             # the split column (not needed to classify) carries the partition through decoding
             raws.append(raw.withColumn(SPLIT, F.lit(str(i))))
         raw = functools.reduce(DataFrame.unionByName, raws)
@@ -687,6 +693,52 @@ class _Job:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return rows, labels, files
+
+
+def _local(uri: str) -> str:
+    """A path from ``input_file_name()`` (``file:///a/b%3D1/c`` -> ``/a/b=1/c``)."""
+    return urllib.parse.unquote(urllib.parse.urlparse(uri).path) if uri.startswith("file:") else uri
+
+
+def check_partitions(parts: list[InputPartition], inputs: list[DataFrame]) -> None:
+    """Refuse input partitions with malformed JSON lines, null or missing ``doc_id`` or duplicate
+    ``doc_id`` (one Spark job for the batch; a second one for a sample when something is wrong).
+    Raises :class:`InputDataError` naming the partition's file and a sample record: in a batch the
+    partitions are then retried one by one, so each bad partition is reported with its own error."""
+    checks = []
+    for i, df in enumerate(inputs):
+        corrupt_col = F.col(_CORRUPT) if _CORRUPT in df.columns else F.lit(None).cast(T.StringType())
+        doc_id = F.col(DOC_ID) if DOC_ID in df.columns else F.lit(None).cast(T.StringType())
+        checks.append(df.select(F.lit(i).alias("slot"), doc_id.alias(DOC_ID), corrupt_col.alias(_CORRUPT),
+                                F.input_file_name().alias("file")))
+    rows = functools.reduce(DataFrame.unionByName, checks)
+    stats = rows.groupBy("slot").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col(_CORRUPT).isNotNull().cast("long")).alias("corrupt"),
+        F.sum((F.col(_CORRUPT).isNull() & F.col(DOC_ID).isNull()).cast("long")).alias("null_ids"),
+        F.count_distinct(DOC_ID).alias("distinct"),
+    ).collect()
+    for r in sorted(stats, key=lambda r: r["slot"]):
+        part, sel = parts[r["slot"]], rows.where(F.col("slot") == r["slot"])
+        corrupt, null_ids = int(r["corrupt"] or 0), int(r["null_ids"] or 0)
+        s: Any
+        dups = int(r["n"]) - corrupt - null_ids - int(r["distinct"])
+        if corrupt:
+            # (a query referencing only the corrupt-record column is refused by Spark: doc_id too)
+            s = sel.where(F.col(_CORRUPT).isNotNull()).select("file", DOC_ID, _CORRUPT).first()
+            assert s is not None
+            raise InputDataError(f"{_local(s['file'])}: {corrupt} malformed JSON line(s) (not JSON, "
+                                 f"not an object or not UTF-8), e.g. {s[_CORRUPT][:80]!r}")
+        if null_ids:
+            s = sel.where(F.col(DOC_ID).isNull()).select("file").first()
+            assert s is not None
+            raise InputDataError(f"{_local(s['file'])}: {null_ids} record(s) with a null or missing "
+                                 f"doc_id")
+        if dups:
+            ids = [x[DOC_ID] for x in sel.groupBy(DOC_ID).count().where(F.col("count") > 1)
+                   .orderBy(DOC_ID).limit(5).collect()]
+            raise InputDataError(f"{part.path}: {dups} duplicate doc_id row(s), e.g. {ids}; every document of a "
+                                 "partition must have its own id")
 
 
 def _failing_in(

@@ -187,6 +187,7 @@ def test_standalone_cluster_equals_local(tiny_corpus, tmp_path):
     (train_app,) = apps["sparkhc-train"]
     for wdir in cluster.worker_dirs:
         stderr = "".join(p.read_text(errors="replace") for p in wdir.glob(f"{train_app}/*/stderr"))
+        print(f"{wdir.name}: {stderr.count('Running task')} tasks of {train_app}")
         assert "Running task" in stderr, f"{wdir}: no training task ran on this worker"
     # the executors fetched the zip: the package was shipped, not found installed
     assert list(cluster.worker_dirs[0].glob(f"{train_app}/*/sparkhc-pyfiles.zip"))

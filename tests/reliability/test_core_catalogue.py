@@ -82,7 +82,6 @@ RANGE_CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="config values are not range-checked (proposed fix: sparkhc/config.py)")
 @pytest.mark.parametrize("case,override,pattern", RANGE_CASES, ids=[c[0] for c in RANGE_CASES])
 def test_config_out_of_range_values_are_config_errors(case, override, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -198,8 +197,6 @@ def test_AT_05_json_report_crash_keeps_previous_version(tmp_path, monkeypatch):
     assert target.read_bytes() == before
 
 
-@pytest.mark.xfail(strict=True, reason="write_json_atomic leaves its half-written temp file behind on an "
-                                       "exception (proposed fix: unlink it, sparkhc/persistence.py)")
 def test_AT_06_json_report_crash_leaves_no_temp_file(tmp_path, monkeypatch):
     from sparkhc.persistence import write_json_atomic
 

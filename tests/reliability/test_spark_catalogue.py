@@ -158,8 +158,6 @@ def test_featurize_bad_jsonl_record(case, bad, pattern, base, tmp_path, capsys):
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the column of a JSON error at the end of a line counts the newline as "
-                                       "a second line: 'column 1' (proposed fix: sparkhc/corpus/readers.py)")
 def test_FZ_01b_malformed_json_column_points_into_the_line(base, tmp_path, capsys):
     bad = '{"id": "x", "text": "a b", "labels": ["tennis"]'  # 47 characters, the '}' is missing
     path = write_jsonl(tmp_path / "bad.jsonl", [_good(0), _good(1), bad])
@@ -416,8 +414,6 @@ def nan_runs(base, tmp_path_factory):
     return res
 
 
-@pytest.mark.xfail(strict=True, reason="a SparkhcError raised inside a Spark task reaches the CLI as a "
-                                       "PythonException: exit 1 with a traceback (proposed fix: sparkhc/cli.py)")
 def test_TR_10_nan_feature_value(nan_runs):
     code, err, *_ = nan_runs["train"]
     assert code == 2 and re.search(r"features: row \d+: non-finite feature value nan", error_line(err)), err[-3000:]
@@ -458,8 +454,6 @@ def test_TR_13_model_output_exists(base, tmp_path, capsys):
     assert tree_snapshot(out) == before
 
 
-@pytest.mark.xfail(strict=True, reason="an empty training selection raises ValueError (exit 1) "
-                                       "(proposed fix: sparkhc/spark/pipelines.py)")
 def test_TR_14_empty_training_selection(base, tmp_path, capsys):
     expect_user_error(capsys, ["train", "--features", base.features, "--out", tmp_path / "m", "--split", "trian",
                                *TRAIN_SET], r"no training documents: .*split 'trian'")
@@ -557,8 +551,6 @@ def test_PR_12_predictions_exist_without_overwrite(base, tmp_path, capsys):
     assert tree_snapshot(out) == before
 
 
-@pytest.mark.xfail(strict=True, reason="a SparkhcError raised inside a Spark task reaches the CLI as a "
-                                       "PythonException: exit 1 with a traceback (proposed fix: sparkhc/cli.py)")
 def test_PR_13_nan_feature_value(nan_runs):
     code, err, *_ = nan_runs["predict"]
     assert code == 2 and re.search(r"non-finite feature value nan", error_line(err)), err[-3000:]
@@ -602,16 +594,12 @@ def test_EV_03_predictions_without_gold_labels(base, tmp_path, capsys):
     assert (p / "metrics.json").read_bytes() == (base.predictions / "metrics.json").read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="predictions of unlabelled documents (gold labels []) are evaluated as "
-                                       "if they had an empty gold set (proposed fix: sparkhc/spark/pipelines.py)")
 def test_EV_04_predictions_of_unlabelled_documents(base, tmp_path, capsys):
     p = _predictions_with_labels(base, tmp_path, [])
     expect_user_error(capsys, ["evaluate", "--predictions", p],
                       r"p: none of the 10 prediction rows has gold labels; cannot evaluate")
 
 
-@pytest.mark.xfail(strict=True, reason="evaluate on 0 prediction rows reports all-zero metrics with exit 0 "
-                                       "(proposed fix: sparkhc/spark/pipelines.py)")
 def test_EV_05_no_prediction_rows(base, tmp_path, capsys):
     p = tmp_path / "p"
     assert run(["predict", "--model", str(base.model), "--features", str(base.features), "--out", str(p),
@@ -626,8 +614,6 @@ def test_EV_06_features_of_another_taxonomy(base, tmp_path, capsys):
                                tmp_path / "m.json"], r"predictions: predictions use taxonomy \w+, .*f has \w+")
 
 
-@pytest.mark.xfail(strict=True, reason="evaluate --out into a missing folder fails with FileNotFoundError "
-                                       "(exit 1) (proposed fix: sparkhc/spark/pipelines.py)")
 def test_EV_07_metrics_out_in_a_missing_folder(base, tmp_path, capsys):
     code, _, err = run_main(["evaluate", "--predictions", base.predictions, "--out", tmp_path / "new" / "m.json"],
                             capsys)
@@ -635,8 +621,6 @@ def test_EV_07_metrics_out_in_a_missing_folder(base, tmp_path, capsys):
     assert json.loads((tmp_path / "new" / "m.json").read_text())["metrics"]["n_docs"] == 10
 
 
-@pytest.mark.xfail(strict=True, reason="a corrupt _MODEL.json raises JSONDecodeError (exit 1) "
-                                       "(proposed fix: sparkhc/spark/pipelines.py)")
 def test_EV_08_corrupt_prediction_metadata(base, tmp_path, capsys):
     p = copy(base.predictions, tmp_path / "p")
     (p / "_MODEL.json").write_text('{"model_dir": "/x", "mod')
@@ -677,9 +661,6 @@ def test_DET_02_metadata_identical_except_timings(base, second_run):
     assert _without_timings(a) == _without_timings(b)
 
 
-@pytest.mark.xfail(strict=True, reason="metadata.json records wall-clock seconds (training.seconds and per "
-                                       "epoch), so two identical trainings differ in bytes (proposed fix: "
-                                       "sparkhc/spark/pipelines.py)")
 def test_DET_03_metadata_byte_identical(base, second_run):
     model, _ = second_run
     assert (model / "metadata.json").read_bytes() == (base.model / "metadata.json").read_bytes()
@@ -827,10 +808,6 @@ def test_RC_05_good_partition_every_document_classified(reclassified):
     assert sorted(_classified(out, "2024-01-01")) == [f"g{i:04d}" for i in range(6)]
 
 
-@pytest.mark.xfail(strict=True, reason="reclassify reads JSON Lines with Spark's permissive reader: a malformed "
-                                       "line becomes a null row and the partition fails with a JVM "
-                                       "NullPointerException that names neither file nor line (proposed fix: "
-                                       "sparkhc/spark/reclassify.py)")
 def test_RC_06_malformed_json_line_named(reclassified):
     summary, _ = reclassified
     assert "2024-01-02" in summary["partitions"]["failed"]
@@ -845,18 +822,12 @@ def test_RC_06b_malformed_json_line_fails_the_partition_only(reclassified):
     assert not (out / "ingest_date=2024-01-02").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="a JSON record without doc_id fails the partition with a JVM "
-                                       "NullPointerException naming neither file, line nor field (proposed fix: "
-                                       "sparkhc/spark/reclassify.py)")
 def test_RC_07_record_without_doc_id_named(reclassified):
     summary, _ = reclassified
     assert "2024-01-03" in summary["partitions"]["failed"]
     assert re.search(r"docs\.jsonl.*null or missing doc_id", _failure(summary, "2024-01-03")), _failure(summary, "2024-01-03")
 
 
-@pytest.mark.xfail(strict=True, reason="duplicate doc ids inside a partition are classified twice (two output "
-                                       "rows for one id, no error, no count) (proposed fix: "
-                                       "sparkhc/spark/reclassify.py)")
 def test_RC_08_duplicate_doc_id_in_a_partition(reclassified):
     summary, out = reclassified
     assert "2024-01-04" in summary["partitions"]["failed"], _classified(out, "2024-01-04")
@@ -870,9 +841,6 @@ def test_RC_09_parquet_partition_with_wrong_column_type(reclassified):
                      _failure(summary, "2024-01-05")), _failure(summary, "2024-01-05")
 
 
-@pytest.mark.xfail(strict=True, reason="a JSON line with invalid UTF-8 fails the partition with a JVM "
-                                       "NullPointerException naming neither file nor line (proposed fix: "
-                                       "sparkhc/spark/reclassify.py)")
 def test_RC_10_non_utf8_line_named(reclassified):
     summary, out = reclassified
     assert "2024-01-06" in summary["partitions"]["failed"] and _classified(out, "2024-01-06") == []

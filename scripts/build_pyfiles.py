@@ -78,7 +78,9 @@ def build_venv_pack(out: Path, wheelhouse: Path | None, python: str = sys.execut
         subprocess.run([*pip, "venv-pack"], check=True)
         if out.exists():
             out.unlink()
-        subprocess.run([vpy, "-m", "venv_pack", "--prefix", str(venv), "--output", str(out)], check=True)
+        subprocess.run([vpy, "-m", "venv_pack", "--prefix", str(venv), "--output", str(out)], check=True,
+                       stdout=subprocess.DEVNULL)  # its progress bar
+        out.chmod(0o644)
     return out
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field, fields
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from sparkhc.errors import ConfigError
 
-DEFAULT_CONF = Path(__file__).resolve().parent / "conf" / "defaults.toml"
+# a Traversable, not a Path: spark-submit --py-files imports the package from a zip
+DEFAULT_CONF: Traversable = resources.files("sparkhc") / "conf" / "defaults.toml"
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,8 @@ def load_config(paths: list[str | Path] | None = None, overrides: list[str] | No
     """Defaults, then each TOML file in order, then ``--set`` overrides."""
     data: dict[str, Any] = {}
     sources = []
-    for p in [DEFAULT_CONF, *(paths or [])]:
-        p = Path(p)
+    files: list[Traversable] = [DEFAULT_CONF, *(Path(p) for p in paths or [])]
+    for p in files:
         try:
             text = p.read_text(encoding="utf-8")
         except FileNotFoundError:

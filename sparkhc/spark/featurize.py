@@ -559,11 +559,30 @@ def _rename_parts(feat_dir: Path) -> list[dict[str, Any]]:
     files = []
     for i, (_, name) in enumerate(parts):
         new = f"part-{i:05d}.parquet"
-        os.rename(feat_dir / name, feat_dir / new)
+        _rewrite_deterministic(feat_dir / name, feat_dir / new)
         files.append(
             {"name": new, "rows": pq.read_metadata(feat_dir / new).num_rows, "sha256": _sha256(feat_dir / new)}
         )
     return files
+
+
+def _rewrite_deterministic(src: Path, dst: Path) -> None:
+    """Re-encode a part file with pyarrow and fixed settings.
+
+    Spark's Parquet writer orders each column chunk's encodings list by a Java hash set, which
+    differs between JVMs, so two separate runs gave the same rows with different footer bytes.
+    pyarrow's writer is deterministic; Spark's schema metadata is kept so Spark reads the same
+    types back.
+    """
+    table = pq.read_table(src)
+    keep = {k: v for k, v in (pq.read_metadata(src).metadata or {}).items() if k.startswith(b"org.apache.spark.")}
+    table = table.replace_schema_metadata(keep)
+    tmp = dst.with_name(dst.name + ".tmp")
+    pq.write_table(table, tmp, compression="snappy", version="2.6", data_page_version="1.0",
+                   use_dictionary=True, write_statistics=True)
+    os.replace(tmp, dst)
+    if src != dst:
+        os.remove(src)
 
 
 def _sha256(path: Path) -> str:

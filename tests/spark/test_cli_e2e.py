@@ -105,3 +105,18 @@ def test_featurize_real_corpora_rerun_identical(spark, tmp_path, corpus, rows):
     assert pq.read_table(a / "features").num_rows == rows
     assert pq.read_table(a / "features").schema.names == FEATURE_COLUMNS
     assert _digests(a) == _digests(b)
+
+
+@pytest.mark.slow
+def test_featurize_rerun_in_a_new_process_is_byte_identical(tmp_path):
+    """Two featurize runs in separate processes (separate JVMs) give the same bytes."""
+    import subprocess
+    import sys
+
+    corpus_dir("rcv1v2_subset")
+    outs = [tmp_path / "p1", tmp_path / "p2"]
+    for out in outs:
+        subprocess.run([sys.executable, "-m", "sparkhc.cli", "featurize", "--corpus", "rcv1v2_subset",
+                        "--data-dir", str(DATA_DIR), "--out", str(out), "--master", "local[2]"],
+                       check=True, capture_output=True, timeout=900)
+    assert _digests(outs[0]) == _digests(outs[1])

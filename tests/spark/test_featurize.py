@@ -132,8 +132,9 @@ def test_layout_and_exact_schema(featurized, spark):
     for p in parts:
         meta = pq.read_metadata(out / "features" / p)
         # nothing run-dependent in the footer: the writer name and Spark's version and schema only
-        assert meta.created_by.startswith("parquet-mr version")
-        assert set(meta.metadata) == {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata"}
+        assert meta.created_by.startswith("parquet-cpp-arrow version")
+        assert set(meta.metadata) == {b"org.apache.spark.version", b"org.apache.spark.sql.parquet.row.metadata",
+                                      b"ARROW:schema"}
         schema = pq.read_schema(out / "features" / p)
         assert schema.names == EXPECTED_ARROW.names
         for f in EXPECTED_ARROW:

@@ -56,7 +56,7 @@ Choices where the paper is silent are marked **(choice)** in the docstrings and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -600,23 +600,43 @@ class _XiaoModel(HierModel):
     ) -> tuple[Params, Stats, list[float]]:
         params, stats_used, fixed = self._init_params(x_l, s_l)
         cached = stats_used if fixed else None
-        max_iter = int(self.params["max_iter"])
-        tol = float(self.params["tol"])
         hist: list[float] = []
         if x_u is None and fixed:
             st = self.e_step_labeled(x_l, s_l, params, cached)
             hist.append(self.objective(params, float(st["loglik"][0])))
             return params, stats_used, hist
+        return self.em_loop(
+            params,
+            stats_used,
+            lambda p: self.e_step_labeled(x_l, s_l, p, cached),
+            None if x_u is None else (lambda p: self.e_step(x_u, p)),
+        )
+
+    def em_loop(
+        self,
+        params: Params,
+        stats_used: Stats,
+        labeled: Callable[[Params], Stats],
+        unlabeled: Callable[[Params], Stats] | None,
+        on_iter: Callable[[float, float | None], None] | None = None,
+    ) -> tuple[Params, Stats, list[float]]:
+        """The EM iterations (serial and Spark share them: the Spark driver passes an
+        ``unlabeled`` E-step that aggregates over partitions). Stops when the relative change of
+        the objective is at most ``tol`` or after ``max_iter`` M-steps."""
+        max_iter = int(self.params["max_iter"])
+        tol = float(self.params["tol"])
+        hist: list[float] = []
         prev: float | None = None
         for it in range(max_iter + 1):
-            st_l = self.e_step_labeled(x_l, s_l, params, cached)
-            parts = [st_l]
-            if x_u is not None:
-                parts.append(self.e_step(x_u, params))
+            parts = [labeled(params)]
+            if unlabeled is not None:
+                parts.append(unlabeled(params))
             tot = add_statistics(*parts)
             ll = self.objective(params, float(tot["loglik"][0]))
             hist.append(ll)
             log.debug("%s iteration %d: log likelihood %.6g", self.name, it, ll)
+            if on_iter is not None:
+                on_iter(ll, prev)
             if prev is not None and abs(ll - prev) <= tol * abs(prev):
                 break
             if it == max_iter:
@@ -942,6 +962,17 @@ class TDNB(_NodeModel):
         if x_u is None:
             st = self.e_step_labeled(x_l, s_l, params, stats_l)
             return params, stats_l, [self.objective(params, float(st["loglik"][0]))]
+        return self.level_loop(params, stats_l, lambda p, level: self.e_step_level(x_u, p, level), x_u.shape[0])
+
+    def level_loop(
+        self,
+        params: Params,
+        stats_l: Stats,
+        e_step_level: Callable[[Params, int], Stats],
+        n_unlabeled: int,
+        on_iter: Callable[[float, float | None, int], None] | None = None,
+    ) -> tuple[Params, Stats, list[float]]:
+        """Level-by-level EM iterations (serial and Spark share them)."""
         max_iter = int(self.params["max_iter"])
         tol = float(self.params["tol"])
         hist: list[float] = []
@@ -956,9 +987,11 @@ class TDNB(_NodeModel):
             lvl_hist: list[float] = []
             prev: float | None = None
             for it in range(max_iter + 1):
-                st = self.e_step_level(x_u, params, level)
+                st = e_step_level(params, level)
                 ll = self.objective_level(params, stats_l, float(st["loglik"][0]), level)
                 lvl_hist.append(ll)
+                if on_iter is not None:
+                    on_iter(ll, prev, level)
                 if (prev is not None and abs(ll - prev) <= tol * abs(prev)) or it == max_iter:
                     break
                 prev = ll
@@ -968,7 +1001,7 @@ class TDNB(_NodeModel):
             self.history_levels_.append(lvl_hist)
             hist.extend(lvl_hist)
         tot = add_statistics(stats_l, stats_u)
-        tot["docs"] = stats_l["docs"] + x_u.shape[0]
+        tot["docs"] = stats_l["docs"] + float(n_unlabeled)
         return params, tot, hist
 
 

@@ -210,7 +210,7 @@ class _Driver:
 
 def _run_flat(drv: _Driver, stats_l: Stats, has_unlabeled: bool) -> tuple[Any, Stats, list[float]]:
     """``_XiaoModel._run_em`` with the unlabeled E-step on Spark."""
-    from sparkhc.models.xiao import add_statistics, nb_log_likelihood
+    from sparkhc.models.xiao import nb_log_likelihood
 
     model = drv.model
     params = model.estimate(stats_l)
@@ -227,61 +227,18 @@ def _run_flat(drv: _Driver, stats_l: Stats, has_unlabeled: bool) -> tuple[Any, S
         hist.append(ll)
         drv.record(ll, None)
         return params, stats_used, hist
-    max_iter = int(model.params["max_iter"])
-    tol = float(model.params["tol"])
-    prev: float | None = None
-    for it in range(max_iter + 1):
-        tot = add_statistics(labeled_part(params), drv.e_step(params))
-        ll = model.objective(params, float(tot["loglik"][0]))
-        hist.append(ll)
-        drv.record(ll, prev)
-        if prev is not None and abs(ll - prev) <= tol * abs(prev):
-            break
-        if it == max_iter:
-            break
-        prev = ll
-        params = model.estimate(tot)
-        stats_used = tot
-    return params, stats_used, hist
+    return model.em_loop(params, stats_used, labeled_part, drv.e_step, on_iter=drv.record)  # type: ignore[no-any-return]
 
 
 def _run_levels(drv: _Driver, stats_l: Stats, n_unlabeled: int) -> tuple[Any, Stats, list[float]]:
     """``TDNB._run_em`` (level by level) with the unlabeled E-steps on Spark."""
-    from sparkhc.models.xiao import add_statistics
 
     model = drv.model
     if n_unlabeled == 0:
         return _run_flat(drv, stats_l, False)
     params = model.estimate(stats_l)
-    max_iter = int(model.params["max_iter"])
-    tol = float(model.params["tol"])
-    hist: list[float] = []
-    model.history_levels_ = []
-    stats_u: Stats = {
-        "word": np.zeros_like(stats_l["word"]),
-        "prior": np.zeros_like(stats_l["prior"]),
-        "docs": np.zeros(1),
-    }
-    for level in range(model.space.d):
-        m = model._level_mask(level)
-        lvl_hist: list[float] = []
-        prev: float | None = None
-        for it in range(max_iter + 1):
-            st = drv.e_step(params, level)
-            ll = model.objective_level(params, stats_l, float(st["loglik"][0]), level)
-            lvl_hist.append(ll)
-            drv.record(ll, prev, level)
-            if (prev is not None and abs(ll - prev) <= tol * abs(prev)) or it == max_iter:
-                break
-            prev = ll
-            stats_u["word"][m] = st["word"][m]
-            stats_u["prior"][m] = st["prior"][m]
-            params = model.estimate(add_statistics(stats_l, stats_u))
-        model.history_levels_.append(lvl_hist)
-        hist.extend(lvl_hist)
-    tot = add_statistics(stats_l, stats_u)
-    tot["docs"] = stats_l["docs"] + float(n_unlabeled)
-    return params, tot, hist
+    return model.level_loop(params, stats_l, drv.e_step, n_unlabeled,  # type: ignore[no-any-return]
+                            on_iter=lambda ll, prev, level: drv.record(ll, prev, level))
 
 
 def fit_em_spark(

@@ -170,12 +170,13 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 # ------------------------------------------------------------------------------------- GT epoch
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
-    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out,
+    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug,
 ):
     n_nodes = fc.shape[0]
     n_edges = n_nodes - 1
     bf_flat = bf.reshape(bf.size)
     s = np.empty(n_edges, dtype=W.dtype)
+    sa = np.empty(n_edges, dtype=W.dtype)
     sub = np.zeros(n_nodes, dtype=np.float64)
     chosen = np.zeros(n_nodes, dtype=np.bool_)
     kk = np.zeros(n_nodes, dtype=np.int64)
@@ -204,12 +205,17 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
             v = dataw[t]
             for e in range(n_edges):
                 s[e] += v * W[f, e]
-        _dp_doc_j(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
         for c in range(n_nodes):
             gm[c] = False
         gm[0] = True
         for t in range(g_nptr[i], g_nptr[i + 1]):
             gm[g_nodes[t]] = True
+        if aug > 0.0:
+            for c in range(1, n_nodes):
+                sa[c - 1] = s[c - 1] + (-aug if gm[c] else aug)
+            _dp_doc_j(sa, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
+        else:
+            _dp_doc_j(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
         n_plus = 0
         n_minus = 0
         margin_minus = 0.0
@@ -270,7 +276,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                 if net[u] != 0.0:
                     margin -= np.float64(bf_flat[u]) * net[u]
                     bf_n2 += net[u] * net[u]
-        loss = margin + np.sqrt(rho)
+        loss = margin + (aug * (n_plus + n_minus) if aug > 0.0 else np.sqrt(rho))
         cost_sum += rho
         if loss > 0.0:
             loss_sum += loss
@@ -465,12 +471,14 @@ def gt_epoch(
     gold: Any,
     C: float,
     touched: np.ndarray | None = None,
+    aug: float = 0.0,
 ) -> dict[str, float]:
     """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
 
     ``gold`` is a :class:`sparkhc.models.murawaki.GoldSets` (with ``bf``/``bf_ptr`` when ``bf`` is
     given); ``touched`` (bool, ``(n_features,)``), when given, is set for every feature row of ``W``
-    the epoch wrote. Returns the counters of ``GlobalPA.partial_fit``.
+    the epoch wrote. ``aug > 0``: cost-augmented updates (``GlobalPA`` ``update="cost_augmented"``,
+    ``margin=aug``). Returns the counters of ``GlobalPA.partial_fit``.
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
     bfa, use_bf = _bf_arg(bf, W.dtype)
@@ -482,7 +490,7 @@ def gt_epoch(
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
-        touched, out,
+        touched, out, float(aug),
     )
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}

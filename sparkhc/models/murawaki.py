@@ -192,7 +192,7 @@ class _PAModel(HierModel):
     """Shared parameters, state handling and checks of the PA models."""
 
     combine: ClassVar[Any] = "mean"
-    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0}
+    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0}
 
     # -- parameters ------------------------------------------------------------------------------
     def validate_params(self) -> None:
@@ -207,6 +207,8 @@ class _PAModel(HierModel):
         self._check_param("epochs", _is_int(ep) and int(ep) >= 1, "an int >= 1")
         self._check_param("dtype", p["dtype"] in ("float32", "float64"), "'float32' or 'float64'")
         self._check_param("seed", _is_int(p["seed"]), "an int")
+        b = p["bias"]
+        self._check_param("bias", _is_real(b) and math.isfinite(float(b)) and float(b) >= 0, "a float >= 0")
         if self.taxonomy.n_edges == 0:
             raise ModelError(f"the taxonomy {self.taxonomy.source} has no edges: nothing to classify")
 
@@ -224,7 +226,13 @@ class _PAModel(HierModel):
 
     def __getstate__(self) -> dict[str, Any]:
         # caches hold weak references and derived arrays: rebuilt on demand
-        return {k: v for k, v in self.__dict__.items() if k not in ("_tree_index", "_gold_cache", "touched_rows_")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_tree_index", "_gold_cache", "_prep_cache", "touched_rows_")}
+
+    @property
+    def _n_rows(self) -> int:
+        """Rows of ``W``: the features, plus one for the bias feature when ``bias > 0``."""
+        return self.n_features + (1 if float(self.params["bias"]) > 0 else 0)
 
     # -- state -----------------------------------------------------------------------------------
     def _n_columns(self) -> int:
@@ -232,7 +240,7 @@ class _PAModel(HierModel):
 
     def init_state(self) -> ModelState:
         self.validate_params()
-        arrays = {"W": np.zeros((self.n_features, self._n_columns()), dtype=self._dtype)}
+        arrays = {"W": np.zeros((self._n_rows, self._n_columns()), dtype=self._dtype)}
         return ModelState(arrays, {}, "mean")
 
     def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int | None = None) -> HierModel:  # type: ignore[override]
@@ -260,6 +268,20 @@ class _PAModel(HierModel):
         return arr
 
     def _prepare(self, batch: SparseBatch) -> sp.csr_matrix:
+        """The batch's CSR features (canonical), with the constant ``bias`` feature appended as the
+        last column when ``bias > 0``; cached per batch so one epoch's gold sets are reused."""
+        cache = self.__dict__.get("_prep_cache")
+        bias = float(self.params["bias"])
+        if cache is not None and cache[0]() is batch and cache[1] == (bias, len(batch)):
+            return cache[2]
+        X = self._prepare_uncached(batch, bias)
+        try:
+            self.__dict__["_prep_cache"] = (weakref.ref(batch), (bias, len(batch)), X)
+        except TypeError:
+            pass
+        return X
+
+    def _prepare_uncached(self, batch: SparseBatch, bias: float) -> sp.csr_matrix:
         if batch.n_features != self.n_features:
             raise ModelError(
                 f"the batch has {batch.n_features} features but model {self.name!r} was built for "
@@ -271,6 +293,13 @@ class _PAModel(HierModel):
         if not X.has_canonical_format:
             X = X.copy()
             X.sum_duplicates()
+        if bias > 0:
+            n = X.shape[0]
+            nnz = np.diff(X.indptr)
+            data = np.insert(X.data, X.indptr[1:], np.asarray(bias, dtype=X.dtype))
+            indices = np.insert(X.indices, X.indptr[1:], self.n_features)
+            indptr = np.concatenate([[0], np.cumsum(nnz + 1)])
+            X = sp.csr_matrix((data, indices, indptr), shape=(n, self.n_features + 1))
         return X
 
     def _gold(self, batch: SparseBatch, X: sp.csr_matrix, R: int | None) -> GoldSets:
@@ -292,7 +321,7 @@ class _PAModel(HierModel):
             self.state_ = self.init_state()
 
     def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
-        W = self._weights("W", (self.n_features, self._n_columns()))
+        W = self._weights("W", (self._n_rows, self._n_columns()))
         return edge_scores(X, W)
 
     def decode(
@@ -334,7 +363,7 @@ class _PAModel(HierModel):
         it trains only the columns ``cols[pos_ptr[i]:pos_ptr[i+1]]`` with targets ``ycols`` (+-1)
         at the same positions.
         """
-        W = self._weights("W", (self.n_features, self._n_columns()))
+        W = self._weights("W", (self._n_rows, self._n_columns()))
         C = float(self.params["C"])
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
@@ -388,6 +417,9 @@ class FlatPA(_PAModel):
         Storage type of the weights.
     seed : int, default 0
         Shuffling seed used by :meth:`fit` when none is given.
+    bias : float, default 0.0
+        When ``> 0``, a constant feature of this value is appended to every document (one more,
+        last, row of ``W``): each classifier gets a learned intercept. Not in the paper.
 
     State: ``W`` of shape ``(n_features, n_leaves)``, column ``j`` the classifier of leaf
     ``taxonomy.leaves[j]``. Decoding: every leaf with positive score, else the single best.
@@ -432,7 +464,7 @@ class TreePA(_PAModel):
 
     Parameters
     ----------
-    taxonomy, n_features, C, epochs, dtype, seed
+    taxonomy, n_features, C, epochs, dtype, seed, bias
         As :class:`FlatPA`.
     data : {"all", "sib"}, default "all"
         ALL: ``w_{p->c}`` is trained on every document, positive iff it has a gold leaf under
@@ -519,7 +551,7 @@ class GlobalPA(_PAModel):
 
     Parameters
     ----------
-    taxonomy, n_features, C, epochs, dtype, seed
+    taxonomy, n_features, C, epochs, dtype, seed, bias
         As :class:`FlatPA`.
     branching : bool, default False
         Branching features (Sect. 4.3): at every internal node of ``tree(m)`` (root included)
@@ -527,18 +559,39 @@ class GlobalPA(_PAModel):
         ``1, ..., R, >R`` of ``k``.
     R : int, default 3
         Number of explicit branching buckets.
+    update : {"prediction", "cost_augmented"}, default "prediction"
+        ``"prediction"`` is Alg. 5 as published (``m^`` = the prediction, margin ``sqrt(rho)``).
+        ``"cost_augmented"`` (an extension, not in the paper): ``m^ = argmax_m score(x, m) +
+        margin * |tree(m) ^ tree(m_gold)|`` -- the same DP on edge scores shifted by ``+margin`` off
+        the gold tree and ``-margin`` on it -- and ``l = score(m^) - score(m) + margin *
+        |tree(m) ^ tree(m^)|``: the most violated Hamming-margin constraint, so a correctly
+        classified example still updates until it clears the margin (as a hinge-loss SVM does).
+    margin : float, default 1.0
+        The per-edge Hamming margin of ``update="cost_augmented"`` (unused otherwise).
 
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``.
     """
 
     name: ClassVar[str] = "global"
-    defaults: ClassVar[dict[str, Any]] = {**_PAModel.defaults, "branching": False, "R": 3}
+    defaults: ClassVar[dict[str, Any]] = {
+        **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0,
+    }
 
     def validate_params(self) -> None:
         super().validate_params()
         self._check_param("branching", isinstance(self.params["branching"], bool | np.bool_), "a bool")
         R = self.params["R"]
         self._check_param("R", _is_int(R) and int(R) >= 1, "an int >= 1")
+        self._check_param("update", self.params["update"] in ("prediction", "cost_augmented"),
+                          "'prediction' or 'cost_augmented'")
+        m = self.params["margin"]
+        self._check_param("margin", _is_real(m) and math.isfinite(float(m)) and float(m) > 0,
+                          "a float in the range (0, inf)")
+
+    @property
+    def _aug(self) -> float:
+        """The Hamming margin of cost-augmented updates (0 = prediction-based, Alg. 5)."""
+        return float(self.params["margin"]) if self.params["update"] == "cost_augmented" else 0.0
 
     @property
     def _R(self) -> int | None:
@@ -571,17 +624,18 @@ class GlobalPA(_PAModel):
         R = self._R
         gold = self._gold(batch, X, R)
         idx = self._index
-        W = self._weights("W", (self.n_features, idx.n_edges))
+        W = self._weights("W", (self._n_rows, idx.n_edges))
         bf = self._bf()
         C = float(self.params["C"])
         order = shuffled_order(len(batch), seed, epoch)
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
-            out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched)
+            out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
+                                    aug=self._aug)
             self.__dict__["touched_rows_"] = touched
             return out
         self.__dict__["touched_rows_"] = None
-        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C)
+        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug)
 
     @staticmethod
     def _gt_epoch_numpy(
@@ -593,6 +647,7 @@ class GlobalPA(_PAModel):
         idx: TreeIndex,
         gold: GoldSets,
         C: float,
+        aug: float = 0.0,
     ) -> dict[str, float]:
         """The numpy reference of one GT epoch (also used when numba is absent)."""
         bf_flat = bf.reshape(-1) if bf is not None else None
@@ -613,11 +668,15 @@ class GlobalPA(_PAModel):
             fi = indices[a:b]
             fv = data[a:b]
             s = row_scores(W, fi, fv)
-            sel, _, kk = dp_solve_one(idx, s, bf, Rb)
             gn = g_nodes[g_nptr[i] : g_nptr[i + 1]]
             gm.fill(False)
             gm[0] = True
             gm[gn] = True
+            if aug > 0.0:  # cost-augmented: shift the edge scores by the Hamming margin
+                s_aug = s + np.where(gm[1:], -aug, aug).astype(s.dtype)
+                sel, _, kk = dp_solve_one(idx, s_aug, bf, Rb)
+            else:
+                sel, _, kk = dp_solve_one(idx, s, bf, Rb)
             diff = sel != gm
             if not diff.any():  # tree(m^) = tree(m): m^ = m, no loss
                 n_exact += 1
@@ -647,7 +706,7 @@ class GlobalPA(_PAModel):
                 u, net = u[nz], net[nz]
                 margin -= float(bf_flat[u].astype(np.float64) @ net)
                 bf_n2 = float(net @ net)
-            loss = margin + math.sqrt(rho)
+            loss = margin + (aug * (plus.size + minus.size) if aug > 0.0 else math.sqrt(rho))
             cost_sum += rho
             if loss <= 0.0:
                 continue

@@ -61,7 +61,7 @@ def run_chain(python: str | Path, docs: Path, taxonomy: Path, work: Path) -> dic
     """featurize -> train -> predict -> evaluate through spark-submit; check every output."""
     logs = work / "logs"
     feats, model, pred = work / "features", work / "model", work / "pred"
-    conf = ["--config", str(CONF_DIR / "models" / "global-bf.toml"), "--config", str(CONF_DIR / "local.toml"),
+    conf = ["--config", str(CONF_DIR / "models" / "global-bf-ca.toml"), "--config", str(CONF_DIR / "local.toml"),
             "--set", "train.epochs=2"]
 
     out = spark_submit("featurize", ["--input", docs, "--taxonomy", taxonomy, "--out", feats, *conf], logs,

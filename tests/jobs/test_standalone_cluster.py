@@ -122,7 +122,7 @@ def run_jobs(master: str, python: Path, pyfiles: Path, docs: Path, taxonomy: Pat
     from this environment's pyspark, the driver and the executors in ``python`` (no sparkhc)."""
     home = spark_home()
     submit_flags = ["--py-files", str(pyfiles), "--conf", f"spark.pyspark.python={python}"]
-    conf = ["--config", str(CONF_DIR / "models" / "global-bf.toml"), "--config", str(CONF_DIR / "cluster.toml"),
+    conf = ["--config", str(CONF_DIR / "models" / "global-bf-ca.toml"), "--config", str(CONF_DIR / "cluster.toml"),
             "--set", "train.epochs=3", "--set", "train.shards=2", "--set", "featurize.partitions=2",
             "--set", "predict.partitions=2"]
     logs = work / "logs"

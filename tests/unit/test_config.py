@@ -12,7 +12,8 @@ def test_defaults_load():
     cfg = load_config()
     assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 10
     assert cfg.featurize.weighting == "log_tf_idf"
-    assert cfg.model_params("global") == {"C": 1.0, "branching": True}
+    assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
+                                          "bias": 0.3}
 
 
 def test_file_then_overrides(tmp_path):
@@ -20,7 +21,8 @@ def test_file_then_overrides(tmp_path):
     f.write_text('[train]\nepochs = 3\n[model.global]\nbranching = false\n')
     cfg = load_config([f], ["train.shards=2", "model.global.C=0.5", "featurize.max_df=1"])
     assert (cfg.train.epochs, cfg.train.shards) == (3, 2)
-    assert cfg.model_params("global") == {"C": 0.5, "branching": False}
+    assert cfg.model_params("global") == {"C": 0.5, "branching": False, "update": "cost_augmented", "margin": 1.0,
+                                          "bias": 0.3}
     assert cfg.featurize.max_df == 1.0 and isinstance(cfg.featurize.max_df, float)
 
 

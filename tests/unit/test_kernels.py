@@ -122,11 +122,14 @@ def _run(cls, params, tax, batch, n_features, epochs):
 @pytest.mark.parametrize("seed,n_nodes,wide", [(0, 12, False), (1, 40, True), (2, 80, False)])
 @pytest.mark.parametrize("branching", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dtype):
+@pytest.mark.parametrize("update", ["prediction", "cost_augmented"])
+def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dtype, update):
     rng = np.random.default_rng(100 + seed)
     tax = random_taxonomy(n_nodes, rng, wide)
     batch = make_batch(tax, 80, 60, rng)
-    params = {"branching": branching, "dtype": dtype}
+    params: dict = {"branching": branching, "dtype": dtype, "update": update}
+    if update == "cost_augmented":
+        params.update(margin=0.5, bias=0.3)
     got, gc = _run(GlobalPA, params, tax, batch, 60, 3)
     ref, rc = reference(lambda: _run(GlobalPA, params, tax, batch, 60, 3))
     tol = 1e-6 if dtype == "float32" else 1e-12
@@ -136,7 +139,8 @@ def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dt
         assert a.keys() == b.keys()
         for k in a:
             assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), k
-    assert gc[-1]["updates"] < gc[0]["updates"]  # it learns (the comparison is not vacuous)
+    # it learns (the comparison is not vacuous)
+    assert gc[-1]["updates" if update == "prediction" else "loss"] < gc[0]["updates" if update == "prediction" else "loss"]
     assert rc[0]["updates"] > 0
     # touched rows cover every row the last epoch changed
     W0 = got.get_state().arrays["W"].copy()

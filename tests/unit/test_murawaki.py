@@ -185,6 +185,162 @@ def test_worked_example_pa_update(case, branching):
     assert counters["updates"] == (1 if exp["tau"] > 0 else 0)
 
 
+# ------------------------------------------------------------ cost-augmented updates (extension)
+def test_cost_augmented_update_by_hand():
+    # Same x = (1, 2) and W as above; gold m = {AB, BB}; margin 1. Edge scores: ROOT->A 0.5,
+    # ROOT->B -1, A->AA 1, A->AB 0.5, B->BA 3, B->BB -2. Augmented (+1 off tree(m), -1 on it):
+    # A -0.5, B -2, AA 2, AB -0.5, BA 4, BB -3. DP: under A only AA is positive (sub 2, offer
+    # -0.5 + 2 = 1.5); under B only BA (sub 4, offer 2): m^ = {AA, BA}.
+    # Plain scores: score(m^) = 0.5 + 1 - 1 + 3 = 3.5, score(m) = -2. Symmetric difference: AA, BA
+    # (predicted only), AB, BB (gold only): 4 edges. loss = 3.5 + 2 + 1 * 4 = 9.5;
+    # ||Delta||^2 = 4 * 5 = 20; tau = min(1, 9.5 / 20) = 0.475. rho(m^) = 1 (nothing in common).
+    tax = seven()
+    W0 = seven_global_weights(tax)
+    m = GlobalPA(tax, 2, dtype="float64", update="cost_augmented", margin=1.0)
+    m.set_state(ModelState({"W": W0.copy()}))
+    counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
+    t = 0.475
+    want = W0.copy()
+    want[:, col(tax, "AA")] = (1 - t, -2 * t)
+    want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
+    want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
+    want[:, col(tax, "BB")] = (t, -1 + 2 * t)
+    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-9)
+    assert counters["loss"] == pytest.approx(9.5, abs=1e-9)
+    assert counters["tau"] == pytest.approx(t, abs=1e-12)
+    assert counters["cost"] == pytest.approx(1.0, abs=1e-12)
+
+
+def _tree_of(tax: Taxonomy, m) -> set[int]:
+    out: set[int] = set()
+    for c in m:
+        while c != 0:
+            out.add(int(c))
+            c = int(tax.parent[c])
+    return out
+
+
+def _branching(tax: Taxonomy, tree: set[int], R: int = 3) -> dict[tuple[int, int], int]:
+    kids: dict[int, int] = {}
+    for c in tree:
+        kids[int(tax.parent[c])] = kids.get(int(tax.parent[c]), 0) + 1
+    out: dict[tuple[int, int], int] = {}
+    for p, k in kids.items():
+        b = min(k, R + 1) - 1
+        for key in ((p, b), (tax.n_nodes, b)):
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("branching", [False, True])
+@pytest.mark.parametrize("numpy_reference", [False, True])
+def test_cost_augmented_update_equals_brute_force(branching, numpy_reference, monkeypatch):
+    """One update on random taxonomies: the most violated Hamming-margin label set found by
+    enumerating every non-empty leaf set, and the resulting PA-I step, computed here from the
+    definitions."""
+    import itertools
+
+    from sparkhc import kernels
+    from tests.unit.test_decoding import problems
+
+    if numpy_reference:
+        monkeypatch.setattr(kernels, "ENABLED", False)
+    rng = np.random.default_rng(5)
+    margin, C = 0.7, 0.8
+    n_checked = n_updates = 0
+    for tax, S, bf in problems(21, 18, max_leaves=8):
+        leaves = [c for c in range(tax.n_nodes) if len(tax.children[c]) == 0]
+        gold = sorted(rng.choice(leaves, size=int(rng.integers(1, min(3, len(leaves)) + 1)), replace=False))
+        w0 = S[0] * 0.3
+        b0 = bf * 0.3 if branching else None
+        gtree = _tree_of(tax, gold)
+        gbr = _branching(tax, gtree)
+
+        def score(tree: set[int], br: dict[tuple[int, int], int], w0=w0, b0=b0) -> float:
+            sc = sum(float(w0[c - 1]) for c in tree)
+            if b0 is not None:
+                sc += sum(float(b0[p, b]) * n for (p, b), n in br.items())
+            return sc
+
+        best = None
+        for r in range(1, len(leaves) + 1):
+            for mm in itertools.combinations(leaves, r):
+                tr = _tree_of(tax, mm)
+                v = score(tr, _branching(tax, tr)) + margin * len(tr ^ gtree)
+                if best is None or v > best[0]:
+                    best = (v, tr)
+        assert best is not None
+        ptree = best[1]
+        model = GlobalPA(tax, 1, dtype="float64", update="cost_augmented", margin=margin, C=C,
+                         branching=branching)
+        arrays = {"W": w0[None, :].copy()}
+        if b0 is not None:
+            arrays["bf"] = b0.copy()
+        model.set_state(ModelState(arrays))
+        names = [tax.names[c] for c in gold]
+        counters = model.partial_fit(batch([[1.0]], [names]))
+        n_checked += 1
+        want_w = w0.copy()
+        want_bf = b0.copy() if b0 is not None else None
+        if ptree != gtree:
+            pbr = _branching(tax, ptree)
+            loss = score(ptree, pbr) - score(gtree, gbr) + margin * len(ptree ^ gtree)
+            net = {k: gbr.get(k, 0) - pbr.get(k, 0) for k in set(gbr) | set(pbr)} if branching else {}
+            norm2 = len(ptree ^ gtree) + sum(v * v for v in net.values())
+            tau = min(C, loss / norm2)
+            assert loss > 0
+            for c in gtree - ptree:
+                want_w[c - 1] += tau
+            for c in ptree - gtree:
+                want_w[c - 1] -= tau
+            if want_bf is not None:
+                for (p, b), v in net.items():
+                    want_bf[p, b] += tau * v
+            assert counters["updates"] == 1 and counters["loss"] == pytest.approx(loss, abs=1e-9)
+            n_updates += 1
+        else:
+            assert counters["updates"] == 0
+        np.testing.assert_allclose(model.state_.arrays["W"][0], want_w, rtol=0, atol=1e-9)
+        if want_bf is not None:
+            np.testing.assert_allclose(model.state_.arrays["bf"], want_bf, rtol=0, atol=1e-9)
+    assert n_checked == 18 and n_updates >= 12
+
+
+def test_a_right_prediction_inside_the_margin_still_updates():
+    # W = 0 except ROOT->A 0.2 on feature 0: the prediction for x = (1, 0) is {AA} or {AB} with
+    # score 0.2 -- right for gold {AA} only by a tie-break margin. Prediction-based updates do
+    # nothing when m^ = m; cost-augmented ones push AA up and the rival down.
+    tax = seven()
+    W0 = np.zeros((2, tax.n_edges))
+    W0[0, col(tax, "A")] = 0.2
+    W0[0, col(tax, "AA")] = 0.1
+    plain = GlobalPA(tax, 2, dtype="float64")
+    plain.set_state(ModelState({"W": W0.copy()}))
+    assert plain.partial_fit(batch([[1.0, 0.0]], [["AA"]]))["updates"] == 0
+    aug = GlobalPA(tax, 2, dtype="float64", update="cost_augmented")
+    aug.set_state(ModelState({"W": W0.copy()}))
+    c = aug.partial_fit(batch([[1.0, 0.0]], [["AA"]]))
+    assert c["updates"] == 1
+    W = aug.state_.arrays["W"]
+    assert W[0, col(tax, "AA")] > 0.1
+
+
+def test_bias_feature_by_hand():
+    # FLAT, leaves AA, AB, BA, BB; bias 0.5: x = (1, 2) becomes (1, 2, 0.5), ||x||^2 = 5.25.
+    # Gold {AA}: all scores 0, loss 1 per leaf, tau = 1 / 5.25. w_AA += tau x, the others -= tau x;
+    # the last row of W is the intercept (0.5 tau per update).
+    tax = seven()
+    m = FlatPA(tax, 2, dtype="float64", bias=0.5)
+    m.set_state(m.init_state())
+    assert m.state_.arrays["W"].shape == (3, 4)
+    m.partial_fit(batch([[1.0, 2.0]], [["AA"]]))
+    t = 1 / 5.25
+    want = np.outer([1.0, 2.0, 0.5], [t, -t, -t, -t])
+    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-12)
+    # the intercept alone decides a document without features: AA scores +0.5 t, the rest -0.5 t
+    assert m.predict(batch([[0.0, 0.0]], [["AA"]])) == [["AA"]]
+
+
 # --------------------------------------------------------------------------- FLAT, by hand
 def test_flat_pa_updates_by_hand():
     # Leaves AA, AB, BA, BB (columns in that order). Features do not overlap between

@@ -45,6 +45,9 @@ class TrainConfig:
     # node-independent models (h_svm, svm, h_rls, ah_bay, perc, h_perc with mistake="node"):
     # train each node in its own task (exact) instead of parameter mixing
     node_parallel: bool = True
+    # iterative parameter mixing: "auto" (barrier stage in local mode), "barrier", "jobs"
+    mixing: str = "auto"
+    exchange_dir: str = ""  # barrier mixing: directory shared by all executors ("" = a temp dir)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ _MINIMUM = {
 }
 
 
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("train", "mixing"): ("auto", "barrier", "jobs"),
+}
+
+
 def _check_section(cls: type, values: dict[str, Any], where: str, section: str = "") -> Any:
     hints = get_type_hints(cls)
     known = {f.name for f in fields(cls)}
@@ -94,6 +102,9 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
             raise ConfigError(
                 f"{where}: key {k!r} must be of type {want.__name__}, got {type(v).__name__} {v!r}"
             )
+        choices = _CHOICES.get((section, k))
+        if choices is not None and v not in choices:
+            raise ConfigError(f"{where}: key {k!r} must be one of {', '.join(map(repr, choices))}, got {v!r}")
         low = _MINIMUM.get((section, k))
         if low is not None and v < low:
             raise ConfigError(f"{where}: key {k!r} must be an int >= {low}, got {v!r}")

@@ -87,11 +87,12 @@ def write_npz(fh: Any, arrays: dict[str, Any]) -> None:
         for name, arr in _flatten(arrays).items():
             if arr.dtype.hasobject:
                 raise ValueError(f"array {name!r} has dtype object; not saved (no pickle)")
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+            arr = np.ascontiguousarray(arr)
             info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_TIME)
             info.external_attr = 0o644 << 16
-            zf.writestr(info, buf.getvalue())
+            # streamed (no in-memory copy of a large array); the same bytes as ``writestr``
+            with zf.open(info, "w", force_zip64=arr.nbytes > (1 << 30)) as out:
+                np.lib.format.write_array(out, arr, allow_pickle=False)
 
 
 def read_npz(fh: Any) -> dict[str, Any]:
@@ -102,11 +103,16 @@ def read_npz(fh: Any) -> dict[str, Any]:
 def state_to_bytes(state: ModelState) -> bytes:
     """Serialize a ModelState (arrays + counters + combine rule) to bytes."""
     buf = io.BytesIO()
+    write_state(buf, state)
+    return buf.getvalue()
+
+
+def write_state(fh: Any, state: ModelState) -> None:
+    """Write the bytes of :func:`state_to_bytes` to a binary file object (streamed)."""
     meta = {"counters": state.counters, "combine": state.combine}
     arrays = dict(state.arrays)
     arrays["_meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode("utf-8"), dtype=np.uint8)
-    write_npz(buf, arrays)
-    return buf.getvalue()
+    write_npz(fh, arrays)
 
 
 def state_from_bytes(data: bytes) -> ModelState:

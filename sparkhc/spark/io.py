@@ -47,6 +47,7 @@ from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
     FEATURES_ARROW_SCHEMA,
+    FEATURES_SCHEMA,
     FOLD,
     INDICES,
     LABELS,
@@ -95,7 +96,8 @@ def read_features(spark: SparkSession, path: str | os.PathLike[str]) -> tuple[Da
     root, feat, parts = _layout(path)
     _check_footers(parts)
     spec = FeatureSpec.load(root)
-    df = spark.read.parquet(feat.absolute().as_uri())
+    # every footer has been checked: giving Spark the schema spares its schema-inference job
+    df = spark.read.schema(FEATURES_SCHEMA).parquet(feat.absolute().as_uri())
     check_spark_features_schema(df.schema, str(feat))
     return df, spec
 

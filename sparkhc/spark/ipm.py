@@ -12,8 +12,13 @@ double-count. With one partition the result equals serial training exactly.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.models.base import HierModel, ModelState, StateSum
@@ -31,6 +37,7 @@ from sparkhc.persistence import (
     state_to_bytes,
     write_json_atomic,
     write_npz,
+    write_state,
 )
 from sparkhc.spark import deltas
 
@@ -131,16 +138,22 @@ def run_epoch(
         acc: StateSum | deltas.DeltaSum = results.rdd.treeAggregate(zero, _seq, _comb, depth=depth)
     finally:
         bc.unpersist()
+    return mix(model.get_state(), acc)
+
+
+def mix(base: ModelState, acc: StateSum | deltas.DeltaSum) -> tuple[ModelState, dict[str, float]]:
+    """The mixed state of one epoch from the shards' aggregate, and the epoch's counters (summed
+    over shards, plus ``shards``); the state's counters accumulate over epochs."""
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
-    mixed = acc.apply(model.get_state()) if isinstance(acc, deltas.DeltaSum) else acc.result()
+    mixed = acc.apply(base) if isinstance(acc, deltas.DeltaSum) else acc.result()
     if mixed.combine == "sum" and acc.n > 1:
         # every partition returned (broadcast state + its shard's statistics): keep one copy of the
         # broadcast state, so a warm start or a later epoch does not multiply it by the shards
-        mixed.arrays = remove_copies(mixed.arrays, model.get_state().arrays, acc.n - 1)
+        mixed.arrays = remove_copies(mixed.arrays, base.arrays, acc.n - 1)
     counters = dict(acc.counters)
     counters["shards"] = acc.n
-    prev = dict(model.get_state().counters)
+    prev = dict(base.counters)
     mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k != "shards"}
     return mixed, counters
 
@@ -175,6 +188,8 @@ def train_ipm(
     progress: Callable[[dict[str, Any]], None] | None = None,
     warm_start: bool = False,
     checkpoint_key: dict[str, Any] | None = None,
+    mixing: str = "auto",
+    exchange_dir: str | Path | None = None,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
 
@@ -182,39 +197,41 @@ def train_ipm(
     resumes after the last completed epoch (same data, model and seed assumed; checked by the
     model name and parameters recorded with the checkpoint). With ``warm_start`` training
     continues from the model's current state (refreshing a saved model with new documents).
+
+    ``mixing`` (``train.mixing``): ``"jobs"`` runs one Spark job per epoch (broadcast the state,
+    ``mapInArrow`` the shards, ``treeAggregate`` the deltas); ``"barrier"`` runs every epoch in
+    one barrier stage whose tasks exchange states and deltas through files in ``exchange_dir``
+    (default: a temporary directory; on a cluster it must be shared by every executor), which
+    removes the per-epoch job, broadcast and result transfer; ``"auto"`` (default) uses barrier
+    mixing in local mode (:func:`mixing_mode`). Both give the same mixture of the same shards
+    (up to the order of float64 summation).
     """
     model.validate_params()
+    if mixing not in ("auto", "barrier", "jobs"):
+        raise ValueError(f"mixing must be 'auto', 'barrier' or 'jobs', not {mixing!r}")
+    start_epoch = 0
+    if not warm_start or model.state_ is None:
+        model.set_state(model.init_state())
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if ckpt is not None:
+        resumed = _load_checkpoint(ckpt, model, seed, shards, checkpoint_key)
+        if resumed is not None:
+            start_epoch = resumed + 1
+            log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)
+    if start_epoch >= epochs:
+        return model
+    if mixing_mode(spark, mixing, model) == "barrier":
+        _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
+                       fault_hook, progress, checkpoint_key, exchange_dir)
+        return model
     shards_df = shard_features(features, shards).cache()
     try:
-        start_epoch = 0
-        if not warm_start or model.state_ is None:
-            model.set_state(model.init_state())
-        ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        if ckpt is not None:
-            resumed = _load_checkpoint(ckpt, model, seed, shards, checkpoint_key)
-            if resumed is not None:
-                start_epoch = resumed + 1
-                log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)
         for epoch in range(start_epoch, epochs):
             t0 = time.perf_counter()
             mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook)
             model.set_state(mixed)
-            secs = time.perf_counter() - t0
-            n = max(counters.get("examples", 0.0), 1.0)
-            info = {
-                "epoch": epoch + 1,
-                "epochs": epochs,
-                "shards": int(counters.get("shards", 0)),
-                "examples": int(counters.get("examples", 0)),
-                "updates": int(counters.get("updates", 0)),
-                "mean_loss": counters.get("loss", 0.0) / n,
-                "seconds": round(secs, 3),
-            }
-            log.info(
-                "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s",
-                info["epoch"], epochs, info["examples"], info["shards"], info["updates"],
-                info["mean_loss"], secs,
-            )
+            info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
+            log_epoch(info)
             if progress is not None:
                 progress(info)
             if ckpt is not None:
@@ -222,6 +239,308 @@ def train_ipm(
     finally:
         shards_df.unpersist()
     return model
+
+
+def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float) -> dict[str, Any]:
+    """The per-epoch record (driver log line, ``progress`` callback, model metadata)."""
+    n = max(counters.get("examples", 0.0), 1.0)
+    return {
+        "epoch": epoch + 1,
+        "epochs": epochs,
+        "shards": int(counters.get("shards", 0)),
+        "examples": int(counters.get("examples", 0)),
+        "updates": int(counters.get("updates", 0)),
+        "mean_loss": counters.get("loss", 0.0) / n,
+        "seconds": round(secs, 3),
+    }
+
+
+def log_epoch(info: dict[str, Any]) -> None:
+    log.info(
+        "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s",
+        info["epoch"], info["epochs"], info["examples"], info["shards"], info["updates"],
+        info["mean_loss"], info["seconds"],
+    )
+
+
+# ----------------------------------------------------------------------------- barrier mixing
+def mixing_mode(spark: SparkSession, requested: str, model: HierModel) -> str:
+    """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``).
+
+    ``auto`` picks barrier mixing in local mode (the exchange directory is then on the one
+    machine) for models whose state mixes by row-sparse deltas (:func:`deltas.supports`), and one
+    Spark job per epoch otherwise (a cluster without an exchange directory all executors share).
+    """
+    if requested == "jobs" or not deltas.supports(model.get_state()):
+        return "jobs"
+    if requested == "barrier":
+        return "barrier"
+    return "barrier" if (spark.sparkContext.master or "").startswith("local") else "jobs"
+
+
+def _write_file_atomic(path: Path, data: bytes | ModelState) -> None:
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        with open(tmp, "wb") as fh:
+            if isinstance(data, ModelState):
+                write_state(fh, data)
+            else:
+                fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _shard_file(work: str, shard: int, part: int) -> Path:
+    return Path(work) / f"shard-{shard:05d}-{part:05d}.npz"
+
+
+def _save_shard(work: str, shard: int, part: int, batch: SparseBatch) -> None:
+    """A shard's documents for the barrier stage (CSR arrays + gold label names; no pickle)."""
+    X = sp.csr_matrix(batch.X)
+    labels = batch.labels or [[] for _ in range(len(batch))]
+    flat = [lab for labs in labels for lab in labs]
+    arrays: dict[str, Any] = {
+        "indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32), "data": X.data,
+        "shape": np.array(X.shape, dtype=np.int64), "doc_ids": np.asarray(batch.doc_ids, dtype=str),
+        "label_ptr": np.concatenate([[0], np.cumsum([len(x) for x in labels])]).astype(np.int64),
+        "label_names": np.asarray(flat if flat else [""], dtype=str),
+    }
+    if batch.counts is not None:
+        C = sp.csr_matrix(batch.counts)
+        arrays.update(c_indptr=C.indptr.astype(np.int64), c_indices=C.indices.astype(np.int32), c_data=C.data)
+    path = _shard_file(work, shard, part)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    with open(tmp, "wb") as fh:
+        write_npz(fh, arrays)
+    os.replace(tmp, path)
+
+
+def _load_shard(work: str, shard: int, parts: list[int]) -> SparseBatch:
+    """Shard ``shard`` as the jobs mode's partition holds it: its pieces from every input
+    partition, sorted by doc id."""
+    batch = SparseBatch.concat([_load_piece(_shard_file(work, shard, p)) for p in parts])
+    return batch.subset(np.argsort(batch.doc_ids, kind="stable"))
+
+
+def _load_piece(path: Path) -> SparseBatch:
+    with open(path, "rb") as fh:
+        a = read_npz(fh)
+    shape = tuple(int(v) for v in a["shape"])
+    X = sp.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=shape)
+    ptr = a["label_ptr"]
+    names = a["label_names"].tolist()
+    labels = [names[ptr[i] : ptr[i + 1]] for i in range(shape[0])]
+    counts = None
+    if "c_indptr" in a:
+        counts = sp.csr_matrix((a["c_data"], a["c_indices"], a["c_indptr"]), shape=shape)
+    return SparseBatch(X, a["doc_ids"], labels, counts)
+
+
+_SHARD = "_shard"
+_STAGE_SCHEMA = "shard int, part int, n long"
+
+
+def _make_stage_fn(n_features: int, with_counts: bool, work: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Each input partition writes its documents of every shard to a piece file (no shuffle)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        tables = [b for b in batches if b.num_rows]
+        if not tables:
+            return
+        table = pa.Table.from_batches(tables)
+        shard_of = table.column(_SHARD).to_numpy()
+        table = table.drop_columns([_SHARD])
+        out = []
+        for k in np.unique(shard_of):
+            rows = np.flatnonzero(shard_of == k)
+            batch = SparseBatch.from_arrow(table.take(pa.array(rows)), n_features, with_counts=with_counts)
+            _save_shard(work, int(k), part, batch)
+            out.append((int(k), len(rows)))
+        yield pa.RecordBatch.from_pydict(
+            {"shard": [k for k, _ in out], "part": [part] * len(out), "n": [n for _, n in out]},
+            schema=pa.schema([("shard", pa.int32()), ("part", pa.int32()), ("n", pa.int64())]),
+        )
+
+    return run
+
+
+def _make_barrier_fn(
+    model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, work: str, present: list[int],
+    pieces: dict[int, list[int]], tasks: int, seed: int, start_epoch: int, epochs: int, shards: int,
+    fault_hook: Callable[[int, int], None] | None, ckpt: str | None, checkpoint_key: dict[str, Any] | None,
+) -> Callable[[Iterable[int]], Iterable[int]]:
+    """Every epoch in one barrier stage: task ``t`` runs the shards ``present[t::tasks]`` (one after
+    another, each from the epoch's base state, exactly as the one-job-per-epoch mode), writes their
+    deltas to the exchange directory, meets the others at a barrier; task 0 mixes, writes the next
+    base state (and the checkpoint), and all meet again."""
+
+    def run(_it: Iterable[int]) -> Iterator[int]:
+        from pyspark import BarrierTaskContext
+
+        from sparkhc.models import get_model_class
+
+        ctx = BarrierTaskContext.get()
+        t = ctx.partitionId()
+        # one token per stage attempt, so that a retry never meets the markers of a failed attempt
+        attempt = ctx.allGather(uuid.uuid4().hex[:12])[0]
+        wd = Path(work)
+        mine = present[t::tasks]
+        batches = {k: _load_shard(work, k, pieces[k]) for k in mine}
+        model = get_model_class(model_name)(taxonomy, n_features, **params)
+        # a retried stage (a task died) resumes after the last epoch task 0 completed
+        done = [int(f.name[6:11]) for f in wd.glob("state-*.npz")]
+        first = max([start_epoch, *done])
+        for epoch in range(first, epochs):
+            t0 = time.perf_counter()
+            base_bytes = (wd / f"state-{epoch:05d}.npz").read_bytes()
+            for k in mine:
+                model.set_state(state_from_bytes(base_bytes))
+                counters = model.partial_fit(batches[k], seed=seed + 1000003 * k, epoch=epoch)
+                if fault_hook is not None:
+                    fault_hook(k, epoch)
+                out = model.get_state()
+                out.counters = {c: float(v) for c, v in counters.items()}
+                delta = deltas.encode(out, base_bytes, {"W": getattr(model, "touched_rows_", None)})
+                assert delta is not None  # mixing_mode checked deltas.supports
+                _write_file_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
+            del base_bytes
+            _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
+            if t == 0:
+                acc = deltas.DeltaSum()
+                for k in present:
+                    acc = acc.add(deltas.decode_bytes((wd / f"delta-{epoch:05d}-{k:05d}.npz").read_bytes()))
+                base = state_from_bytes((wd / f"state-{epoch:05d}.npz").read_bytes())
+                mixed, ep_counters = mix(base, acc)
+                del acc, base
+                _write_file_atomic(wd / f"state-{epoch + 1:05d}.npz", mixed)
+                if ckpt is not None:
+                    model.set_state(mixed)
+                    _save_checkpoint(Path(ckpt), model, epoch, seed, shards, checkpoint_key)
+                write_json_atomic(wd / f"epoch-{epoch:05d}.json",
+                                  epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
+                for k in present:
+                    (wd / f"delta-{epoch:05d}-{k:05d}.npz").unlink(missing_ok=True)
+                (wd / f"state-{epoch:05d}.npz").unlink(missing_ok=True)
+                del mixed
+            _sync(wd, f"{attempt}-{epoch:05d}-b", t, tasks)
+        yield t
+
+    return run
+
+
+def _sync(wd: Path, tag: str, t: int, tasks: int, poll: float = 0.002) -> None:
+    """All ``tasks`` tasks meet: each writes a marker and waits for the others' (the barrier
+    stage guarantees they run at the same time; Spark kills the others when one fails).
+    ``BarrierTaskContext.barrier()`` costs about a second per call here; files cost
+    milliseconds."""
+    (wd / f"sync-{tag}-{t:05d}").touch()
+    names = [wd / f"sync-{tag}-{i:05d}" for i in range(tasks)]
+    while not all(p.exists() for p in names):
+        time.sleep(poll)
+
+
+def _train_barrier(
+    spark: SparkSession, features: DataFrame, model: HierModel, epochs: int, start_epoch: int, shards: int,
+    seed: int, ckpt: Path | None, with_counts: bool, fault_hook: Callable[[int, int], None] | None,
+    progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
+    exchange_dir: str | Path | None,
+) -> None:
+    """IPM with every epoch in one Spark barrier stage (see :func:`_make_barrier_fn`): no job,
+    broadcast or result transfer per epoch; states and deltas go through files."""
+    if exchange_dir is not None:
+        Path(exchange_dir).mkdir(parents=True, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="sparkhc-ipm-", dir=str(exchange_dir) if exchange_dir is not None else None)
+    stop = threading.Event()
+    try:
+        t0 = time.perf_counter()
+        # the shard of a document is the partition repartition(shards, doc_id) would give it
+        tagged = features.withColumn(_SHARD, F.expr(f"pmod(hash({DOC_ID}), {int(shards)})"))
+        rows = tagged.mapInArrow(_make_stage_fn(model.n_features, with_counts, work), _STAGE_SCHEMA).collect()
+        pieces: dict[int, list[int]] = {}
+        for r in rows:
+            if int(r["n"]) > 0:
+                pieces.setdefault(int(r["shard"]), []).append(int(r["part"]))
+        pieces = {k: sorted(v) for k, v in pieces.items()}
+        present = sorted(pieces)
+        if not present:
+            raise ValueError("no training documents in any partition")
+        tasks = max(1, min(len(present), spark.sparkContext.defaultParallelism))
+        log.info("barrier mixing: %d shards staged in %s in %.2f s; %d tasks", len(present), work,
+                 time.perf_counter() - t0, tasks)
+        _write_file_atomic(Path(work) / f"state-{start_epoch:05d}.npz", model.get_state())
+        watcher = threading.Thread(target=_watch_epochs, args=(Path(work), start_epoch, epochs, stop), daemon=True)
+        watcher.start()
+        fn = _make_barrier_fn(model.name, model.params, model.taxonomy, model.n_features, work, present, pieces, tasks,
+                              seed, start_epoch, epochs, shards, fault_hook,
+                              str(ckpt) if ckpt is not None else None, checkpoint_key)
+        t1 = time.perf_counter()
+        attempts = _max_attempts(spark)
+        for attempt in range(1, attempts + 1):
+            try:
+                spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
+                break
+            except Exception as e:  # Spark never retries a failed barrier result stage itself
+                if attempt == attempts:
+                    raise
+                log.warning("barrier mixing: attempt %d/%d failed (%s); resuming after the last mixed epoch",
+                            attempt, attempts, str(e).splitlines()[0][:200])
+        log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
+        stop.set()
+        watcher.join()
+        infos = [_read_json(Path(work) / f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
+        with open(Path(work) / f"state-{epochs:05d}.npz", "rb") as fh:
+            final = state_from_bytes(fh.read())
+        model.set_state(final)
+        if progress is not None:
+            for info in infos:
+                progress(info)
+    finally:
+        stop.set()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _max_attempts(spark: SparkSession) -> int:
+    """Attempts of the barrier stage: ``spark.task.maxFailures``, or the ``F`` of a
+    ``local[N,F]`` master (plain ``local[N]``: 1, no retry), as Spark would allow a task."""
+    import re
+
+    sc = spark.sparkContext
+    conf = sc.getConf().get("spark.task.maxFailures")
+    if conf:
+        return max(1, int(conf))
+    m = re.fullmatch(r"local\[[^,\]]+,\s*(\d+)\]", sc.master or "")
+    if m:
+        return max(1, int(m.group(1)))
+    return 1 if (sc.master or "").startswith("local") else 4
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _watch_epochs(work: Path, start: int, epochs: int, stop: threading.Event) -> None:
+    """Driver log line per epoch while the barrier stage runs (and the rest after it ends)."""
+    e = start
+    while e < epochs:
+        f = work / f"epoch-{e:05d}.json"
+        if f.is_file():
+            try:
+                log_epoch(_read_json(f))
+            except (OSError, ValueError):  # pragma: no cover - the stage was cleaned up
+                return
+            e += 1
+            continue
+        if stop.is_set() and not f.is_file():
+            return
+        stop.wait(0.2)
 
 
 def _ckpt_key(model: HierModel, seed: int, shards: int, extra: dict[str, Any] | None) -> dict[str, Any]:

@@ -67,9 +67,15 @@ def scored_mask(taxonomy: Taxonomy, scored_labels: list[str] | None) -> Any:
     return mask
 
 
-def internal_deepest_labels(df: DataFrame, taxonomy: Taxonomy) -> list[str]:
-    """Internal nodes that are the deepest label of some document (they get /_self leaves)."""
-    combos = [r[0] for r in df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()]
+def label_combinations(df: DataFrame) -> list[list[str]]:
+    """The distinct (sorted) label lists of the documents (empty when there are no documents)."""
+    return [list(r[0] or []) for r in df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()]
+
+
+def internal_deepest_labels(df: DataFrame | list[list[str]], taxonomy: Taxonomy) -> list[str]:
+    """Internal nodes that are the deepest label of some document (they get /_self leaves);
+    ``df`` may be the result of :func:`label_combinations`."""
+    combos = label_combinations(df) if isinstance(df, DataFrame) else df
     is_leaf = taxonomy.is_leaf
     found: set[str] = set()
     for labs in combos:
@@ -192,14 +198,15 @@ def train(
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     df = select_rows(df, split, fold, exclude_fold)
-    if not df.limit(1).collect():
+    combos = label_combinations(df)  # one job: emptiness and the /_self leaves
+    if not combos:
         raise InputDataError(
             f"{features}: no training documents: the selection (split {split!r}, fold {fold!r}, exclude_fold "
             f"{exclude_fold!r}) matches no row"
         )
     mtax = taxonomy
     if cfg.train.self_leaves and not getattr(cls, "native_partial_paths", False):
-        selfs = internal_deepest_labels(df, taxonomy)
+        selfs = internal_deepest_labels(combos, taxonomy)
         if selfs:
             mtax = taxonomy.with_self_leaves(selfs)
             log.info("virtual /_self leaves for %d internal labels", len(selfs))
@@ -243,6 +250,7 @@ def train(
             with_counts=bool(getattr(model, "needs_counts", False)),
             checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                             "warm_start": str(warm_start) if warm_start is not None else None},
+            mixing=cfg.train.mixing, exchange_dir=cfg.train.exchange_dir or None,
         )
     n_docs = epochs_log[-1]["examples"] if epochs_log else None
     meta = {

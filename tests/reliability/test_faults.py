@@ -5,7 +5,7 @@ Spark retries a failed task only when ``spark.task.maxFailures`` > 1; in local m
 second number of ``local[N,F]`` (plain ``local[2]``, the shared test session, never retries). So
 the faults run in a subprocess with master ``local[2,3]``, one JVM for all of them:
 
-1. ``train`` uninterrupted (3 epochs, 2 shards) -> reference model;
+1. ``train`` uninterrupted (3 epochs, 2 shards; barrier mixing, the local-mode default) -> reference model;
 2. the same with ``fault_hook`` killing the Python worker (``os._exit``) of shard 0 after its
    epoch-2 pass, on the first attempt only (a marker file) -> Spark reruns the task;
 3. the same with the hook raising instead of dying;
@@ -133,18 +133,27 @@ res["reclassify_documents"] = [s1["documents"], s2["documents"]]
 res["reclassify_failures"] = [len(s1["failures"]), len(s2["failures"])]
 (work / "results.json").write_text(json.dumps(res, indent=2))
 
-# driver death right after the checkpoint of epoch 2 (of 3)
-real_save = ipm._save_checkpoint
+# driver death as soon as the checkpoint of epoch 2 (of 3) is there (written by the driver with
+# one job per epoch, by barrier task 0 with barrier mixing): a thread watches for it
+import threading
 
 
-def save_then_die(ckpt, model, epoch, *a, **k):
-    real_save(ckpt, model, epoch, *a, **k)
-    if epoch == 1:
-        os._exit(137)
+def die_after_epoch_two():
+    f = work / "ckpt" / "latest" / "checkpoint.json"
+    while True:
+        try:
+            if json.loads(f.read_text())["epoch"] >= 1:
+                os._exit(137)
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.001)
 
 
-ipm._save_checkpoint = save_then_die
-pipelines.train(spark, cfg, feats, work / "died", checkpoint_dir=work / "ckpt")
+threading.Thread(target=die_after_epoch_two, daemon=True).start()
+# one job per epoch: the driver is between epochs when it dies (with barrier mixing the stage may
+# already have finished epoch 3; tests/spark/test_ipm.py covers barrier resumption)
+cfg_jobs = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false", "train.mixing=jobs"])
+pipelines.train(spark, cfg_jobs, feats, work / "died", checkpoint_dir=work / "ckpt")
 raise SystemExit("the driver should have died")
 '''
 
@@ -202,7 +211,7 @@ def test_FT_worker_kill_retry_and_driver_death_resume(spark, tmp_path):
     assert ckpt["epoch"] == 1
     # resume in this process (another session, another master: the shards do not depend on it)
     epochs: list[int] = []
-    cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false"])
+    cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false", "train.mixing=jobs"])
     from sparkhc.spark import ipm
 
     real_run_epoch = ipm.run_epoch

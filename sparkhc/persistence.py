@@ -116,7 +116,12 @@ def write_state(fh: Any, state: ModelState) -> None:
 
 
 def state_from_bytes(data: bytes) -> ModelState:
-    arrays = read_npz(io.BytesIO(data))
+    return read_state(io.BytesIO(data))
+
+
+def read_state(fh: Any) -> ModelState:
+    """Read what :func:`write_state` wrote (a binary file object or path; one copy of each array)."""
+    arrays = read_npz(fh)
     meta = json.loads(bytes(arrays.pop("_meta")).decode("utf-8"))
     return ModelState(arrays, meta["counters"], meta["combine"])
 

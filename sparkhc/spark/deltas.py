@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -38,9 +39,11 @@ __all__ = ["npz_view", "supports", "encode", "encode_bytes", "decode_bytes", "De
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header (30 bytes)
 
 
-def npz_view(data: bytes | memoryview, name: str) -> np.ndarray:
-    """Read-only view (no copy) of array ``name`` in the bytes of an uncompressed ``.npz``."""
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+def npz_view(data: bytes | memoryview | mmap.mmap, name: str) -> np.ndarray:
+    """Read-only view (no copy) of array ``name`` in the bytes of an uncompressed ``.npz`` (bytes,
+    or a read-only memory map of the file)."""
+    src: Any = data if isinstance(data, mmap.mmap) else io.BytesIO(data)
+    with zipfile.ZipFile(src) as zf:
         info = zf.getinfo(name + ".npy")
         if info.compress_type != zipfile.ZIP_STORED:
             raise ValueError(f"array {name!r} is compressed; no view possible")
@@ -85,7 +88,7 @@ def _changed_rows(new: np.ndarray, base: np.ndarray, hint: np.ndarray | None, bl
 
 
 def encode(
-    state: ModelState, base_bytes: bytes, touched: dict[str, np.ndarray | None] | None = None
+    state: ModelState, base_bytes: bytes | mmap.mmap, touched: dict[str, np.ndarray | None] | None = None
 ) -> ModelState | None:
     """The delta ``state - base`` as a ModelState of sparse float64 CSR arrays (same names and
     shapes; 1-D arrays become ``(1, n)``), plus the counters of ``state``.
@@ -168,9 +171,9 @@ class DeltaSum:
             counters[k] = counters.get(k, 0.0) + v
         return DeltaSum(arrays, counters, self.n + other.n)
 
-    def apply(self, base: ModelState) -> ModelState:
-        """``base + sum / n`` as a new ModelState (the base arrays are not modified; only the
-        rows that changed are copied-on-write into the result, the others are shared)."""
+    def apply(self, base: ModelState, inplace: bool = False) -> ModelState:
+        """``base + sum / n`` as a new ModelState (the base arrays are not modified unless
+        ``inplace``; arrays without changes are shared)."""
         if self.n == 0:
             raise ValueError("no deltas to combine")
         out: dict[str, Any] = {}
@@ -179,7 +182,7 @@ class DeltaSum:
             if d is None or d.nnz == 0:
                 out[name] = arr
                 continue
-            new = np.array(arr, copy=True)
+            new = arr if inplace and isinstance(arr, np.ndarray) and arr.flags.writeable else np.array(arr, copy=True)
             flat = new.reshape(d.shape)
             coo = d.tocoo()
             vals = flat[coo.row, coo.col].astype(np.float64) + coo.data * (1.0 / self.n)

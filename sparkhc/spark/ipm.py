@@ -12,6 +12,7 @@ double-count. With one partition the result equals serial training exactly.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -33,6 +34,7 @@ from sparkhc.models.base import HierModel, ModelState, StateSum
 from sparkhc.persistence import (
     atomic_dir,
     read_npz,
+    read_state,
     state_from_bytes,
     state_to_bytes,
     write_json_atomic,
@@ -141,12 +143,15 @@ def run_epoch(
     return mix(model.get_state(), acc)
 
 
-def mix(base: ModelState, acc: StateSum | deltas.DeltaSum) -> tuple[ModelState, dict[str, float]]:
+def mix(
+    base: ModelState, acc: StateSum | deltas.DeltaSum, inplace: bool = False
+) -> tuple[ModelState, dict[str, float]]:
     """The mixed state of one epoch from the shards' aggregate, and the epoch's counters (summed
-    over shards, plus ``shards``); the state's counters accumulate over epochs."""
+    over shards, plus ``shards``); the state's counters accumulate over epochs. ``inplace``: a
+    delta aggregate may be added into ``base``'s arrays (the caller's private copy)."""
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
-    mixed = acc.apply(base) if isinstance(acc, deltas.DeltaSum) else acc.result()
+    mixed = acc.apply(base, inplace=inplace) if isinstance(acc, deltas.DeltaSum) else acc.result()
     if mixed.combine == "sum" and acc.n > 1:
         # every partition returned (broadcast state + its shard's statistics): keep one copy of the
         # broadcast state, so a warm start or a later epoch does not multiply it by the shards
@@ -398,9 +403,13 @@ def _make_barrier_fn(
         first = max([start_epoch, *done])
         for epoch in range(first, epochs):
             t0 = time.perf_counter()
-            base_bytes = (wd / f"state-{epoch:05d}.npz").read_bytes()
+            base_file = wd / f"state-{epoch:05d}.npz"
+            fh = open(base_file, "rb")
+            # the base arrays for the deltas: read-only views of the page cache, no copy
+            base_bytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             for k in mine:
-                model.set_state(state_from_bytes(base_bytes))
+                model.state_ = None  # free the previous shard's copy before reading the next
+                model.set_state(read_state(base_file))
                 counters = model.partial_fit(batches[k], seed=seed + 1000003 * k, epoch=epoch)
                 if fault_hook is not None:
                     fault_hook(k, epoch)
@@ -408,16 +417,18 @@ def _make_barrier_fn(
                 out.counters = {c: float(v) for c, v in counters.items()}
                 delta = deltas.encode(out, base_bytes, {"W": getattr(model, "touched_rows_", None)})
                 assert delta is not None  # mixing_mode checked deltas.supports
+                model.state_ = None
                 _write_file_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
-            del base_bytes
+                del delta, out
+            base_bytes.close()
+            fh.close()
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
             if t == 0:
                 acc = deltas.DeltaSum()
                 for k in present:
                     acc = acc.add(deltas.decode_bytes((wd / f"delta-{epoch:05d}-{k:05d}.npz").read_bytes()))
-                base = state_from_bytes((wd / f"state-{epoch:05d}.npz").read_bytes())
-                mixed, ep_counters = mix(base, acc)
-                del acc, base
+                mixed, ep_counters = mix(read_state(base_file), acc, inplace=True)
+                del acc
                 _write_file_atomic(wd / f"state-{epoch + 1:05d}.npz", mixed)
                 if ckpt is not None:
                     model.set_state(mixed)

@@ -280,6 +280,14 @@ def _markdown(doc: dict[str, Any]) -> str:
     lines.append("")
     lines.append("model_size = number of weights with |w| > 1e-7; decode_seconds = single-process decoding "
                  "of the test part; train_seconds = Spark training wall time (SVM: scikit-learn).")
+    if any(k.startswith("DP-GT-BF-CA") for k in doc["summary"]):
+        lines.append("")
+        lines.append("DP-GT and DP-GT-BF are the paper's GT (Alg. 5: prediction-based updates, margin "
+                     "sqrt(1 - example F)). DP-GT-BF-CA is sparkhc's default global model, an extension: "
+                     "cost-augmented updates (each training example decoded with its edge scores shifted by "
+                     "+1 off the gold tree and -1 on it, the PA-I step enforcing a margin of 1 per differing "
+                     "edge) and a bias feature of 0.3 (`GlobalPA(update=\"cost_augmented\", margin=1, "
+                     "bias=0.3)`, conf/models/global-bf-ca.toml).")
     return "\n".join(lines) + "\n"
 
 

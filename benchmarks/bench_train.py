@@ -32,7 +32,9 @@ from _common import MemorySampler, command, loadavg, machine, now, write_section
 MODELS = {
     "flat": ("flat", {}),
     "dp-gt": ("global", {"branching": False}),
-    "dp-gt-bf": ("global", {"branching": True}),
+    "dp-gt-bf": ("global", {"branching": True, "update": "prediction", "bias": 0.0}),
+    # sparkhc's default global model (cost-augmented updates + bias feature)
+    "dp-gt-bf-ca": ("global", {"branching": True, "update": "cost_augmented", "margin": 1.0, "bias": 0.3}),
 }
 
 

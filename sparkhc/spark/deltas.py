@@ -88,7 +88,7 @@ def _changed_rows(new: np.ndarray, base: np.ndarray, hint: np.ndarray | None, bl
 
 
 def encode(
-    state: ModelState, base_bytes: bytes | mmap.mmap, touched: dict[str, np.ndarray | None] | None = None
+    state: ModelState, base_bytes: bytes | mmap.mmap | dict[str, np.ndarray], touched: dict[str, np.ndarray | None] | None = None
 ) -> ModelState | None:
     """The delta ``state - base`` as a ModelState of sparse float64 CSR arrays (same names and
     shapes; 1-D arrays become ``(1, n)``), plus the counters of ``state``.
@@ -102,7 +102,7 @@ def encode(
     touched = touched or {}
     out: dict[str, Any] = {}
     for name, new in state.arrays.items():
-        base = npz_view(base_bytes, name)
+        base = base_bytes[name] if isinstance(base_bytes, dict) else npz_view(base_bytes, name)
         if base.shape != new.shape:
             raise ValueError(f"array {name!r}: shape {new.shape} differs from the base {base.shape}")
         new2 = new.reshape(1, -1) if new.ndim == 1 else new.reshape(new.shape[0], -1)

@@ -12,7 +12,6 @@ double-count. With one partition the result equals serial training exactly.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import shutil
 import tempfile
@@ -381,9 +380,13 @@ def _make_barrier_fn(
     fault_hook: Callable[[int, int], None] | None, ckpt: str | None, checkpoint_key: dict[str, Any] | None,
 ) -> Callable[[Iterable[int]], Iterable[int]]:
     """Every epoch in one barrier stage: task ``t`` runs the shards ``present[t::tasks]`` (one after
-    another, each from the epoch's base state, exactly as the one-job-per-epoch mode), writes their
-    deltas to the exchange directory, meets the others at a barrier; task 0 mixes, writes the next
-    base state (and the checkpoint), and all meet again."""
+    another, each from the epoch's base state, exactly as the one-job-per-epoch mode) and writes
+    their row-sparse deltas to the exchange directory; all tasks meet at a file barrier; then every
+    task sums all deltas (in shard order) into its own copy of the base with the same code
+    (:func:`mix`), so all hold bit-identical mixed states without a full state crossing a file;
+    task 0 writes the checkpoint and the epoch record; all meet again. Task 0 writes the final
+    state for the driver. A retried stage resumes from the checkpoint when there is one (else from
+    the start: the same result, the epochs are deterministic)."""
 
     def run(_it: Iterable[int]) -> Iterator[int]:
         from pyspark import BarrierTaskContext
@@ -398,48 +401,48 @@ def _make_barrier_fn(
         mine = present[t::tasks]
         batches = {k: _load_shard(work, k, pieces[k]) for k in mine}
         model = get_model_class(model_name)(taxonomy, n_features, **params)
-        # a retried stage (a task died) resumes after the last epoch task 0 completed
-        done = [int(f.name[6:11]) for f in wd.glob("state-*.npz")]
-        first = max([start_epoch, *done])
+        first = start_epoch
+        base: ModelState | None = None
+        if ckpt is not None:
+            resumed = _load_checkpoint(Path(ckpt), model, seed, shards, checkpoint_key)
+            if resumed is not None and resumed + 1 > start_epoch:
+                first, base = resumed + 1, model.get_state()
+        if base is None:
+            base = read_state(wd / f"state-{start_epoch:05d}.npz")
         for epoch in range(first, epochs):
             t0 = time.perf_counter()
-            base_file = wd / f"state-{epoch:05d}.npz"
-            fh = open(base_file, "rb")
-            # the base arrays for the deltas: read-only views of the page cache, no copy
-            base_bytes = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             for k in mine:
-                model.state_ = None  # free the previous shard's copy before reading the next
-                model.set_state(read_state(base_file))
+                model.state_ = None  # free the previous shard's copy first
+                model.set_state(base.copy())
                 counters = model.partial_fit(batches[k], seed=seed + 1000003 * k, epoch=epoch)
                 if fault_hook is not None:
                     fault_hook(k, epoch)
                 out = model.get_state()
                 out.counters = {c: float(v) for c, v in counters.items()}
-                delta = deltas.encode(out, base_bytes, {"W": getattr(model, "touched_rows_", None)})
+                delta = deltas.encode(out, base.arrays, {"W": getattr(model, "touched_rows_", None)})
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
                 _write_file_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
                 del delta, out
-            base_bytes.close()
-            fh.close()
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
-            if t == 0:
-                acc = deltas.DeltaSum()
-                for k in present:
-                    acc = acc.add(deltas.decode_bytes((wd / f"delta-{epoch:05d}-{k:05d}.npz").read_bytes()))
-                mixed, ep_counters = mix(read_state(base_file), acc, inplace=True)
-                del acc
-                _write_file_atomic(wd / f"state-{epoch + 1:05d}.npz", mixed)
-                if ckpt is not None:
-                    model.set_state(mixed)
-                    _save_checkpoint(Path(ckpt), model, epoch, seed, shards, checkpoint_key)
+            acc = deltas.DeltaSum()
+            for k in present:
+                acc = acc.add(deltas.decode_bytes((wd / f"delta-{epoch:05d}-{k:05d}.npz").read_bytes()))
+            base, ep_counters = mix(base, acc, inplace=True)
+            del acc
+            if t == 0:  # the record first: a checkpointed epoch always has one
                 write_json_atomic(wd / f"epoch-{epoch:05d}.json",
                                   epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
+                if ckpt is not None:
+                    model.set_state(base)
+                    _save_checkpoint(Path(ckpt), model, epoch, seed, shards, checkpoint_key)
+                    model.state_ = None
+            _sync(wd, f"{attempt}-{epoch:05d}-b", t, tasks)
+            if t == 0:  # everybody has read them
                 for k in present:
                     (wd / f"delta-{epoch:05d}-{k:05d}.npz").unlink(missing_ok=True)
-                (wd / f"state-{epoch:05d}.npz").unlink(missing_ok=True)
-                del mixed
-            _sync(wd, f"{attempt}-{epoch:05d}-b", t, tasks)
+        if t == 0:
+            _write_file_atomic(wd / f"state-{epochs:05d}.npz", base)
         yield t
 
     return run

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--corpus", help="a named corpus (see `sparkhc fetch --list`)")
     src.add_argument("--input", help="JSON Lines (.jsonl[.gz]), a directory per label, or Parquet of raw documents")
     p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child or RCV1 format); required with --input")
+    p.add_argument("--class-spaces", default=None, metavar="FILE",
+                   help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
+                        "field into one class per document (see sparkhc/mdc/spaces.py); replaces the taxonomy")
     p.add_argument("--unknown-labels", choices=["error", "drop"], default="error",
                    help="labels not in the taxonomy: fail (default) or drop them with a count")
     p.add_argument("--out", required=True, help="output folder (written atomically)")
@@ -177,7 +180,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         summary = pipelines.featurize(
             spark, cfg, out=args.out, corpus=args.corpus, input_path=args.input, taxonomy_path=args.taxonomy,
             data_dir=args.data_dir, cache_dir=args.cache_dir, unknown_labels=args.unknown_labels,
-            overwrite=args.overwrite,
+            overwrite=args.overwrite, class_spaces=args.class_spaces,
         )
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     elif cmd == "train":

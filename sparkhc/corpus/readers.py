@@ -151,6 +151,12 @@ class ReadReport:
         self.excluded += 1
         self.excluded_reasons[reason] += 1
 
+    def withdraw(self, reason: str) -> None:
+        """An emitted document excluded afterwards by a later protocol step (e.g. the kept classes
+        of ``--class-spaces``, fitted on all the training documents read)."""
+        self.emitted -= 1
+        self.exclude(reason)
+
     def drop_label(self, doc_id: str, label: str) -> None:
         self.labels_dropped += 1
         self.dropped_label_counts[label] += 1
@@ -496,6 +502,7 @@ def read_jsonl(
     allowed_labels: Collection[str] | None = None,
     folds: FoldTable | None = None,
     select: Callable[[Mapping[str, Any]], str | None] | None = None,
+    labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
     on_empty: OnEmpty = "error",
     on_invalid: OnInvalid = "error",
     check_duplicates: bool = True,
@@ -535,6 +542,11 @@ def read_jsonl(
     select : callable, optional
         Protocol selection on the parsed JSON object: returns ``None`` to keep the record or a
         reason string to exclude it (counted in ``report.excluded_reasons``).
+    labels_from : callable, optional
+        Derive the labels from the parsed JSON object instead of ``labels_field`` (applied after
+        ``select``): returns the label list, or a reason string to exclude the record (counted like
+        ``select``); a ``ValueError`` marks a malformed record (``on_invalid``). Used by
+        ``--class-spaces`` (:meth:`sparkhc.mdc.spaces.ClassSpaces.candidate_labels`).
     on_empty : {"error", "keep", "quarantine"}
         A document with no text (or only whitespace) and no tokens.
     on_invalid : {"error", "quarantine"}
@@ -581,7 +593,8 @@ def read_jsonl(
                     sink.invalid(no, "not a JSON object", f"expected a JSON object, got {_type_name(obj)}")
                     continue
                 yield _jsonl_record(sink, no, obj, id_field, text_fields, tokens_field, labels_field,
-                                    split_field, fold_field, require_labels, folds, select, used_fold_ids)
+                                    split_field, fold_field, require_labels, folds, select, used_fold_ids,
+                                    labels_from)
         if folds is not None:
             unused = len(folds) - len(used_fold_ids)
             if unused > 0:
@@ -604,6 +617,7 @@ def _jsonl_record(
     folds: FoldTable | None,
     select: Callable[[Mapping[str, Any]], str | None] | None,
     used_fold_ids: set[str],
+    labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
 ) -> pa.RecordBatch | None:
     raw_id = obj.get(id_field)
     if raw_id is None:
@@ -637,7 +651,7 @@ def _jsonl_record(
             sink.invalid(no, "wrong type", f"field {tokens_field!r} must be a list of strings, got "
                          f"{_describe_list(tokens)}", doc_id)
             return None
-    labels = obj.get(labels_field)
+    labels = [] if labels_from is not None else obj.get(labels_field)
     if labels is None:
         if require_labels:
             sink.invalid(no, "missing labels", f"missing labels field {labels_field!r}", doc_id)
@@ -666,6 +680,16 @@ def _jsonl_record(
         if reason is not None:
             sink.exclude(reason)
             return None
+    if labels_from is not None:
+        try:
+            derived = labels_from(obj)
+        except ValueError as e:
+            sink.invalid(no, "wrong type", str(e), doc_id)
+            return None
+        if isinstance(derived, str):
+            sink.exclude(derived)
+            return None
+        labels = derived
     if folds is not None:
         fold = folds.get(doc_id)
         if fold is None:
@@ -1067,10 +1091,18 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
     - any other directory: :func:`read_label_dirs`.
 
     ``options`` are passed to the chosen reader (e.g. ``taxonomy``, ``unknown_labels``,
-    ``on_empty``, ``on_invalid``, ``batch_size``). LYRL2004 token files need a qrels file: use
-    :func:`read_lyrl2004`.
+    ``on_empty``, ``on_invalid``, ``batch_size``; ``labels_from`` with JSON Lines only). LYRL2004
+    token files need a qrels file: use :func:`read_lyrl2004`.
     """
     p = Path(path)
+    if options.get("labels_from") is not None:
+        jsonl = [p] if p.is_file() else sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else []
+        if not jsonl or not all(q.name.endswith(_JSONL_SUFFIXES) for q in jsonl):
+            raise InputDataError(
+                f"{p}: labels derived from record fields (--class-spaces) need JSON Lines input "
+                f"({', '.join(_JSONL_SUFFIXES)} files)"
+            )
+        return read_jsonl(jsonl, **options)
     if p.is_dir():
         parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith((".", "_")))
         if parquet:

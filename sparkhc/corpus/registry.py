@@ -376,6 +376,7 @@ class CorpusInfo:
         on_empty: OnEmpty | None = None,
         on_invalid: OnInvalid = "error",
         batch_size: int = DEFAULT_BATCH_SIZE,
+        labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
     ) -> tuple[Batches, ReadReport]:
         """Read the corpus as raw-document batches, applying its evaluation protocol.
 
@@ -393,9 +394,17 @@ class CorpusInfo:
         unknown_labels, on_empty, on_invalid, batch_size :
             See :func:`sparkhc.corpus.readers.read_jsonl`; ``on_empty`` defaults to the
             corpus's :attr:`on_empty`.
+        labels_from : callable, optional
+            Labels derived from each record's fields (``--class-spaces``; see
+            :func:`~sparkhc.corpus.readers.read_jsonl`). The protocol's document selection and split
+            still apply; its label restriction and taxonomy do not (the derived labels are not
+            topic codes), so ``taxonomy`` is ignored.
         """
         d = self.corpus_dir(data_dir)
-        tax = taxonomy if taxonomy is not None else self.load_taxonomy(d, protocol=protocol)
+        if labels_from is not None and self.reader != "jsonl":
+            raise InputDataError(f"corpus {self.name!r}: derived labels (--class-spaces) need a JSON Lines corpus")
+        tax = None if labels_from is not None else (
+            taxonomy if taxonomy is not None else self.load_taxonomy(d, protocol=protocol))
         empty = on_empty if on_empty is not None else self.on_empty
         if self.reader == "lyrl2004":
             token_files = [f.find(d) for f in self.files if f.name.startswith("lyrl2004_tokens")]
@@ -419,7 +428,7 @@ class CorpusInfo:
                     "Reuters-21578 file?"
                 )
             select = _select_apte_mod
-            allowed = cats
+            allowed = cats if labels_from is None else None
         batches, report = read_jsonl(
             docs,
             text_fields=self.text_fields,
@@ -431,6 +440,7 @@ class CorpusInfo:
             allowed_labels=allowed,
             folds=folds,
             select=select,
+            labels_from=labels_from,
             on_empty=empty,
             on_invalid=on_invalid,
             batch_size=batch_size,

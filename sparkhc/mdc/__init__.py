@@ -1,8 +1,10 @@
 """Multi-dimensional classification: M3MDC (Jia & Zhang, AAAI 2020), the BR baseline, MDC data.
 
-Core modules import numpy/scipy only; ``sparkhc.mdc.spark_solve`` (the Spark parallel solve of the
-pairwise sub-problems) is the one module here that imports pyspark, and is not imported by this
-package.
+Core modules, numpy/scipy only: ``m3mdc`` (the solvers), ``data`` (the MDC JSON Lines data sets),
+``spaces`` (class spaces declared from label fields of text documents, and the MDC taxonomy),
+``experiment`` (the paper's Table 3). The Spark parallel solve of the pairwise sub-problems and the
+``sparkhc train`` driver are in :mod:`sparkhc.spark.mdc`; the registered models ``m3mdc`` and
+``mdc_br`` in :mod:`sparkhc.models.mdc`.
 """
 
 from sparkhc.mdc.data import FeatureScaler, MDCDataset, encode_targets, load_mdc, resolve_mdc_dir

@@ -457,7 +457,7 @@ def run_experiment(
     solver: PairSolver | None = None
     backend = "serial"
     if spark is not None:
-        from sparkhc.mdc.spark_solve import SparkPairSolver
+        from sparkhc.spark.mdc import SparkPairSolver
 
         solver = SparkPairSolver(spark)
         backend = "Spark"
@@ -525,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("sparkhc.mdc.m3mdc").setLevel(logging.WARNING)
     spark = None
     if args.spark_master:
-        from sparkhc.mdc.spark_solve import get_session
+        from sparkhc.spark.mdc import get_session
 
         spark = get_session(args.spark_master)
     try:

@@ -40,6 +40,9 @@ _REGISTRY: dict[str, str] = {
     "wdem": "sparkhc.models.xiao:WDEM",
     "pcnb": "sparkhc.models.xiao:PCNB",
     "pcem": "sparkhc.models.xiao:PCEM",
+    # Jia & Zhang 2020 (multi-dimensional classification over an MDC taxonomy: featurize --class-spaces)
+    "m3mdc": "sparkhc.models.mdc:M3MDCModel",
+    "mdc_br": "sparkhc.models.mdc:BRModel",
 }
 
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -105,35 +106,72 @@ def featurize(
     unknown_labels: str = "error",
     overwrite: bool = False,
     fit_exclude_fold: int | None = None,
+    class_spaces: str | Path | None = None,
 ) -> dict[str, Any]:
     """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
 
     The vocabulary and idf are fitted on the training split, or, for cross-validated corpora,
     on every fold but ``fit_exclude_fold`` (the test fold of the round).
+
+    With ``class_spaces`` (a class-space file, :mod:`sparkhc.mdc.spaces`) the labels are one class
+    per MDC class space, derived from the records' label fields; the kept classes are fitted on the
+    same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
+    aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
     """
+    import numpy as np
+    import pyarrow.compute as pc
+
     from sparkhc.corpus import readers, registry
     from sparkhc.spark.featurize import featurize as featurize_df
 
     t0 = time.perf_counter()
     corpus_meta: dict[str, Any] = {}
+    spaces = None
+    if class_spaces is not None:
+        from sparkhc.mdc.spaces import ClassSpaces
+
+        spaces = ClassSpaces.load(class_spaces)
+    derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
         root = registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir)
-        taxonomy = info.load_taxonomy(root)
-        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels)  # type: ignore[arg-type]
+        taxonomy = info.load_taxonomy(root) if spaces is None else None
+        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels,  # type: ignore[arg-type]
+                                    labels_from=derive)
         table = readers.to_table(batches)
-        scored = info.scored_labels(taxonomy, table)
+        scored = info.scored_labels(taxonomy, table) if taxonomy is not None else None
         fit_on: Any = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
     else:
-        if taxonomy_path is None or input_path is None:
-            raise SparkhcError("--taxonomy is required with --input")
-        taxonomy = Taxonomy.load(taxonomy_path)
-        batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels)
+        if input_path is None or (taxonomy_path is None and spaces is None):
+            raise SparkhcError("--taxonomy (or --class-spaces) is required with --input")
+        if taxonomy_path is not None and spaces is not None:
+            raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
+                               "taxonomy)")
+        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
+        batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels,
+                                           labels_from=derive)
         table = readers.to_table(batches)
         splits = set(table.column(SPLIT).to_pylist())
         fit_on = ("train",) if "train" in splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+    if spaces is not None:
+        fit_rows = np.ones(table.num_rows, dtype=bool)
+        if fit_on:
+            fit_rows &= np.asarray(pc.fill_null(pc.is_in(table.column(SPLIT), value_set=pa.array(list(fit_on))),
+                                                False).to_numpy(zero_copy_only=False), dtype=bool)
+        if fit_exclude_fold is not None:
+            fit_rows &= np.asarray(pc.fill_null(pc.not_equal(table.column(FOLD), int(fit_exclude_fold)),
+                                                True).to_numpy(zero_copy_only=False), dtype=bool)
+        fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
+        table = fitted.apply_table(table, report)
+        taxonomy = fitted.taxonomy()
+        corpus_meta["class_spaces"] = fitted.to_dict()
+        # the classes are scored; the class-space nodes (always right) are not
+        corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
+        log.info("class spaces %s fitted on %d documents: %s", spaces.names, fitted.n_fit,
+                 "; ".join(f"{n}: {len(c)} classes" for n, c in zip(spaces.names, fitted.classes, strict=True)))
+    assert taxonomy is not None
     report_dict = report.to_dict()
     log.info("read %s", report.summary())
     fc = cfg.featurize
@@ -234,6 +272,14 @@ def train(
 
         train_node_parallel(spark, df, model, epochs=epochs, seed=cfg.train.seed,
                             warm_start=warm_start is not None, progress=_log)
+    elif getattr(model, "multi_dimensional", False):
+        # M3MDC / BR (issue 8): one exact fit on the driver, the pairwise SVMs of every sweep on Spark
+        from sparkhc.spark.mdc import fit_mdc_spark
+
+        if warm_start is not None:
+            raise ModelError(f"--warm-start is not supported for the multi-dimensional model {name!r}")
+        fit_mdc_spark(spark, df, model, progress=epochs_log.append)
+        epochs = len(epochs_log)
     elif getattr(model, "em_driver", False):
         # Xiao et al. generative models: EM, one treeAggregate pass per E-step (issue 6)
         from sparkhc.spark.em import fit_em_spark
@@ -260,7 +306,7 @@ def train(
             "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
             "documents": n_docs,
             "epochs": epochs,
-            "shards": None if node_parallel else cfg.train.shards,
+            "shards": None if node_parallel or getattr(model, "multi_dimensional", False) else cfg.train.shards,
             "node_parallel": node_parallel,
             "seed": cfg.train.seed,
             # no wall-clock times: the same data, configuration and seed give byte-identical files
@@ -368,9 +414,20 @@ def evaluate(
     counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
                                pred_col=PRED_LABELS)
     metrics = counts.compute()
+    class_spaces = None
+    if getattr(get_model_class(pmeta["model"]), "multi_dimensional", False):
+        # multi-dimensional models: Hamming Score, Exact Match, Sub-Exact Match, accuracy per space
+        from sparkhc.mdc.spaces import MDCLayout
+        from sparkhc.spark.mdc import aggregate_mdc_labels
+
+        layout = MDCLayout.from_taxonomy(taxonomy)
+        metrics.update(aggregate_mdc_labels(df, layout, LABELS, PRED_LABELS).compute())
+        class_spaces = list(layout.names)
     result = {"metrics": metrics, "model_version": pmeta["model_version"], "model": pmeta["model"],
               "predictions": str(predictions), "selection": pmeta["selection"],
               "decode_seconds": pmeta.get("seconds")}
+    if class_spaces is not None:
+        result["class_spaces"] = class_spaces  # accuracy_<j> is the accuracy of class_spaces[j]
     result["documents_without_gold_labels"] = empty
     out = Path(out) if out is not None else predictions / "metrics.json"
     out.parent.mkdir(parents=True, exist_ok=True)

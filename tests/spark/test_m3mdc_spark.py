@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkhc.mdc import M3MDC, BinaryRelevanceSVM
-from sparkhc.mdc.spark_solve import SparkPairSolver
+from sparkhc.spark.mdc import SparkPairSolver
 
 
 def _data():

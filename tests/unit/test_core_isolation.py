@@ -26,6 +26,8 @@ CORE_MODULES = [
     "sparkhc.models.cesa_bianchi",
     "sparkhc.models.fmm",
     "sparkhc.mdc.m3mdc",
+    "sparkhc.mdc.spaces",
+    "sparkhc.models.mdc",
 ]
 
 

@@ -45,6 +45,16 @@ def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cf
 
         ly_run(data, out_dir)
         return out_dir / "bep.md"
+    if name == "m3mdc" and corpus is not None:
+        # text MDC through the pipelines: featurize --class-spaces, train / predict / evaluate
+        from sparkhc.spark.experiments import mdc_text
+        from sparkhc.spark.session import get_session
+
+        if corpus != mdc_text.CORPUS:
+            raise SparkhcError(f"experiment m3mdc --corpus supports {mdc_text.CORPUS!r} (topic x place); "
+                               f"without --corpus it runs the paper's Edm and Flare1")
+        mdc_text.run(get_session("sparkhc-experiment-m3mdc", master=master), cfg, data, out_dir)
+        return out_dir / f"{mdc_text.CORPUS}.md"
     if name == "m3mdc":
         from sparkhc.mdc.experiment import run_experiment as mdc_run
         from sparkhc.spark.session import get_session

@@ -1,0 +1,158 @@
+"""Multi-dimensional classifiers behind the :class:`~sparkhc.models.base.HierModel` interface.
+
+``m3mdc`` (Jia & Zhang, AAAI 2020) and its baseline ``mdc_br`` (independent one-vs-one linear SVMs
+per class space, λ2 = 0) from :mod:`sparkhc.mdc.m3mdc`, registered so that ``sparkhc train /
+predict / evaluate`` run them on featurized text.
+
+How MDC maps onto the hierarchical interface
+--------------------------------------------
+The taxonomy is the MDC taxonomy written by ``sparkhc featurize --class-spaces`` (or any
+``parent<TAB>child`` file of that shape): the root's children are the class spaces and their
+children, all leaves, the classes (:class:`~sparkhc.mdc.spaces.MDCLayout`; class index = position
+in the taxonomy's order, i.e. sorted by name). A training document must carry exactly one class
+label per space (an error names the document otherwise). The model predicts exactly one leaf per
+space, so a prediction is an ordinary label set: the predictions Parquet, the hierarchical and
+label-based metrics and the model directory work unchanged, and ``sparkhc evaluate`` adds the MDC
+metrics (Hamming Score, Exact Match, Sub-Exact Match, per-space accuracy) for these models.
+``pred_scores`` are the vote shares of the predicted classes (votes / (K_j − 1)).
+
+Training is one batch fit on the driver, not an epoch loop: ``sparkhc.spark.mdc.fit_mdc_spark``
+collects the selected documents and sets :attr:`M3MDCModel.solver` to a Spark pair solver, so that
+the pairwise SVM sub-problems of every sweep run as Spark tasks. The state (``W``, ``b``, ``C``, the
+pair layout) is saved as named arrays like every other model's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sparkhc.batch import SparseBatch
+from sparkhc.errors import ModelError
+from sparkhc.mdc.m3mdc import M3MDC, BinaryRelevanceSVM, PairSolver
+from sparkhc.mdc.spaces import MDCLayout
+from sparkhc.models.base import HierModel, ModelState
+from sparkhc.taxonomy import Taxonomy
+
+
+class M3MDCModel(HierModel):
+    """M3MDC over an MDC taxonomy (parameters: those of :class:`sparkhc.mdc.m3mdc.M3MDC`).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from sparkhc.batch import SparseBatch
+    >>> from sparkhc.taxonomy import Taxonomy
+    >>> tax = Taxonomy.from_edges([("ROOT", "a"), ("ROOT", "b"), ("a", "a/0"), ("a", "a/1"),
+    ...                            ("b", "b/0"), ("b", "b/1")], root="ROOT")
+    >>> X = sp.csr_matrix(np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32))
+    >>> labels = [["a/0", "b/0"], ["a/0", "b/1"], ["a/1", "b/0"], ["a/1", "b/1"]]
+    >>> batch = SparseBatch(X, np.array(["d1", "d2", "d3", "d4"]), labels)
+    >>> M3MDCModel(tax, 2).fit(batch).predict(batch) == labels
+    True
+    """
+
+    name: ClassVar[str] = "m3mdc"
+    defaults: ClassVar[dict[str, Any]] = {
+        "lambda1": 0.1,
+        "lambda2": 0.001,
+        "tol": 1e-4,
+        "max_iter": 20,
+        "gap_tol": 1e-9,
+        "max_inner_iter": 1000,
+        "smo_tol": 1e-10,
+        "smo_max_iter": 200_000,
+        "ridge": 1e-8,
+    }
+    estimator_class: ClassVar[Any] = M3MDC
+    #: sparkhc evaluate adds the MDC metrics; sparkhc train fits it with sparkhc.spark.mdc
+    multi_dimensional: ClassVar[bool] = True
+    #: the MDC taxonomy has no partial paths: no virtual /_self leaves
+    native_partial_paths: ClassVar[bool] = True
+
+    def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
+        super().__init__(taxonomy, n_features, **params)
+        self.layout = MDCLayout.from_taxonomy(taxonomy)
+        #: where the pairwise sub-problems run (None: serially); set by the Spark layer, not saved
+        self.solver: PairSolver | None = None
+        self.history_: list[dict[str, Any]] = []
+        self._estimator: Any = None
+
+    def _new_estimator(self) -> Any:
+        return self.estimator_class(**self.params, solver=self.solver)
+
+    def validate_params(self) -> None:
+        est = self._new_estimator()
+        validate = getattr(est, "_validate", None)
+        if validate is not None:
+            validate()
+
+    # -- training ----------------------------------------------------------------------------
+    def init_state(self) -> ModelState:
+        raise ModelError(f"model {self.name!r} is fitted in one batch (fit), not by epochs or from a state")
+
+    def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
+        raise ModelError(
+            f"model {self.name!r} is fitted in one batch (fit); incremental training (--warm-start) is not supported"
+        )
+
+    def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int = 0) -> M3MDCModel:
+        """Fit on every document of ``batch`` (``epochs`` and ``seed`` are unused: the fit is exact)."""
+        self.validate_params()
+        if batch.labels is None:
+            raise ModelError(f"model {self.name!r}: the training documents have no labels")
+        if batch.n_features != self.n_features:
+            raise ModelError(f"the batch has {batch.n_features} features; the model was built for {self.n_features}")
+        Y = self.layout.targets(batch.labels, batch.doc_ids)
+        est = self._new_estimator().fit(batch.X, Y, self.layout.n_classes)
+        self.history_ = list(getattr(est, "history_", []))
+        counters: dict[str, float] = {"documents": float(len(batch)), "pairs": float(est.pairs_.shape[0])}
+        if hasattr(est, "n_iter_"):
+            counters.update(alternations=float(est.n_iter_), converged=float(est.converged_))
+        self._estimator = est
+        self.state_ = ModelState(est.get_state(), counters, "mean")
+        return self
+
+    def set_state(self, state: ModelState) -> M3MDCModel:
+        est = self.estimator_class(**self.params)
+        est.set_state(state.arrays)
+        if list(est.n_classes_) != self.layout.n_classes:
+            raise ModelError(
+                f"model state has class spaces of {list(est.n_classes_)} classes; the taxonomy has "
+                f"{self.layout.n_classes} ({list(self.layout.names)})"
+            )
+        if est.W_.shape[0] != self.n_features:
+            raise ModelError(f"model state has {est.W_.shape[0]} features; expected {self.n_features}")
+        self._estimator = est
+        self.state_ = state
+        return self
+
+    # -- prediction --------------------------------------------------------------------------
+    def decode(self, batch: SparseBatch) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """One leaf per class space (one-vs-one voting); scores: vote shares of every class leaf."""
+        if self._estimator is None:
+            self.set_state(self.get_state())
+        est = self._estimator
+        votes = est.votes(batch.X)
+        n = len(batch)
+        scores = np.full((n, self.taxonomy.n_nodes), np.nan)
+        Y = np.empty((n, len(votes)), dtype=np.int64)
+        for j, v in enumerate(votes):
+            Y[:, j] = np.argmax(v, axis=1)
+            scores[:, self.layout.leaves[j]] = v / max(v.shape[1] - 1, 1)
+        return self.layout.leaf_sets(Y), scores
+
+    def predict_targets(self, batch: SparseBatch) -> np.ndarray:
+        """``(n, q)`` class indices (positions in :attr:`layout`)."""
+        if self._estimator is None:
+            self.set_state(self.get_state())
+        return np.asarray(self._estimator.predict(batch.X))
+
+
+class BRModel(M3MDCModel):
+    """The BR baseline of M3MDC: independent one-vs-one linear SVMs per class space (λ2 = 0)."""
+
+    name: ClassVar[str] = "mdc_br"
+    defaults: ClassVar[dict[str, Any]] = {"lambda1": 0.1, "smo_tol": 1e-10, "smo_max_iter": 200_000}
+    estimator_class: ClassVar[Any] = BinaryRelevanceSVM

@@ -488,6 +488,7 @@ def _train_barrier(
         log.info("barrier mixing: %d shards staged in %s in %.2f s; %d tasks", len(present), work,
                  time.perf_counter() - t0, tasks)
         _write_file_atomic(Path(work) / f"state-{start_epoch:05d}.npz", model.get_state())
+        model.state_ = None  # the driver holds no copy while the stage runs (1.5 GiB at JSTPlus size)
         watcher = threading.Thread(target=_watch_epochs, args=(Path(work), start_epoch, epochs, stop), daemon=True)
         watcher.start()
         fn = _make_barrier_fn(model.name, model.params, model.taxonomy, model.n_features, work, present, pieces, tasks,

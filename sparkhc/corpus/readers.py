@@ -1095,6 +1095,8 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
     token files need a qrels file: use :func:`read_lyrl2004`.
     """
     p = Path(path)
+    if options.get("labels_from", 0) is None:
+        del options["labels_from"]  # only read_jsonl knows it
     if options.get("labels_from") is not None:
         jsonl = [p] if p.is_file() else sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else []
         if not jsonl or not all(q.name.endswith(_JSONL_SUFFIXES) for q in jsonl):

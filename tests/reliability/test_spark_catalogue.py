@@ -214,7 +214,7 @@ def test_featurize_bad_raw_parquet(case, columns, pattern, base, tmp_path, capsy
 
 def test_FZ_31_input_without_taxonomy(base, tmp_path, capsys):
     expect_user_error(capsys, ["featurize", "--input", base.docs, "--out", tmp_path / "o"],
-                      r"^--taxonomy is required with --input$")
+                      r"^--taxonomy \(or --class-spaces\) is required with --input$")
 
 
 def test_FZ_32_unknown_corpus(base, tmp_path, capsys):

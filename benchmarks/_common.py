@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -69,7 +70,8 @@ class MemorySampler:
 
     def __init__(self, interval: float = 0.25) -> None:
         self.interval = interval
-        self.peak = {"driver_python": 0, "jvm": 0, "workers_total": 0, "worker_max": 0, "all": 0}
+        self.peak = {"driver_python": 0, "jvm": 0, "workers_total": 0, "worker_max": 0, "all": 0, "all_pss": 0}
+        self._n = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
@@ -88,10 +90,17 @@ class MemorySampler:
         drv = me.memory_info().rss
         jvm = 0
         workers = []
+        # PSS (shared pages divided among the processes sharing them: the forked Python workers
+        # share the daemon's pages, which RSS counts once per worker), every 8th sample (slower)
+        pss_now = self._n % 8 == 0
+        self._n += 1
+        pss = _pss(me) if pss_now else 0
         for ch in me.children(recursive=True):
             try:
                 cmd = " ".join(ch.cmdline())
                 rss = ch.memory_info().rss
+                if pss_now:
+                    pss += _pss(ch)
             except Exception:
                 continue
             if "java" in cmd:
@@ -104,6 +113,7 @@ class MemorySampler:
         p["workers_total"] = max(p["workers_total"], sum(workers))
         p["worker_max"] = max(p["worker_max"], max(workers, default=0))
         p["all"] = max(p["all"], drv + jvm + sum(workers))
+        p["all_pss"] = max(p["all_pss"], pss)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -117,8 +127,16 @@ class MemorySampler:
         g = {k: v / 2**30 for k, v in self.peak.items()}
         return (
             f"peak RSS: driver Python {g['driver_python']:.2f} GiB, JVM {g['jvm']:.2f} GiB, "
-            f"Python workers {g['workers_total']:.2f} GiB (largest {g['worker_max']:.2f}), all {g['all']:.2f} GiB"
+            f"Python workers {g['workers_total']:.2f} GiB (largest {g['worker_max']:.2f}), all {g['all']:.2f} GiB "
+            f"(sum of RSS); all by PSS {g['all_pss']:.2f} GiB"
         )
+
+
+def _pss(proc: Any) -> int:
+    try:
+        return int(proc.memory_full_info().pss)
+    except Exception:
+        return int(proc.memory_info().rss)
 
 
 def write_section(key: str, title: str, body: str) -> None:

@@ -21,10 +21,10 @@ import os
 import shutil
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse as sp
@@ -158,15 +158,32 @@ def replace_dir(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
+def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
+    """``write(fh)`` into a temp file next to ``path``, then rename it over ``path``; a failure
+    leaves no partial file."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n", encoding="utf-8")
+        with open(tmp, "wb") as fh:
+            write(fh)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    write_file_atomic(path, lambda fh: fh.write(data))
+
+
+def write_state_atomic(path: str | Path, state: ModelState) -> None:
+    """:func:`write_state` to ``path`` atomically (streamed: no in-memory copy of the arrays)."""
+    write_file_atomic(path, lambda fh: write_state(fh, state))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+    write_file_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 def _json_default(o: Any) -> Any:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import io
 import json
-import mmap
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -39,11 +38,9 @@ __all__ = ["npz_view", "supports", "encode", "encode_bytes", "decode_bytes", "De
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header (30 bytes)
 
 
-def npz_view(data: bytes | memoryview | mmap.mmap, name: str) -> np.ndarray:
-    """Read-only view (no copy) of array ``name`` in the bytes of an uncompressed ``.npz`` (bytes,
-    or a read-only memory map of the file)."""
-    src: Any = data if isinstance(data, mmap.mmap) else io.BytesIO(data)
-    with zipfile.ZipFile(src) as zf:
+def npz_view(data: bytes | memoryview, name: str) -> np.ndarray:
+    """Read-only view (no copy) of array ``name`` in the bytes of an uncompressed ``.npz``."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
         info = zf.getinfo(name + ".npy")
         if info.compress_type != zipfile.ZIP_STORED:
             raise ValueError(f"array {name!r} is compressed; no view possible")
@@ -88,7 +85,7 @@ def _changed_rows(new: np.ndarray, base: np.ndarray, hint: np.ndarray | None, bl
 
 
 def encode(
-    state: ModelState, base_bytes: bytes | mmap.mmap | dict[str, np.ndarray], touched: dict[str, np.ndarray | None] | None = None
+    state: ModelState, base_bytes: bytes | dict[str, np.ndarray], touched: dict[str, np.ndarray | None] | None = None
 ) -> ModelState | None:
     """The delta ``state - base`` as a ModelState of sparse float64 CSR arrays (same names and
     shapes; 1-D arrays become ``(1, n)``), plus the counters of ``state``.

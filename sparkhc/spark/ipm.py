@@ -12,7 +12,6 @@ double-count. With one partition the result equals serial training exactly.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -36,9 +35,11 @@ from sparkhc.persistence import (
     read_state,
     state_from_bytes,
     state_to_bytes,
+    write_bytes_atomic,
+    write_file_atomic,
     write_json_atomic,
     write_npz,
-    write_state,
+    write_state_atomic,
 )
 from sparkhc.spark import deltas
 
@@ -282,20 +283,6 @@ def mixing_mode(spark: SparkSession, requested: str, model: HierModel) -> str:
     return "barrier" if (spark.sparkContext.master or "").startswith("local") else "jobs"
 
 
-def _write_file_atomic(path: Path, data: bytes | ModelState) -> None:
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        with open(tmp, "wb") as fh:
-            if isinstance(data, ModelState):
-                write_state(fh, data)
-            else:
-                fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _shard_file(work: str, shard: int, part: int) -> Path:
     return Path(work) / f"shard-{shard:05d}-{part:05d}.npz"
 
@@ -314,11 +301,7 @@ def _save_shard(work: str, shard: int, part: int, batch: SparseBatch) -> None:
     if batch.counts is not None:
         C = sp.csr_matrix(batch.counts)
         arrays.update(c_indptr=C.indptr.astype(np.int64), c_indices=C.indices.astype(np.int32), c_data=C.data)
-    path = _shard_file(work, shard, part)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    with open(tmp, "wb") as fh:
-        write_npz(fh, arrays)
-    os.replace(tmp, path)
+    write_file_atomic(_shard_file(work, shard, part), lambda fh: write_npz(fh, arrays))
 
 
 def _load_shard(work: str, shard: int, parts: list[int]) -> SparseBatch:
@@ -422,7 +405,7 @@ def _make_barrier_fn(
                 delta = deltas.encode(out, base.arrays, {"W": getattr(model, "touched_rows_", None)})
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
-                _write_file_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
+                write_bytes_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
                 del delta, out
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
             acc = deltas.DeltaSum()
@@ -442,7 +425,7 @@ def _make_barrier_fn(
                 for k in present:
                     (wd / f"delta-{epoch:05d}-{k:05d}.npz").unlink(missing_ok=True)
         if t == 0:
-            _write_file_atomic(wd / f"state-{epochs:05d}.npz", base)
+            write_state_atomic(wd / f"state-{epochs:05d}.npz", base)
         yield t
 
     return run
@@ -487,7 +470,7 @@ def _train_barrier(
         tasks = max(1, min(len(present), spark.sparkContext.defaultParallelism))
         log.info("barrier mixing: %d shards staged in %s in %.2f s; %d tasks", len(present), work,
                  time.perf_counter() - t0, tasks)
-        _write_file_atomic(Path(work) / f"state-{start_epoch:05d}.npz", model.get_state())
+        write_state_atomic(Path(work) / f"state-{start_epoch:05d}.npz", model.get_state())
         model.state_ = None  # the driver holds no copy while the stage runs (1.5 GiB at JSTPlus size)
         watcher = threading.Thread(target=_watch_epochs, args=(Path(work), start_epoch, epochs, stop), daemon=True)
         watcher.start()

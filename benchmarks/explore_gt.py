@@ -3,9 +3,14 @@ folder, to see what closes the gap to LIBLINEAR (issue 3).
 
     python benchmarks/explore_gt.py FEATURES --test-fold 0 --variant "branching=True" --variant "branching=True,C=0.1"
     python benchmarks/explore_gt.py FEATURES --test-split test --variant "branching=True" --epoch-average
+    python benchmarks/explore_gt.py FEATURES --test-split test --shards 2 \
+        --variant "branching=True" --variant "branching=True,update='cost_augmented',bias=0.3"
 
 Prints EBF, LB micro-F1, hF and model size of each variant (with --epoch-average also of the
-weights averaged over the epochs' end states).
+weights averaged over the epochs' end states). ``--shards K`` simulates iterative parameter mixing in
+one process: K shards (a seeded random split of the training documents), each epoch every shard
+runs ``partial_fit`` from the mixed state and the states are averaged (``combine_states``, the
+code the Spark mixing is checked against).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 from sparkhc.batch import label_matrix
 from sparkhc.metrics import MetricCounts
 from sparkhc.models import get_model_class
-from sparkhc.models.base import ModelState
+from sparkhc.models.base import ModelState, combine_states
 from sparkhc.spark.io import read_features_local
 from sparkhc.spark.pipelines import features_corpus_info, scored_mask
 from sparkhc.taxonomy import Taxonomy
@@ -33,6 +38,7 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], help="global-model params, e.g. branching=True,C=0.1")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--epoch-average", action="store_true")
+    ap.add_argument("--shards", type=int, default=1)
     a = ap.parse_args()
     batch, spec = read_features_local(a.features, extra_columns=("split", "fold"))
     tax = Taxonomy.load(f"{a.features}/taxonomy.tsv")
@@ -55,8 +61,19 @@ def main() -> None:
         model.set_state(model.init_state())
         total: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
+        part = np.random.default_rng(0).integers(0, a.shards, len(tr))
+        subs = [tr.subset(np.flatnonzero(part == k)) for k in range(a.shards)] if a.shards > 1 else [tr]
         for e in range(a.epochs):
-            model.partial_fit(tr, seed=0, epoch=e)
+            if len(subs) == 1:
+                model.partial_fit(tr, seed=0, epoch=e)
+            else:
+                states = []
+                for k, sub in enumerate(subs):
+                    m = get_model_class("global")(mtax, spec.n_features, **params)
+                    m.set_state(model.get_state().copy())
+                    m.partial_fit(sub, seed=k, epoch=e)
+                    states.append(m.get_state())
+                model.set_state(combine_states(states))
             for k, w in model.get_state().arrays.items():
                 total[k] = total.get(k, 0) + w.astype(np.float64)
         print(f"{v}: final {score(model)} ({time.perf_counter() - t0:.0f} s)", flush=True)

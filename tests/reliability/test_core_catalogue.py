@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import json
-import pathlib
 from pathlib import Path
 
 import numpy as np
@@ -170,17 +169,38 @@ def test_RD_02_unknown_labels_dropped_with_counts(tmp_path):
 
 # ---------------------------------------------------------------------------------------- atomicity
 def _disk_full_during(monkeypatch, marker: str) -> None:
-    """Path.write_text writes half of the content and fails (ENOSPC) for file names containing
-    ``marker``: a crash in the middle of the write."""
-    real = pathlib.Path.write_text
+    """Files opened for writing whose names contain ``marker`` accept half of the first write and
+    then fail (ENOSPC): a crash in the middle of the write, whichever way the code writes."""
+    import builtins
 
-    def half_then_fail(self, data, *a, **k):
-        if marker in self.name:
-            real(self, data[: len(data) // 2], *a, **k)
+    real_open = builtins.open
+
+    class HalfThenFail:
+        def __init__(self, fh):
+            self._fh = fh
+
+        def write(self, data):
+            self._fh.write(data[: len(data) // 2])
+            self._fh.flush()
             raise OSError(errno.ENOSPC, "No space left on device (simulated)")
-        return real(self, data, *a, **k)
 
-    monkeypatch.setattr(pathlib.Path, "write_text", half_then_fail)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._fh.close()
+            return False
+
+        def __getattr__(self, name):
+            return getattr(self._fh, name)
+
+    def fake_open(file, mode="r", *a, **k):
+        fh = real_open(file, mode, *a, **k)
+        if marker in str(file) and any(c in mode for c in "wax"):
+            return HalfThenFail(fh)
+        return fh
+
+    monkeypatch.setattr(builtins, "open", fake_open)
 
 
 def test_AT_05_json_report_crash_keeps_previous_version(tmp_path, monkeypatch):

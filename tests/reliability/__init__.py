@@ -8,6 +8,7 @@ needs is generated into ``tmp_path`` (nothing is checked in under ``fixtures/``)
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -100,3 +101,38 @@ def tree_snapshot(root: Path) -> dict[str, bytes]:
 def leftovers(folder: Path) -> list[str]:
     """Hidden temporary entries (``.name.tmp-*``, ``name.tmp-*``, ``.name.old-*``) in ``folder``."""
     return sorted(p.name for p in folder.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+def disk_full_during(monkeypatch, marker: str) -> None:
+    """Files opened for writing whose names contain ``marker`` accept half of the first write and
+    then fail (ENOSPC): a crash in the middle of the write, whichever way the code writes."""
+    import builtins
+
+    real_open = builtins.open
+
+    class HalfThenFail:
+        def __init__(self, fh):
+            self._fh = fh
+
+        def write(self, data):
+            self._fh.write(data[: len(data) // 2])
+            self._fh.flush()
+            raise OSError(errno.ENOSPC, "No space left on device (simulated)")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._fh.close()
+            return False
+
+        def __getattr__(self, name):
+            return getattr(self._fh, name)
+
+    def fake_open(file, mode="r", *a, **k):
+        fh = real_open(file, mode, *a, **k)
+        if marker in str(file) and any(c in mode for c in "wax"):
+            return HalfThenFail(fh)
+        return fh
+
+    monkeypatch.setattr(builtins, "open", fake_open)

@@ -5,7 +5,6 @@ of docs/reliability.md."""
 
 from __future__ import annotations
 
-import errno
 import json
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from sparkhc.errors import ConfigError, TaxonomyError
 from sparkhc.taxonomy import Taxonomy
 from tests.reliability import (
     TAXONOMY_TSV,
+    disk_full_during,
     error_line,
     leftovers,
     run_main,
@@ -168,41 +168,6 @@ def test_RD_02_unknown_labels_dropped_with_counts(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- atomicity
-def _disk_full_during(monkeypatch, marker: str) -> None:
-    """Files opened for writing whose names contain ``marker`` accept half of the first write and
-    then fail (ENOSPC): a crash in the middle of the write, whichever way the code writes."""
-    import builtins
-
-    real_open = builtins.open
-
-    class HalfThenFail:
-        def __init__(self, fh):
-            self._fh = fh
-
-        def write(self, data):
-            self._fh.write(data[: len(data) // 2])
-            self._fh.flush()
-            raise OSError(errno.ENOSPC, "No space left on device (simulated)")
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self._fh.close()
-            return False
-
-        def __getattr__(self, name):
-            return getattr(self._fh, name)
-
-    def fake_open(file, mode="r", *a, **k):
-        fh = real_open(file, mode, *a, **k)
-        if marker in str(file) and any(c in mode for c in "wax"):
-            return HalfThenFail(fh)
-        return fh
-
-    monkeypatch.setattr(builtins, "open", fake_open)
-
-
 def test_AT_05_json_report_crash_keeps_previous_version(tmp_path, monkeypatch):
     """write_json_atomic (metrics.json, _MODEL.json, metadata.json, run summaries) crashing in
     the middle of the write: the previous file is intact."""
@@ -211,7 +176,7 @@ def test_AT_05_json_report_crash_keeps_previous_version(tmp_path, monkeypatch):
     target = tmp_path / "metrics.json"
     write_json_atomic(target, {"version": 1})
     before = target.read_bytes()
-    _disk_full_during(monkeypatch, ".metrics.json.tmp-")
+    disk_full_during(monkeypatch, ".metrics.json.tmp-")
     with pytest.raises(OSError, match="No space left"):
         write_json_atomic(target, {"version": 2, "pad": "x" * 1000})
     assert target.read_bytes() == before
@@ -221,7 +186,7 @@ def test_AT_06_json_report_crash_leaves_no_temp_file(tmp_path, monkeypatch):
     from sparkhc.persistence import write_json_atomic
 
     write_json_atomic(tmp_path / "metrics.json", {"version": 1})
-    _disk_full_during(monkeypatch, ".metrics.json.tmp-")
+    disk_full_during(monkeypatch, ".metrics.json.tmp-")
     with pytest.raises(OSError):
         write_json_atomic(tmp_path / "metrics.json", {"version": 2})
     assert leftovers(tmp_path) == []

@@ -741,20 +741,11 @@ def test_AT_08_crash_after_the_prediction_files_keeps_previous_predictions(base,
 def test_AT_09_crash_while_writing_metrics_keeps_previous_metrics(base, tmp_path, monkeypatch):
     """evaluate dies in the middle of writing metrics.json (disk full): the previous metrics.json
     is intact."""
-    import errno
-    import pathlib
+    from tests.reliability import disk_full_during
 
     pred = copy(base.predictions, tmp_path / "p")
     before = (pred / "metrics.json").read_bytes()
-    real = pathlib.Path.write_text
-
-    def half_then_fail(self, data, *a, **k):
-        if self.name.startswith(".metrics.json.tmp-"):
-            real(self, data[: len(data) // 2], *a, **k)
-            raise OSError(errno.ENOSPC, "No space left on device (simulated)")
-        return real(self, data, *a, **k)
-
-    monkeypatch.setattr(pathlib.Path, "write_text", half_then_fail)
+    disk_full_during(monkeypatch, "/.metrics.json.tmp-")
     with pytest.raises(OSError, match="No space left"):
         run(["evaluate", "--predictions", str(pred)])
     assert (pred / "metrics.json").read_bytes() == before

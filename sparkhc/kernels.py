@@ -10,7 +10,7 @@ dispatch here instead:
 * :func:`dp_one` -- the same for one document in float64 (as :func:`~sparkhc.decoding.dp_solve_one`);
 * :func:`gt_epoch` -- one epoch of global training (Alg. 5): per example the scores from the
   ``nnz(x)`` rows of the feature-major ``W``, the DP (float64), the cost, the loss and the PA-I
-  update of the symmetric-difference edges and of the branching weights, in place;
+  (or PA-II) update of the symmetric-difference edges and of the branching weights, in place;
 * :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB).
 
 Semantics equal the reference (ties: the first best child, the smallest ``k``; the same float32
@@ -170,7 +170,7 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 # ------------------------------------------------------------------------------------- GT epoch
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
-    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug,
+    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2,
 ):
     n_nodes = fc.shape[0]
     n_edges = n_nodes - 1
@@ -282,7 +282,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
             loss_sum += loss
             norm2 = (n_plus + n_minus) * phi2[i] + bf_n2
             if norm2 > 0.0:
-                tau = min(C, loss / norm2)
+                tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
                 tau_sum += tau
                 n_upd += 1
                 nc = n_plus + n_minus
@@ -472,13 +472,16 @@ def gt_epoch(
     C: float,
     touched: np.ndarray | None = None,
     aug: float = 0.0,
+    pa2: bool = False,
 ) -> dict[str, float]:
     """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
 
     ``gold`` is a :class:`sparkhc.models.murawaki.GoldSets` (with ``bf``/``bf_ptr`` when ``bf`` is
     given); ``touched`` (bool, ``(n_features,)``), when given, is set for every feature row of ``W``
     the epoch wrote. ``aug > 0``: cost-augmented updates (``GlobalPA`` ``update="cost_augmented"``,
-    ``margin=aug``). Returns the counters of ``GlobalPA.partial_fit``.
+    ``margin=aug``). ``pa2``: PA-II steps ``tau = l / (||Delta||^2 + 1 / (2C))`` (``GlobalPA``
+    ``pa="II"``) instead of PA-I ``min(C, l / ||Delta||^2)``. Returns the counters of
+    ``GlobalPA.partial_fit``.
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
     bfa, use_bf = _bf_arg(bf, W.dtype)
@@ -490,7 +493,7 @@ def gt_epoch(
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
-        touched, out, float(aug),
+        touched, out, float(aug), bool(pa2),
     )
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}

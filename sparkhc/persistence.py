@@ -172,10 +172,6 @@ def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], Any]) -> Non
         raise
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    write_file_atomic(path, lambda fh: fh.write(data))
-
-
 def write_state_atomic(path: str | Path, state: ModelState) -> None:
     """:func:`write_state` to ``path`` atomically (streamed: no in-memory copy of the arrays)."""
     write_file_atomic(path, lambda fh: write_state(fh, state))

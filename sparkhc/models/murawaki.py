@@ -547,7 +547,8 @@ class GlobalPA(_PAModel):
     Phi(x, m^)`` touches only the edges in the symmetric difference of ``tree(m)`` and ``tree(m^)``
     (``+phi`` on gold-only edges, ``-phi`` on predicted-only ones) and the branching indicators
     that differ; ``||Delta||^2 = |tree(m) ^ tree(m^)| ||phi||^2 + ||Delta_BF||^2``;
-    ``tau = min(C, l / ||Delta||^2)``; ``w += tau Delta``.
+    ``tau = min(C, l / ||Delta||^2)`` (PA-I; ``pa="II"``: ``l / (||Delta||^2 + 1 / (2C))``);
+    ``w += tau Delta``.
 
     Parameters
     ----------
@@ -568,13 +569,18 @@ class GlobalPA(_PAModel):
         classified example still updates until it clears the margin (as a hinge-loss SVM does).
     margin : float, default 1.0
         The per-edge Hamming margin of ``update="cost_augmented"`` (unused otherwise).
+    pa : {"I", "II"}, default "I"
+        The step size. ``"I"``: PA-I (Alg. 5), ``tau = min(C, l / ||Delta||^2)`` (linear slack,
+        hinge loss). ``"II"`` (an extension, not in the paper): PA-II (Crammer et al. 2006),
+        ``tau = l / (||Delta||^2 + 1 / (2C))`` (squared slack, as the squared hinge of LIBLINEAR's
+        default SVM).
 
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``.
     """
 
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
-        **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0,
+        **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
     }
 
     def validate_params(self) -> None:
@@ -587,6 +593,12 @@ class GlobalPA(_PAModel):
         m = self.params["margin"]
         self._check_param("margin", _is_real(m) and math.isfinite(float(m)) and float(m) > 0,
                           "a float in the range (0, inf)")
+        self._check_param("pa", self.params["pa"] in ("I", "II"), "'I' or 'II'")
+
+    @property
+    def _pa2(self) -> bool:
+        """Whether steps are PA-II (squared slack) rather than PA-I."""
+        return self.params["pa"] == "II"
 
     @property
     def _aug(self) -> float:
@@ -631,11 +643,11 @@ class GlobalPA(_PAModel):
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
-                                    aug=self._aug)
+                                    aug=self._aug, pa2=self._pa2)
             self.__dict__["touched_rows_"] = touched
             return out
         self.__dict__["touched_rows_"] = None
-        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug)
+        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2)
 
     @staticmethod
     def _gt_epoch_numpy(
@@ -648,8 +660,10 @@ class GlobalPA(_PAModel):
         gold: GoldSets,
         C: float,
         aug: float = 0.0,
+        pa2: bool = False,
     ) -> dict[str, float]:
-        """The numpy reference of one GT epoch (also used when numba is absent)."""
+        """The numpy reference of one GT epoch (also used when numba is absent); ``pa2``: PA-II
+        steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``."""
         bf_flat = bf.reshape(-1) if bf is not None else None
         n_nodes = idx.n_nodes
         leaves = idx.leaves
@@ -714,7 +728,7 @@ class GlobalPA(_PAModel):
             norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
             if norm2 <= 0.0:
                 continue
-            tau = min(C, loss / norm2)
+            tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
             tau_sum += tau
             n_upd += 1
             if fi.size:

@@ -35,7 +35,6 @@ from sparkhc.persistence import (
     read_state,
     state_from_bytes,
     state_to_bytes,
-    write_bytes_atomic,
     write_file_atomic,
     write_json_atomic,
     write_npz,
@@ -405,12 +404,12 @@ def _make_barrier_fn(
                 delta = deltas.encode(out, base.arrays, {"W": getattr(model, "touched_rows_", None)})
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
-                write_bytes_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", deltas.encode_bytes(delta))
+                write_state_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed
                 del delta, out
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
-            acc = deltas.DeltaSum()
+            acc = deltas.DeltaSum(max_parts=len(present))  # summed block-wise by mix, in shard order
             for k in present:
-                acc = acc.add(deltas.decode_bytes((wd / f"delta-{epoch:05d}-{k:05d}.npz").read_bytes()))
+                acc = acc.add(read_state(wd / f"delta-{epoch:05d}-{k:05d}.npz"))
             base, ep_counters = mix(base, acc, inplace=True)
             del acc
             if t == 0:  # the record first: a checkpointed epoch always has one
@@ -492,9 +491,7 @@ def _train_barrier(
         stop.set()
         watcher.join()
         infos = [_read_json(Path(work) / f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
-        with open(Path(work) / f"state-{epochs:05d}.npz", "rb") as fh:
-            final = state_from_bytes(fh.read())
-        model.set_state(final)
+        model.set_state(read_state(Path(work) / f"state-{epochs:05d}.npz"))  # one copy, no bytes
         if progress is not None:
             for info in infos:
                 progress(info)

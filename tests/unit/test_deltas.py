@@ -87,3 +87,31 @@ def test_unsupported_states_fall_back():
     assert not supports(st)
     assert encode(st, state_to_bytes(st)) is None
     assert not supports(ModelState({"W": np.zeros(3)}, {}, "sum"))
+
+
+@pytest.mark.parametrize("max_parts", [1, 8])
+def test_blockwise_mixing_is_exactly_the_entrywise_formula(max_parts, monkeypatch):
+    """Each changed entry is float64(base) + (d_1 + ... + d_S) / S cast back (the formula of the
+    module docstring), whether the parts are summed by blocks of rows (tiny blocks here, so
+    that blocks split the changed rows) or first collapsed into their sparse sum."""
+    import sparkhc.spark.deltas as mod
+
+    monkeypatch.setattr(mod, "_block_rows", lambda n_cols: 3)
+    rng = np.random.default_rng(11)
+    base = base_state(rng)
+    data = state_to_bytes(base)
+    shards = [shard_state(base, rng, k)[0] for k in range(4)]
+    enc = [encode(s, data) for s in shards]
+    for s, d in zip(shards, enc, strict=True):  # encode = the dense difference, made sparse
+        for name, v in s.arrays.items():
+            ref = v.astype(np.float64).reshape(d.arrays[name].shape) - base.arrays[name].reshape(d.arrays[name].shape)
+            np.testing.assert_array_equal(d.arrays[name].toarray(), ref)
+    acc = DeltaSum(max_parts=max_parts)
+    for d in enc:
+        acc = acc.add(d)
+    assert len(acc.parts) == (1 if max_parts == 1 else 4) and acc.n == 4
+    mixed = acc.apply(base)
+    for name, b in base.arrays.items():
+        total = sum(d.arrays[name].toarray() for d in enc)
+        expect = (b.astype(np.float64).reshape(total.shape) + total * (1.0 / 4)).astype(b.dtype).reshape(b.shape)
+        np.testing.assert_array_equal(mixed.arrays[name], expect, err_msg=name)

@@ -122,12 +122,15 @@ def _run(cls, params, tax, batch, n_features, epochs):
 @pytest.mark.parametrize("seed,n_nodes,wide", [(0, 12, False), (1, 40, True), (2, 80, False)])
 @pytest.mark.parametrize("branching", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("update", ["prediction", "cost_augmented"])
-def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dtype, update):
+@pytest.mark.parametrize("update,pa", [("prediction", "I"), ("cost_augmented", "I"), ("prediction", "II"),
+                                       ("cost_augmented", "II")])
+def test_gt_epochs_equal_reference(reference, seed, n_nodes, wide, branching, dtype, update, pa):
     rng = np.random.default_rng(100 + seed)
     tax = random_taxonomy(n_nodes, rng, wide)
     batch = make_batch(tax, 80, 60, rng)
-    params: dict = {"branching": branching, "dtype": dtype, "update": update}
+    params: dict = {"branching": branching, "dtype": dtype, "update": update, "pa": pa}
+    if pa == "II":
+        params["C"] = 0.2  # 1 / (2C) = 2.5 dominates ||Delta||^2 (unit-norm documents): PA-II != PA-I
     if update == "cost_augmented":
         params.update(margin=0.5, bias=0.3)
     got, gc = _run(GlobalPA, params, tax, batch, 60, 3)

@@ -211,6 +211,63 @@ def test_cost_augmented_update_by_hand():
     assert counters["cost"] == pytest.approx(1.0, abs=1e-12)
 
 
+@pytest.mark.parametrize("numpy_reference", [False, True])
+def test_pa2_cost_augmented_update_by_hand(numpy_reference, monkeypatch):
+    # As test_cost_augmented_update_by_hand (m^ = {AA, BA}, loss 9.5, ||Delta||^2 = 20) with
+    # C = 0.1 and PA-II: tau = 9.5 / (20 + 1 / (2 * 0.1)) = 9.5 / 25 = 0.38 (PA-I would clip at 0.1).
+    from sparkhc import kernels
+
+    if numpy_reference:
+        monkeypatch.setattr(kernels, "ENABLED", False)
+    tax = seven()
+    W0 = seven_global_weights(tax)
+    m = GlobalPA(tax, 2, dtype="float64", update="cost_augmented", margin=1.0, C=0.1, pa="II")
+    m.set_state(ModelState({"W": W0.copy()}))
+    counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
+    t = 0.38
+    want = W0.copy()
+    want[:, col(tax, "AA")] = (1 - t, -2 * t)
+    want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
+    want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
+    want[:, col(tax, "BB")] = (t, -1 + 2 * t)
+    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-9)
+    assert counters["updates"] == 1
+    assert counters["loss"] == pytest.approx(9.5, abs=1e-9)
+    assert counters["tau"] == pytest.approx(t, abs=1e-12)
+
+
+@pytest.mark.parametrize("numpy_reference", [False, True])
+def test_pa2_prediction_update_with_branching_by_hand(numpy_reference, monkeypatch):
+    # As test_structured_pa_update_with_branching_by_hand (loss 7, ||Delta||^2 = 20 + 4 = 24) with
+    # C = 0.25 and PA-II: tau = 7 / (24 + 1 / (2 * 0.25)) = 7 / 26 (PA-I: min(0.25, 7/24) = 0.25).
+    from sparkhc import kernels
+
+    if numpy_reference:
+        monkeypatch.setattr(kernels, "ENABLED", False)
+    tax = seven()
+    W0 = seven_global_weights(tax)
+    bf0 = np.zeros((tax.n_nodes + 1, 4))
+    bf0[-1, 1] = -2.0
+    m = GlobalPA(tax, 2, branching=True, dtype="float64", C=0.25, pa="II")
+    m.set_state(ModelState({"W": W0.copy(), "bf": bf0.copy()}))
+    counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
+    t = 7 / 26
+    want = W0.copy()
+    want[:, col(tax, "A")] = (0.5 + t, 2 * t)
+    want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
+    want[:, col(tax, "BB")] = (t, -1 + 2 * t)
+    want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
+    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-9)
+    want_bf = bf0.copy()
+    want_bf[0, 1] = t
+    want_bf[0, 0] = -t
+    want_bf[tax.id("A"), 0] = t
+    want_bf[-1, 1] = -2 + t
+    np.testing.assert_allclose(m.state_.arrays["bf"], want_bf, rtol=0, atol=1e-9)
+    assert counters["loss"] == pytest.approx(7.0, abs=1e-9)
+    assert counters["tau"] == pytest.approx(t, abs=1e-12)
+
+
 def _tree_of(tax: Taxonomy, m) -> set[int]:
     out: set[int] = set()
     for c in m:
@@ -232,9 +289,10 @@ def _branching(tax: Taxonomy, tree: set[int], R: int = 3) -> dict[tuple[int, int
     return out
 
 
+@pytest.mark.parametrize("pa", ["I", "II"])
 @pytest.mark.parametrize("branching", [False, True])
 @pytest.mark.parametrize("numpy_reference", [False, True])
-def test_cost_augmented_update_equals_brute_force(branching, numpy_reference, monkeypatch):
+def test_cost_augmented_update_equals_brute_force(branching, numpy_reference, pa, monkeypatch):
     """One update on random taxonomies: the most violated Hamming-margin label set found by
     enumerating every non-empty leaf set, and the resulting PA-I step, computed here from the
     definitions."""
@@ -272,7 +330,7 @@ def test_cost_augmented_update_equals_brute_force(branching, numpy_reference, mo
         assert best is not None
         ptree = best[1]
         model = GlobalPA(tax, 1, dtype="float64", update="cost_augmented", margin=margin, C=C,
-                         branching=branching)
+                         branching=branching, pa=pa)
         arrays = {"W": w0[None, :].copy()}
         if b0 is not None:
             arrays["bf"] = b0.copy()
@@ -287,7 +345,7 @@ def test_cost_augmented_update_equals_brute_force(branching, numpy_reference, mo
             loss = score(ptree, pbr) - score(gtree, gbr) + margin * len(ptree ^ gtree)
             net = {k: gbr.get(k, 0) - pbr.get(k, 0) for k in set(gbr) | set(pbr)} if branching else {}
             norm2 = len(ptree ^ gtree) + sum(v * v for v in net.values())
-            tau = min(C, loss / norm2)
+            tau = min(C, loss / norm2) if pa == "I" else loss / (norm2 + 1 / (2 * C))
             assert loss > 0
             for c in gtree - ptree:
                 want_w[c - 1] += tau
@@ -565,6 +623,8 @@ def test_feature_count_mismatch():
         (TreePA, "decoder", "beam"),
         (GlobalPA, "branching", "yes"),
         (GlobalPA, "R", 0),
+        (GlobalPA, "pa", "III"),
+        (GlobalPA, "pa", 2),
     ],
 )
 def test_bad_parameters_are_rejected(cls, key, value):

@@ -10,7 +10,8 @@ Three model families trained online with Passive-Aggressive (PA-I, Crammer et al
   DP-SIB are its four configurations.
 * :class:`GlobalPA` -- GT (Sect. 4.4, Alg. 5): the global model trained by structured PA-I with
   prediction-based updates and the cost ``1 - example F``, optionally with branching features
-  (BF, Sect. 4.3, R = 3, node-specific and shared); decoded by DP.
+  (BF, Sect. 4.3, R = 3, node-specific and shared); decoded by DP. Extensions: cost-augmented
+  updates with a Hamming margin and PA-II steps (``update=``, ``pa=``).
 
 Weights live in a :class:`~sparkhc.models.base.ModelState` (combine ``"mean"``: iterative parameter
 mixing, Alg. 6): ``"W"`` feature-major ``(n_features, n_columns)`` -- columns are edges (``c - 1``

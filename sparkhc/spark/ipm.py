@@ -356,6 +356,9 @@ def _make_stage_fn(n_features: int, with_counts: bool, work: str) -> Callable[[I
     return run
 
 
+_ATTEMPT_PROP = "sparkhc.ipm.attempt"
+
+
 def _make_barrier_fn(
     model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, work: str, present: list[int],
     pieces: dict[int, list[int]], tasks: int, seed: int, start_epoch: int, epochs: int, shards: int,
@@ -377,8 +380,9 @@ def _make_barrier_fn(
 
         ctx = BarrierTaskContext.get()
         t = ctx.partitionId()
-        # one token per stage attempt, so that a retry never meets the markers of a failed attempt
-        attempt = ctx.allGather(uuid.uuid4().hex[:12])[0]
+        # one token per stage attempt, so that a retry (the driver reruns the stage as a new job)
+        # never meets the markers of a failed attempt; not allGather, which costs about a second
+        attempt = f"{ctx.getLocalProperty(_ATTEMPT_PROP)}-s{ctx.stageId()}"
         wd = Path(work)
         mine = present[t::tasks]
         batches = {k: _load_shard(work, k, pieces[k]) for k in mine}
@@ -480,6 +484,7 @@ def _train_barrier(
         attempts = _max_attempts(spark)
         for attempt in range(1, attempts + 1):
             try:
+                spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, f"{attempt}-{uuid.uuid4().hex[:8]}")
                 spark.sparkContext.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
                 break
             except Exception as e:  # Spark never retries a failed barrier result stage itself
@@ -487,6 +492,7 @@ def _train_barrier(
                     raise
                 log.warning("barrier mixing: attempt %d/%d failed (%s); resuming after the last mixed epoch",
                             attempt, attempts, str(e).splitlines()[0][:200])
+        spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
         log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
         stop.set()
         watcher.join()

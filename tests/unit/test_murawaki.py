@@ -94,7 +94,9 @@ def test_structured_pa_update_by_hand():
     assert counters["tau"] == pytest.approx(tau, abs=1e-12)
 
 
-def test_structured_pa_update_with_branching_by_hand():
+@pytest.mark.parametrize("numpy_reference", [False, True])
+@pytest.mark.parametrize(("pa", "C", "t"), [("I", 1.0, 7 / 24), ("II", 0.25, 7 / 26)])
+def test_structured_pa_update_with_branching_by_hand(pa, C, t, numpy_reference, monkeypatch):
     # Same x and W; R = 3; all branching weights 0 except the shared bucket "2": -2.
     # DP-BF: under A, k=1 gives 1 (AA), k=2 gives 1.5 - 2 = -0.5: take {AA}, sub(A) = 1.
     # Under B, k=1 gives 3 (BA), k=2 gives 1 - 2 = -1: take {BA}, sub(B) = 3.
@@ -103,15 +105,19 @@ def test_structured_pa_update_with_branching_by_hand():
     # rho = 1 (nothing in common); loss = 2 - (-4) + 1 = 7.
     # Edges in the symmetric difference: ROOT->A, A->AB, B->BB (gold only), B->BA (pred only):
     # 4 * ||x||^2 = 20. Branching indicators, gold - pred: ROOT|2 +1, ROOT|1 -1, A|1 +1,
-    # *|2 +1, *|1 2 - 2 = 0, B|1 1 - 1 = 0: ||Delta_BF||^2 = 4. tau = min(1, 7 / 24) = 7/24.
+    # *|2 +1, *|1 2 - 2 = 0, B|1 1 - 1 = 0: ||Delta_BF||^2 = 4. PA-I, C = 1: tau = min(1, 7 / 24)
+    # = 7/24. PA-II, C = 0.25: tau = 7 / (24 + 1 / (2 * 0.25)) = 7 / 26 (PA-I: 0.25).
+    from sparkhc import kernels
+
+    if numpy_reference:
+        monkeypatch.setattr(kernels, "ENABLED", False)
     tax = seven()
     W0 = seven_global_weights(tax)
     bf0 = np.zeros((tax.n_nodes + 1, 4))
     bf0[-1, 1] = -2.0
-    m = GlobalPA(tax, 2, branching=True, dtype="float64")
+    m = GlobalPA(tax, 2, branching=True, dtype="float64", C=C, pa=pa)
     m.set_state(ModelState({"W": W0.copy(), "bf": bf0.copy()}))
     counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
-    t = 7 / 24
     want = W0.copy()
     want[:, col(tax, "A")] = (0.5 + t, 2 * t)
     want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
@@ -186,45 +192,27 @@ def test_worked_example_pa_update(case, branching):
 
 
 # ------------------------------------------------------------ cost-augmented updates (extension)
-def test_cost_augmented_update_by_hand():
+@pytest.mark.parametrize("numpy_reference", [False, True])
+@pytest.mark.parametrize(("pa", "C", "t"), [("I", 1.0, 0.475), ("II", 0.1, 0.38)])
+def test_cost_augmented_update_by_hand(pa, C, t, numpy_reference, monkeypatch):
     # Same x = (1, 2) and W as above; gold m = {AB, BB}; margin 1. Edge scores: ROOT->A 0.5,
     # ROOT->B -1, A->AA 1, A->AB 0.5, B->BA 3, B->BB -2. Augmented (+1 off tree(m), -1 on it):
     # A -0.5, B -2, AA 2, AB -0.5, BA 4, BB -3. DP: under A only AA is positive (sub 2, offer
     # -0.5 + 2 = 1.5); under B only BA (sub 4, offer 2): m^ = {AA, BA}.
     # Plain scores: score(m^) = 0.5 + 1 - 1 + 3 = 3.5, score(m) = -2. Symmetric difference: AA, BA
     # (predicted only), AB, BB (gold only): 4 edges. loss = 3.5 + 2 + 1 * 4 = 9.5;
-    # ||Delta||^2 = 4 * 5 = 20; tau = min(1, 9.5 / 20) = 0.475. rho(m^) = 1 (nothing in common).
-    tax = seven()
-    W0 = seven_global_weights(tax)
-    m = GlobalPA(tax, 2, dtype="float64", update="cost_augmented", margin=1.0)
-    m.set_state(ModelState({"W": W0.copy()}))
-    counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
-    t = 0.475
-    want = W0.copy()
-    want[:, col(tax, "AA")] = (1 - t, -2 * t)
-    want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
-    want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
-    want[:, col(tax, "BB")] = (t, -1 + 2 * t)
-    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-9)
-    assert counters["loss"] == pytest.approx(9.5, abs=1e-9)
-    assert counters["tau"] == pytest.approx(t, abs=1e-12)
-    assert counters["cost"] == pytest.approx(1.0, abs=1e-12)
-
-
-@pytest.mark.parametrize("numpy_reference", [False, True])
-def test_pa2_cost_augmented_update_by_hand(numpy_reference, monkeypatch):
-    # As test_cost_augmented_update_by_hand (m^ = {AA, BA}, loss 9.5, ||Delta||^2 = 20) with
-    # C = 0.1 and PA-II: tau = 9.5 / (20 + 1 / (2 * 0.1)) = 9.5 / 25 = 0.38 (PA-I would clip at 0.1).
+    # ||Delta||^2 = 4 * 5 = 20. PA-I, C = 1: tau = min(1, 9.5 / 20) = 0.475. PA-II, C = 0.1:
+    # tau = 9.5 / (20 + 1 / (2 * 0.1)) = 9.5 / 25 = 0.38 (PA-I would clip at 0.1).
+    # rho(m^) = 1 (nothing in common).
     from sparkhc import kernels
 
     if numpy_reference:
         monkeypatch.setattr(kernels, "ENABLED", False)
     tax = seven()
     W0 = seven_global_weights(tax)
-    m = GlobalPA(tax, 2, dtype="float64", update="cost_augmented", margin=1.0, C=0.1, pa="II")
+    m = GlobalPA(tax, 2, dtype="float64", update="cost_augmented", margin=1.0, C=C, pa=pa)
     m.set_state(ModelState({"W": W0.copy()}))
     counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
-    t = 0.38
     want = W0.copy()
     want[:, col(tax, "AA")] = (1 - t, -2 * t)
     want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
@@ -234,38 +222,7 @@ def test_pa2_cost_augmented_update_by_hand(numpy_reference, monkeypatch):
     assert counters["updates"] == 1
     assert counters["loss"] == pytest.approx(9.5, abs=1e-9)
     assert counters["tau"] == pytest.approx(t, abs=1e-12)
-
-
-@pytest.mark.parametrize("numpy_reference", [False, True])
-def test_pa2_prediction_update_with_branching_by_hand(numpy_reference, monkeypatch):
-    # As test_structured_pa_update_with_branching_by_hand (loss 7, ||Delta||^2 = 20 + 4 = 24) with
-    # C = 0.25 and PA-II: tau = 7 / (24 + 1 / (2 * 0.25)) = 7 / 26 (PA-I: min(0.25, 7/24) = 0.25).
-    from sparkhc import kernels
-
-    if numpy_reference:
-        monkeypatch.setattr(kernels, "ENABLED", False)
-    tax = seven()
-    W0 = seven_global_weights(tax)
-    bf0 = np.zeros((tax.n_nodes + 1, 4))
-    bf0[-1, 1] = -2.0
-    m = GlobalPA(tax, 2, branching=True, dtype="float64", C=0.25, pa="II")
-    m.set_state(ModelState({"W": W0.copy(), "bf": bf0.copy()}))
-    counters = m.partial_fit(batch([[1.0, 2.0]], [["AB", "BB"]]))
-    t = 7 / 26
-    want = W0.copy()
-    want[:, col(tax, "A")] = (0.5 + t, 2 * t)
-    want[:, col(tax, "AB")] = (t, 0.25 + 2 * t)
-    want[:, col(tax, "BB")] = (t, -1 + 2 * t)
-    want[:, col(tax, "BA")] = (2 - t, 0.5 - 2 * t)
-    np.testing.assert_allclose(m.state_.arrays["W"], want, rtol=0, atol=1e-9)
-    want_bf = bf0.copy()
-    want_bf[0, 1] = t
-    want_bf[0, 0] = -t
-    want_bf[tax.id("A"), 0] = t
-    want_bf[-1, 1] = -2 + t
-    np.testing.assert_allclose(m.state_.arrays["bf"], want_bf, rtol=0, atol=1e-9)
-    assert counters["loss"] == pytest.approx(7.0, abs=1e-9)
-    assert counters["tau"] == pytest.approx(t, abs=1e-12)
+    assert counters["cost"] == pytest.approx(1.0, abs=1e-12)
 
 
 def _tree_of(tax: Taxonomy, m) -> set[int]:

@@ -169,3 +169,20 @@ def test_auto_mixing_falls_back_to_jobs_for_summed_states(spark):
     fmm = get_model_class("fmm")(tax, V)
     fmm.set_state(fmm.init_state())
     assert mixing_mode(spark, "auto", fmm) == "jobs"
+
+
+def test_label_combinations_and_self_leaves(spark):
+    """The per-partition Arrow pass gives the distinct sorted label lists (order, duplicates,
+    empty and null lists, several partitions), and the internal labels that are some document's
+    deepest label (the /_self leaves): expected values written out by hand."""
+    from sparkhc.spark.pipelines import internal_deepest_labels, label_combinations
+
+    rows = [("d1", ["BB", "AA"]), ("d2", ["AA", "BB"]), ("d3", ["B"]), ("d4", []), ("d5", None),
+            ("d6", ["A", "AB"]), ("d7", ["BB", "AA"]), ("d8", ["B", "A"])]
+    df = spark.createDataFrame(rows, "doc_id string, labels array<string>").repartition(3)
+    got = label_combinations(df)
+    assert got == [[], ["A", "AB"], ["A", "B"], ["AA", "BB"], ["B"]]
+    tax = Taxonomy.from_edges(FIG1)
+    # B alone stops at an internal node; {A, AB}: AB is deeper; {A, B}: both internal and deepest
+    assert internal_deepest_labels(got, tax) == ["A", "B"]
+    assert label_combinations(df.limit(0)) == []

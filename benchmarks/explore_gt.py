@@ -35,11 +35,11 @@ import time
 import numpy as np
 
 from sparkhc.batch import SparseBatch, label_matrix
-from sparkhc.decoding import bf_bucket, dp_solve_one, row_scores
+from sparkhc.decoding import dp_solve_one, row_scores
 from sparkhc.metrics import MetricCounts
 from sparkhc.models import get_model_class
 from sparkhc.models.base import ModelState, combine_states, shuffled_order
-from sparkhc.models.murawaki import GlobalPA
+from sparkhc.models.murawaki import GlobalPA, bf_difference
 from sparkhc.spark.io import read_features_local
 from sparkhc.spark.pipelines import features_corpus_info, scored_mask
 from sparkhc.taxonomy import Taxonomy
@@ -94,14 +94,7 @@ class DCDShard:
                     net: np.ndarray = np.zeros(0)
                     if bf_flat is not None:
                         assert kk is not None and gold.bf is not None and gold.bf_ptr is not None and R is not None
-                        pin = np.flatnonzero(sel & internal)
-                        bk = bf_bucket(kk[pin], R)
-                        pred_f = np.concatenate([pin * (R + 1) + bk, n_nodes * (R + 1) + bk])
-                        gold_f = gold.bf[gold.bf_ptr[i] : gold.bf_ptr[i + 1]]
-                        u, inv = np.unique(np.concatenate([gold_f, pred_f]), return_inverse=True)
-                        net = np.bincount(inv, weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]),
-                                          minlength=u.size)
-                        u, net = u[net != 0], net[net != 0]
+                        u, net = bf_difference(gold.bf[gold.bf_ptr[i] : gold.bf_ptr[i + 1]], sel, kk, internal, R)
                     n2 = (plus.size + minus.size) * float(gold.phi2[i]) + float(net @ net)
                     if n2 > 0:
                         self.ws[i][key] = [plus, minus, u, net, float(em[plus].sum() + em[minus].sum()), n2, 0.0, 0.0]

@@ -75,6 +75,23 @@ DECODE_CHUNK = 2048
 
 
 # ------------------------------------------------------------------------------- gold label sets
+def bf_difference(
+    gold_f: np.ndarray, sel: np.ndarray, kk: np.ndarray, internal: np.ndarray, R: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The branching part of ``Delta = Phi(x, m) - Phi(x, m^)``: the flat indices ``u`` into
+    ``bf`` (``(n_nodes + 1) x (R + 1)``, the last row the shared indicators) whose count differs
+    and the difference ``net`` (gold minus predicted). ``gold_f``: the gold tree's indicator
+    indices (``GoldSets.bf``); ``sel``/``kk``: the predicted tree's nodes and children counts."""
+    n_nodes = sel.shape[0]
+    pin = np.flatnonzero(sel & internal)
+    bk = bf_bucket(kk[pin], R)
+    pred_f = np.concatenate([pin * (R + 1) + bk, n_nodes * (R + 1) + bk])
+    u, inv = np.unique(np.concatenate([gold_f, pred_f]), return_inverse=True)
+    net = np.bincount(inv, weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]), minlength=u.size)
+    nz = net != 0
+    return u[nz], net[nz]
+
+
 @dataclass
 class GoldSets:
     """Gold label sets of a batch in flat (CSR-like) arrays, computed once per batch.
@@ -707,18 +724,7 @@ class GlobalPA(_PAModel):
             bf_n2 = 0.0
             if bf_flat is not None:
                 assert kk is not None and g_bf is not None and g_bptr is not None and R is not None
-                pin = np.flatnonzero(sel & internal)
-                bk = bf_bucket(kk[pin], R)
-                pred_f = np.concatenate([pin * (R + 1) + bk, n_nodes * (R + 1) + bk])
-                gold_f = g_bf[g_bptr[i] : g_bptr[i + 1]]
-                u, inv = np.unique(np.concatenate([gold_f, pred_f]), return_inverse=True)
-                net = np.bincount(
-                    inv,
-                    weights=np.concatenate([np.ones(gold_f.size), -np.ones(pred_f.size)]),
-                    minlength=u.size,
-                )
-                nz = net != 0
-                u, net = u[nz], net[nz]
+                u, net = bf_difference(g_bf[g_bptr[i] : g_bptr[i + 1]], sel, kk, internal, R)
                 margin -= float(bf_flat[u].astype(np.float64) @ net)
                 bf_n2 = float(net @ net)
             loss = margin + (aug * (plus.size + minus.size) if aug > 0.0 else math.sqrt(rho))

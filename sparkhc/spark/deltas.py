@@ -16,7 +16,9 @@ The base arrays are read on the workers without a copy from the broadcast bytes 
 :func:`sparkhc.persistence.state_to_bytes` is stored uncompressed), see :func:`npz_view`.
 
 Only for states whose arrays are dense float ndarrays combined by ``"mean"``; :func:`encode`
-returns ``None`` otherwise and the caller ships the full state as before.
+returns ``None`` otherwise and the caller ships the full state as before. A delta is a
+:class:`ModelState` (combine ``"delta"``, CSR arrays) and is serialized like any state
+(:func:`sparkhc.persistence.state_to_bytes`, :func:`~sparkhc.persistence.write_state`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import scipy.sparse as sp
 
 from sparkhc.models.base import ModelState
 
-__all__ = ["npz_view", "supports", "encode", "encode_bytes", "decode_bytes", "DeltaSum"]
+__all__ = ["npz_view", "supports", "encode", "DeltaSum"]
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header (30 bytes)
 
@@ -133,19 +135,6 @@ def encode(
 def _block_rows(n_cols: int) -> int:
     """Rows per block so that a float64 block holds about 4M entries (32 MB)."""
     return max(1, (1 << 22) // max(1, n_cols))
-
-
-def encode_bytes(delta: ModelState) -> bytes:
-    """Serialize a delta (sparse arrays): the format of :func:`sparkhc.persistence.state_to_bytes`."""
-    from sparkhc.persistence import state_to_bytes
-
-    return state_to_bytes(delta)
-
-
-def decode_bytes(data: bytes) -> ModelState:
-    from sparkhc.persistence import state_from_bytes
-
-    return state_from_bytes(data)
 
 
 @dataclass

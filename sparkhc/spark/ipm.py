@@ -93,7 +93,7 @@ def make_epoch_fn(
         out.counters = {k: float(v) for k, v in counters.items()}
         # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
         delta = deltas.encode(out, state_bc.value, {"W": getattr(model, "touched_rows_", None)})
-        payload = deltas.encode_bytes(delta) if delta is not None else state_to_bytes(out)
+        payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
             schema=pa.schema([("shard", pa.int32()), ("n", pa.int64()), ("state", pa.binary())]),
@@ -103,7 +103,7 @@ def make_epoch_fn(
 
 
 def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
-    st = deltas.decode_bytes(bytes(row["state"]))
+    st = state_from_bytes(bytes(row["state"]))
     if st.combine == "delta":
         return (acc if isinstance(acc, deltas.DeltaSum) else deltas.DeltaSum()).add(st)
     return acc.add(st) if isinstance(acc, StateSum) else StateSum().add(st)
@@ -492,7 +492,6 @@ def _train_barrier(
                     raise
                 log.warning("barrier mixing: attempt %d/%d failed (%s); resuming after the last mixed epoch",
                             attempt, attempts, str(e).splitlines()[0][:200])
-        spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
         log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
         stop.set()
         watcher.join()
@@ -502,6 +501,7 @@ def _train_barrier(
             for info in infos:
                 progress(info)
     finally:
+        spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
         stop.set()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sparkhc.models.base import ModelState, combine_states
-from sparkhc.persistence import state_to_bytes
-from sparkhc.spark.deltas import DeltaSum, decode_bytes, encode, encode_bytes, npz_view, supports
+from sparkhc.persistence import state_from_bytes, state_to_bytes
+from sparkhc.spark.deltas import DeltaSum, encode, npz_view, supports
 
 
 def base_state(rng, dtype=np.float32):
@@ -53,7 +53,7 @@ def test_delta_mixing_equals_mean_of_states(n_shards, use_hint):
         assert d is not None
         # only the changed entries travel
         assert d.arrays["W"].nnz <= 12
-        acc = acc.add(decode_bytes(encode_bytes(d)))  # through bytes, as on Spark
+        acc = acc.add(state_from_bytes(state_to_bytes(d)))  # through bytes, as on Spark
     # an empty partner and a split merge are harmless (treeAggregate)
     acc = DeltaSum().merge(acc).merge(DeltaSum())
     mixed = acc.apply(base)

@@ -69,21 +69,10 @@ def scored_mask(taxonomy: Taxonomy, scored_labels: list[str] | None) -> Any:
 
 
 def label_combinations(df: DataFrame) -> list[list[str]]:
-    """The distinct (sorted) label lists of the documents (empty when there are no documents)."""
-    # per partition in one Arrow pass, merged on the driver: no shuffle (the first shuffle of a
-    # session costs seconds of JVM warm-up), and the Python workers it starts serve the training
-    rows = df.select(F.col(LABELS)).mapInArrow(_distinct_label_lists, "l array<string>").collect()
-    return [list(t) for t in sorted({tuple(r[0]) for r in rows})]
-
-
-def _distinct_label_lists(batches: Any) -> Any:
-    seen: set[tuple[str, ...]] = set()
-    for b in batches:
-        for labs in b.column(0).to_pylist():
-            seen.add(tuple(sorted(labs or ())))
-    if seen:
-        yield pa.RecordBatch.from_pydict({"l": [list(t) for t in sorted(seen)]},
-                                         schema=pa.schema([("l", pa.list_(pa.string()))]))
+    """The distinct (sorted) label lists of the documents, in sorted order (empty when there are
+    no documents)."""
+    rows = df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()
+    return [list(t) for t in sorted({tuple(r[0] or ()) for r in rows})]  # a null list is the empty one
 
 
 def internal_deepest_labels(df: DataFrame | list[list[str]], taxonomy: Taxonomy) -> list[str]:

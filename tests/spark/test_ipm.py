@@ -172,9 +172,9 @@ def test_auto_mixing_falls_back_to_jobs_for_summed_states(spark):
 
 
 def test_label_combinations_and_self_leaves(spark):
-    """The per-partition Arrow pass gives the distinct sorted label lists (order, duplicates,
-    empty and null lists, several partitions), and the internal labels that are some document's
-    deepest label (the /_self leaves): expected values written out by hand."""
+    """The distinct sorted label lists (order within a list, duplicates, an empty and a null list
+    counted once, several partitions), and the internal labels that are some document's deepest
+    label (the /_self leaves): expected values written out by hand."""
     from sparkhc.spark.pipelines import internal_deepest_labels, label_combinations
 
     rows = [("d1", ["BB", "AA"]), ("d2", ["AA", "BB"]), ("d3", ["B"]), ("d4", []), ("d5", None),

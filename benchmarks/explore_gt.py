@@ -11,7 +11,8 @@ weights averaged over the epochs' end states). ``--shards K`` simulates iterativ
 one process: K shards (a seeded random split of the training documents), each epoch every shard
 runs ``partial_fit`` from the mixed state and the states are averaged (``combine_states``, the
 code the Spark mixing is checked against). ``--seed S`` changes the shard split and the shuffles
-(to see the run-to-run spread).
+(to see the run-to-run spread). ``--flat-taxonomy`` trains on the taxonomy flattened (every leaf
+directly under the root) and scores on the real one (what the hierarchy costs a one-leaf corpus).
 
 Variant keys starting with ``dcd_`` select the in-process prototype of a structural SVM trained by
 dual coordinate descent with per-example working sets (Chang & Yih 2013), instead of
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import time
 
 import numpy as np
@@ -156,6 +158,8 @@ def main() -> None:
     ap.add_argument("--epoch-average", action="store_true")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--flat-taxonomy", action="store_true",
+                    help="train on the taxonomy flattened (every leaf under the root); scored on the real one")
     a = ap.parse_args()
     batch, spec = read_features_local(a.features, extra_columns=("split", "fold"))
     tax = Taxonomy.load(f"{a.features}/taxonomy.tsv")
@@ -164,6 +168,12 @@ def main() -> None:
     tr, te = batch.subset(np.flatnonzero(train)), batch.subset(np.flatnonzero(test))
     selfs = {int(c) for labs in tr.labels or [] for c in tax.deepest(tax.closure(tax.ids(labs))) if not tax.is_leaf[c]}
     mtax = tax.with_self_leaves(selfs) if selfs else tax
+    if a.flat_taxonomy:
+        if selfs:
+            raise SystemExit("--flat-taxonomy: the training labels include internal nodes; flat only for leaf labels")
+        mtax = Taxonomy.from_edges([(tax.names[0], tax.names[int(c)]) for c in tax.leaves])
+        # gold label sets may list the leaves' ancestors (ancestor-closed corpora): keep the leaves
+        tr = dataclasses.replace(tr, labels=[[x for x in labs if x in mtax] for labs in tr.labels or []])
     mask = scored_mask(tax, features_corpus_info(a.features).get("scored_labels"))
 
     def score(model: object) -> str:

@@ -38,10 +38,9 @@ def main() -> None:
     a = ap.parse_args()
     from sparkhc import kernels
     from sparkhc.batch import SparseBatch
+    from sparkhc.features import features_taxonomy, read_features_local
     from sparkhc.models.base import ModelState
     from sparkhc.models.murawaki import GlobalPA
-    from sparkhc.spark.io import read_features_local
-    from sparkhc.spark.pipelines import features_taxonomy
 
     tax = features_taxonomy(a.features)
     batch, spec = read_features_local(a.features, with_counts=False)

@@ -55,8 +55,7 @@ def scores(tax, leaf_cols: np.ndarray, Y: np.ndarray, P: np.ndarray) -> tuple[fl
 
 
 def load(path: str):
-    from sparkhc.spark.io import read_features_local
-    from sparkhc.spark.pipelines import features_taxonomy
+    from sparkhc.features import features_taxonomy, model_taxonomy, read_features_local
 
     tax = features_taxonomy(path)
     batch, spec = read_features_local(path, with_counts=False)
@@ -65,15 +64,8 @@ def load(path: str):
     if te.size == 0 and "fold" in batch.extra:  # cross-validation corpora: fold 0 is the test part
         fold = batch.extra["fold"]
         tr, te = np.flatnonzero(fold != 0), np.flatnonzero(fold == 0)
-    # /_self leaves for internal deepest labels (as sparkhc train does)
-    selfs = set()
-    is_leaf = tax.is_leaf
-    for labs in batch.labels:
-        ids = [tax.id(x) for x in labs]
-        for c in tax.deepest(tax.closure(ids)):
-            if not is_leaf[c]:
-                selfs.add(tax.names[c])
-    mtax = tax.with_self_leaves(sorted(selfs)) if selfs else tax
+    # /_self leaves for internal deepest labels of the training documents (as sparkhc train does)
+    mtax = model_taxonomy(tax, [batch.labels[int(i)] for i in tr])
     sets = batch.leaf_sets(mtax)
     leaf_cols = np.flatnonzero(mtax.is_leaf)
     col_of = np.full(mtax.n_nodes, -1)
@@ -217,18 +209,19 @@ def run_mllib(spark, path, Y_cols_ids, n_sample, rng, mtax, leaf_cols):
     from pyspark.ml.linalg import SparseVector, VectorUDT
     from pyspark.sql import functions as F
 
+    from sparkhc.features import Selection
     from sparkhc.spark.io import read_features
     from sparkhc.spark.pipelines import select_rows
 
     df, spec = read_features(spark, path)
     V = spec.n_features
     to_vec = F.udf(lambda i, v: SparseVector(V, i, v), VectorUDT())
-    tr = select_rows(df, "train").select(to_vec("indices", "values").alias("features"), "labels").cache()
+    tr = select_rows(df, Selection("train")).select(to_vec("indices", "values").alias("features"), "labels").cache()
     tr.count()
     L = leaf_cols.size
     cols = np.sort(rng.choice(L, min(n_sample, L), replace=False))
     names = [mtax.names[int(leaf_cols[j])] for j in cols]
-    te = select_rows(df, "test").select("doc_id", to_vec("indices", "values").alias("features")).cache()
+    te = select_rows(df, Selection("test")).select("doc_id", to_vec("indices", "values").alias("features")).cache()
     te.count()
     t0 = time.perf_counter()
     models = []

@@ -41,7 +41,7 @@ MODELS = {
 def xw_pass(features: str, n_edges: int, dtype=np.float32) -> dict[str, float]:
     """Seconds of ``X @ W`` over the training rows (W random, (V, n_edges), float32), in
     2,048-row blocks as the decoders do."""
-    from sparkhc.spark.io import read_features_local
+    from sparkhc.features import read_features_local
 
     batch, spec = read_features_local(features, with_counts=False)
     split = batch.extra.get("split")
@@ -57,10 +57,11 @@ def xw_pass(features: str, n_edges: int, dtype=np.float32) -> dict[str, float]:
 
 
 def child(a: argparse.Namespace) -> None:
+    from sparkhc.features import Selection, features_taxonomy, model_taxonomy
     from sparkhc.models import get_model_class
     from sparkhc.spark.io import read_features
     from sparkhc.spark.ipm import train_ipm
-    from sparkhc.spark.pipelines import features_taxonomy, internal_deepest_labels, select_rows
+    from sparkhc.spark.pipelines import label_combinations, select_rows
     from sparkhc.spark.session import get_session
 
     spark = get_session(
@@ -76,10 +77,9 @@ def child(a: argparse.Namespace) -> None:
     with MemorySampler() as mem:
         df, spec = read_features(spark, a.path)
         tax = features_taxonomy(a.path)
-        df = select_rows(df, "train").cache()
+        df = select_rows(df, Selection("train")).cache()
         n = df.count()
-        selfs = internal_deepest_labels(df, tax)
-        mtax = tax.with_self_leaves(selfs) if selfs else tax
+        mtax = model_taxonomy(tax, label_combinations(df))
         for m in a.models.split(","):
             name, params = MODELS[m]
             model = get_model_class(name)(mtax, spec.n_features, **params)
@@ -112,7 +112,7 @@ def main() -> None:
     if a.child:
         child(a)
         return
-    from sparkhc.spark.pipelines import features_taxonomy
+    from sparkhc.features import features_taxonomy
 
     rows = []
     notes = []

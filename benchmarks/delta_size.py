@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
+from sparkhc.features import read_features_local
 from sparkhc.models import get_model_class
 from sparkhc.spark import deltas
-from sparkhc.spark.io import read_features_local
 from sparkhc.taxonomy import Taxonomy
 
 

@@ -38,12 +38,11 @@ import numpy as np
 
 from sparkhc.batch import SparseBatch, label_matrix
 from sparkhc.decoding import dp_solve_one, row_scores
+from sparkhc.features import features_corpus_info, model_taxonomy, read_features_local, scored_mask
 from sparkhc.metrics import MetricCounts
 from sparkhc.models import get_model_class
 from sparkhc.models.base import ModelState, combine_states, shuffled_order
 from sparkhc.models.murawaki import GlobalPA, bf_difference
-from sparkhc.spark.io import read_features_local
-from sparkhc.spark.pipelines import features_corpus_info, scored_mask
 from sparkhc.taxonomy import Taxonomy
 
 
@@ -166,10 +165,9 @@ def main() -> None:
     test = batch.extra["fold"] == a.test_fold if a.test_split is None else batch.extra["split"] == a.test_split
     train = ~test if a.test_split is None else batch.extra["split"] == "train"
     tr, te = batch.subset(np.flatnonzero(train)), batch.subset(np.flatnonzero(test))
-    selfs = {int(c) for labs in tr.labels or [] for c in tax.deepest(tax.closure(tax.ids(labs))) if not tax.is_leaf[c]}
-    mtax = tax.with_self_leaves(selfs) if selfs else tax
+    mtax = model_taxonomy(tax, tr.labels or [])
     if a.flat_taxonomy:
-        if selfs:
+        if mtax is not tax:
             raise SystemExit("--flat-taxonomy: the training labels include internal nodes; flat only for leaf labels")
         mtax = Taxonomy.from_edges([(tax.names[0], tax.names[int(c)]) for c in tax.leaves])
         # gold label sets may list the leaves' ancestors (ancestor-closed corpora): keep the leaves

@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from sparkhc.errors import SchemaError
 from sparkhc.taxonomy import Taxonomy
 
-# Column names of the features layout (the Spark side re-exports them from sparkhc.spark.schemas).
+# Column names of the raw-documents and features layouts: defined here once (the Spark side
+# re-exports them from sparkhc.spark.schemas).
 DOC_ID = "doc_id"
 SPLIT = "split"
 FOLD = "fold"
@@ -28,6 +29,9 @@ LABEL_IDS = "label_ids"
 INDICES = "indices"
 VALUES = "values"
 COUNTS = "counts"
+# raw documents (the input of featurize)
+TEXT = "text"
+TOKENS = "tokens"
 
 
 @dataclass

@@ -67,3 +67,8 @@ def get_model_class(name: str) -> Any:
     except ImportError as e:
         raise ConfigError(f"model {name!r} needs a missing dependency: {e}") from e
     return getattr(module, cls_name)
+
+
+def make_model(name: str, taxonomy: Any, n_features: int, **params: Any) -> Any:
+    """An instance of the model registered as ``name`` (parameters validated by the model)."""
+    return get_model_class(name)(taxonomy, n_features, **params)

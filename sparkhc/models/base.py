@@ -20,6 +20,13 @@ from sparkhc.errors import ConfigError, NotFittedError
 from sparkhc.taxonomy import Taxonomy
 
 Combine = Literal["mean", "sum"]
+#: How a model is trained on Spark (the Spark layer maps each to one driver,
+#: ``sparkhc.spark.training.DRIVERS``): ``mixing`` (iterative parameter mixing of shard states,
+#: ``partial_fit`` per shard and epoch; summed states for counting models), ``node_parallel`` (one
+#: task per group of taxonomy nodes, exactly the serial model), ``em`` (one aggregation pass per
+#: EM step), ``batch`` (one exact fit on the driver, sub-problems on Spark).
+TrainingStrategy = Literal["mixing", "node_parallel", "em", "batch"]
+TRAINING_STRATEGIES: tuple[TrainingStrategy, ...] = ("mixing", "node_parallel", "em", "batch")
 
 
 @dataclass
@@ -143,6 +150,33 @@ class HierModel:
     combine: ClassVar[Combine] = "mean"
     #: parameters and their defaults; subclasses override
     defaults: ClassVar[dict[str, Any]] = {}
+
+    # -- how the model trains (declared here, read by the Spark layer) -------------------------
+    #: the training strategy (see :data:`TrainingStrategy`); a model may also train node-parallel
+    #: when :meth:`node_parallel` says its node learners are independent
+    training: ClassVar[TrainingStrategy] = "mixing"
+    #: reads the raw term counts (``SparseBatch.counts``) in training and decoding
+    needs_counts: ClassVar[bool] = False
+    #: one counting pass is the whole training: ``train.epochs`` does not apply
+    single_pass: ClassVar[bool] = False
+    #: label sets that stop at an internal node are modelled natively: no virtual ``/_self`` leaves
+    native_partial_paths: ClassVar[bool] = False
+    #: one class per class space (multi-dimensional classification: evaluate adds MDC metrics)
+    multi_dimensional: ClassVar[bool] = False
+    #: a saved model can continue training on new documents (``sparkhc train --warm-start``)
+    warm_startable: ClassVar[bool] = True
+
+    def node_parallel(self) -> bool:
+        """Whether the node learners are independent given the gold labels, so that each node can
+        be trained in its own task (``training = "node_parallel"`` when ``train.node_parallel``)."""
+        return False
+
+    def training_strategy(self, node_parallel: bool = True) -> TrainingStrategy:
+        """The strategy this instance trains by: ``node_parallel`` when allowed and possible, else
+        the class's :attr:`training`."""
+        if node_parallel and self.node_parallel():
+            return "node_parallel"
+        return self.training
 
     def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))

@@ -291,11 +291,6 @@ class CesaModel(HierModel):
         return deepest_sets(self.taxonomy, pred), s
 
     # -- node-parallel training hooks (sparkhc.spark.node_parallel) ------------------------------
-    def node_parallel(self) -> bool:
-        """Whether the node learners are independent given the gold labels, so that each node can
-        be trained on its own from the examples routed to it (:meth:`fit_node`)."""
-        return False
-
     def node_eligibility(self, gold: Any) -> np.ndarray:
         """``E[t, i]``: example ``t`` trains node ``i`` (bool (n_docs, n_nodes), column 0 False):
         :func:`eligible_matrix` for hierarchical models, every node for the flat ones."""

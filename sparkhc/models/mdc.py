@@ -32,7 +32,7 @@ from sparkhc.batch import SparseBatch
 from sparkhc.errors import ModelError
 from sparkhc.mdc.m3mdc import M3MDC, BinaryRelevanceSVM, PairSolver
 from sparkhc.mdc.spaces import MDCLayout
-from sparkhc.models.base import HierModel, ModelState
+from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.taxonomy import Taxonomy
 
 
@@ -66,8 +66,11 @@ class M3MDCModel(HierModel):
         "ridge": 1e-8,
     }
     estimator_class: ClassVar[Any] = M3MDC
-    #: sparkhc evaluate adds the MDC metrics; sparkhc train fits it with sparkhc.spark.mdc
+    #: sparkhc evaluate adds the MDC metrics
     multi_dimensional: ClassVar[bool] = True
+    #: one exact fit on the driver, the pairwise sub-problems of every sweep on Spark (sparkhc.spark.mdc)
+    training: ClassVar[TrainingStrategy] = "batch"
+    warm_startable: ClassVar[bool] = False
     #: the MDC taxonomy has no partial paths: no virtual /_self leaves
     native_partial_paths: ClassVar[bool] = True
 

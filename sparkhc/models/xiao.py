@@ -56,7 +56,7 @@ Choices where the paper is silent are marked **(choice)** in the docstrings and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -66,7 +66,7 @@ import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch, label_matrix
 from sparkhc.errors import ConfigError, NotFittedError
-from sparkhc.models.base import HierModel, ModelState
+from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,6 @@ __all__ = [
     "posteriors",
     "sufficient_statistics",
     "weak_labels",
-    "XIAO_MODELS",
 ]
 
 
@@ -443,8 +442,9 @@ class _XiaoModel(HierModel):
     semi_supervised: ClassVar[bool] = False
     #: read raw term counts (``SparseBatch.counts``) in Spark passes
     needs_counts: ClassVar[bool] = True
-    #: trained on Spark by :func:`sparkhc.spark.em.fit_em_spark` (not iterative parameter mixing)
-    em_driver: ClassVar[bool] = True
+    #: trained on Spark by EM, one aggregation pass per E-step (:mod:`sparkhc.spark.em`)
+    training: ClassVar[TrainingStrategy] = "em"
+    warm_startable: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {
         "max_iter": 30,
         "tol": 1e-4,
@@ -770,8 +770,10 @@ class NBMC(FlatNB):
 
     name = "nbmc"
     defaults: ClassVar[dict[str, Any]] = {**_XiaoModel.defaults, "n_components": 2}
-    # random per-document start and a labeled E-step over all labeled documents: no Spark EM
-    em_driver: ClassVar[bool] = False
+    # random per-document start and a labeled E-step over all labeled documents: no Spark EM;
+    # sparkhc train runs its partial_fit on summed shard states
+    training: ClassVar[TrainingStrategy] = "mixing"
+    warm_startable: ClassVar[bool] = True
 
     def validate_params(self) -> None:
         super().validate_params()
@@ -1012,30 +1014,3 @@ class TDEM(TDNB):
     name = "tdem"
     semi_supervised = True
 
-
-#: Registry name -> class, in the order of the paper's Table 2.
-XIAO_MODELS: dict[str, type[_XiaoModel]] = {
-    "flat_nb": FlatNB,
-    "nbmc": NBMC,
-    "tdnb": TDNB,
-    "wdnb": WDNB,
-    "pcnb": PCNB,
-    "flat_em": FlatEM,
-    "emmc": EMMC,
-    "tdem": TDEM,
-    "wdem": WDEM,
-    "pcem": PCEM,
-}
-
-
-def make_model(name: str, taxonomy: Taxonomy, n_features: int, **params: Any) -> _XiaoModel:
-    """Instantiate one of :data:`XIAO_MODELS` by name."""
-    try:
-        cls = XIAO_MODELS[name]
-    except KeyError:
-        raise ConfigError(f"unknown Xiao model {name!r}; known: {', '.join(XIAO_MODELS)}") from None
-    return cls(taxonomy, n_features, **params)
-
-
-def model_names() -> Iterable[str]:
-    return XIAO_MODELS.keys()

@@ -50,18 +50,10 @@ Stats = dict[str, np.ndarray]
 
 
 def _check_model(model: HierModel) -> None:
-    from sparkhc.models.xiao import NBMC, _XiaoModel
-
-    if not isinstance(model, _XiaoModel):
+    if model.training != "em":
         raise ConfigError(
-            f"fit_em_spark trains the Xiao et al. generative models (sparkhc.models.xiao); "
-            f"{model.name!r} is a {type(model).__name__}"
-        )
-    if isinstance(model, NBMC):
-        raise ConfigError(
-            f"model {model.name!r} cannot be trained by the Spark EM driver: its latent components "
-            "start from a random draw in document order and its labeled E-step needs all labeled "
-            "documents; train it in one process (model.fit) instead"
+            f"model {model.name!r} cannot be trained by the Spark EM driver: it declares training "
+            f"{model.training!r} (HierModel.training), not 'em'"
         )
 
 

@@ -55,6 +55,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
+from sparkhc.features import FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
@@ -76,9 +77,6 @@ from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
 log = logging.getLogger(__name__)
 
-FEATURES_DIR = "features"
-SUMMARY_FILE = "_SUMMARY.json"
-TAXONOMY_FILE = "taxonomy.tsv"
 #: Default number of documents per output file (``num_partitions = ceil(n_docs / this)``).
 ROWS_PER_FILE = 10_000
 NULL_SPLIT = "<null>"

@@ -21,70 +21,37 @@ partition to Python once as one Arrow IPC blob through ``mapInArrow``. Measured 
 8-9 s for ``df.rdd.mapPartitions`` over Rows building the CSR by hand, i.e. no faster for one pass,
 but it creates no Python object per row and yields the full SparseBatch (labels, counts, extras).
 
-On the driver, :func:`read_features_local` reads the files with pyarrow (tests, baselines).
+Without Spark, :func:`sparkhc.features.read_features_local` reads the files with pyarrow (tests, baselines).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sparkhc.batch import SparseBatch
-from sparkhc.errors import InputDataError, SchemaError
-from sparkhc.spark.featurize import FEATURES_DIR, SUMMARY_FILE
+from sparkhc.features import DEFAULT_EXTRA, check_footers, features_layout
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
     FEATURES_ARROW_SCHEMA,
     FEATURES_SCHEMA,
-    FOLD,
     INDICES,
     LABELS,
-    SPLIT,
     VALUES,
-    check_arrow_features_schema,
     check_spark_features_schema,
 )
-from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+from sparkhc.text.spec import FeatureSpec
 
-DEFAULT_EXTRA = (SPLIT, FOLD)
 _BLOB = "arrow_ipc"
-
-
-def _layout(path: str | os.PathLike[str]) -> tuple[Path, Path, list[Path]]:
-    """(out_dir, features dir, part files) of a featurize output directory, checked."""
-    root = Path(path)
-    if not root.is_dir():
-        raise InputDataError(f"{root}: features directory not found (expected the out_dir of featurize)")
-    feat = root / FEATURES_DIR
-    if not feat.is_dir():
-        raise SchemaError(f"{root}: no {FEATURES_DIR}/ subdirectory; expected the out_dir of featurize")
-    parts = sorted(p for p in feat.iterdir() if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
-    if not parts:
-        raise SchemaError(f"{feat}: no Parquet part files")
-    if not (root / SPEC_FILE).is_file():
-        raise SchemaError(f"{root}: {SPEC_FILE} is missing; expected the out_dir of featurize")
-    return root, feat, parts
-
-
-def _check_footers(parts: Sequence[Path]) -> None:
-    for p in parts:
-        try:
-            schema = pq.read_schema(p)
-        except (OSError, pa.ArrowInvalid) as e:
-            raise SchemaError(f"{p}: not a readable Parquet file ({e})") from None
-        check_arrow_features_schema(schema, str(p))
 
 
 def read_features(spark: SparkSession, path: str | os.PathLike[str]) -> tuple[DataFrame, FeatureSpec]:
@@ -93,42 +60,13 @@ def read_features(spark: SparkSession, path: str | os.PathLike[str]) -> tuple[Da
     The footer of every part file and the resulting DataFrame schema are checked against the
     features layout; a mismatch raises :class:`SchemaError` naming the file and the column.
     """
-    root, feat, parts = _layout(path)
-    _check_footers(parts)
+    root, feat, parts = features_layout(path)
+    check_footers(parts)
     spec = FeatureSpec.load(root)
     # every footer has been checked: giving Spark the schema spares its schema-inference job
     df = spark.read.schema(FEATURES_SCHEMA).parquet(feat.absolute().as_uri())
     check_spark_features_schema(df.schema, str(feat))
     return df, spec
-
-
-def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``_SUMMARY.json`` of a featurize output directory (documents per split, taxonomy
-    fingerprint, files with sha256, ...)."""
-    p = Path(path) / SUMMARY_FILE
-    if not p.is_file():
-        raise SchemaError(f"{p}: not found; expected the out_dir of featurize")
-    out: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    return out
-
-
-def read_features_local(
-    path: str | os.PathLike[str],
-    with_counts: bool = True,
-    extra_columns: Sequence[str] = DEFAULT_EXTRA,
-) -> tuple[SparseBatch, FeatureSpec]:
-    """Read all part files on the driver with pyarrow (tests, baselines): one SparseBatch in file
-    order (files sorted by name, rows as stored), and the FeatureSpec. Same validation as
-    :func:`read_features`."""
-    root, _, parts = _layout(path)
-    _check_footers(parts)
-    spec = FeatureSpec.load(root)
-    tables = [pq.read_table(p) for p in parts]
-    table = pa.concat_tables(tables, promote_options="permissive")
-    batch = SparseBatch.from_arrow(
-        table, spec.n_features, with_counts=with_counts, extra_columns=extra_columns, source=str(root)
-    )
-    return batch, spec
 
 
 # ---------------------------------------------------------------------------------------- executors

@@ -37,10 +37,10 @@ Flat models route every example to every node (``n_nodes`` copies of the data in
 
 Use::
 
-    from sparkhc.spark.node_parallel import supports_node_parallel, train_node_parallel
+    from sparkhc.spark.node_parallel import train_node_parallel
 
     model = get_model_class("h_rls")(taxonomy, spec.n_features)
-    if supports_node_parallel(model):
+    if model.node_parallel():
         train_node_parallel(spark, features_df, model)     # features_df: doc_id, labels, indices, values
 """
 
@@ -67,10 +67,6 @@ from sparkhc.persistence import state_from_bytes, state_to_bytes
 
 log = logging.getLogger(__name__)
 
-#: Registered models whose node learners are always independent given the gold labels; ``h_perc``
-#: qualifies too when ``mistake="node"`` (:func:`supports_node_parallel`).
-NODE_PARALLEL = frozenset({"h_svm", "svm", "h_rls", "ah_bay", "perc"})
-
 _KEY = "_key"  # partition key of a node's task
 #: at most this many (node, example) pairs per routed Arrow batch (flat models copy each example
 #: to every node)
@@ -78,17 +74,6 @@ _MAX_PAIRS = 20_000
 
 
 # ============================================================================ which models
-def supports_node_parallel(model: HierModel | str, params: Mapping[str, Any] | None = None) -> bool:
-    """Whether ``model`` (an instance, or a registered name with its parameters) can be trained by
-    :func:`train_node_parallel`: H-SVM, SVM, H-RLS, AH-BAY, PERC, and H-PERC with
-    ``mistake="node"``."""
-    if isinstance(model, str):
-        if model in NODE_PARALLEL:
-            return True
-        return model == "h_perc" and (params or {}).get("mistake", "decoded") == "node"
-    return isinstance(model, CesaModel) and model.node_parallel()
-
-
 # ============================================================================ one node
 def _positions(rank: np.ndarray, n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
     """Position of each example (global rank ``rank``) in epoch ``epoch``'s processing order."""
@@ -148,11 +133,10 @@ def _clock(model: CesaModel) -> int:
 
 
 def _check_model(model: HierModel, epochs: int | None) -> int:
-    if not supports_node_parallel(model):
+    if not model.node_parallel():
         raise ConfigError(
             f"model {model.name!r} has no node-parallel training: its node learners are not independent "
-            f"given the gold labels (node-parallel models: {sorted(NODE_PARALLEL)}, and h_perc with "
-            "mistake='node')"
+            "given the gold labels (HierModel.node_parallel)"
         )
     model.validate_params()
     e = int(epochs if epochs is not None else model.params.get("epochs", 1))
@@ -464,7 +448,7 @@ def train_node_parallel(
         The features layout (at least ``doc_id``, ``labels``, ``indices``, ``values``); ``doc_id``
         unique (featurize guarantees it). The global order is ``doc_id`` ascending.
     model : CesaModel
-        A model with :func:`supports_node_parallel`; its taxonomy has no virtual leaves.
+        A model whose ``node_parallel()`` is true; its taxonomy has no virtual leaves.
     n_tasks : int, optional
         Tasks (partitions) the nodes are spread over; default ``min(nodes with examples,
         4 x defaultParallelism)``.

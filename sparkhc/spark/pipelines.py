@@ -14,58 +14,37 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import FOLD, LABELS, SPLIT
 from sparkhc.config import Config
-from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
+from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
+from sparkhc.features import (
+    CORPUS_FILE,
+    TAXONOMY_FILE,
+    Selection,
+    features_corpus_info,
+    features_taxonomy,
+    model_taxonomy,
+    scored_mask,
+)
 from sparkhc.models import get_model_class
+from sparkhc.models.base import HierModel
 from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
+from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
 
-TAXONOMY_FILE = "taxonomy.tsv"
-CORPUS_FILE = "corpus.json"
 PRED_META_FILE = "_MODEL.json"
 
 
 # ---------------------------------------------------------------------- helpers
-def select_rows(df: DataFrame, split: str | None = None, fold: int | None = None,
-                exclude_fold: int | None = None) -> DataFrame:
-    """Rows of a split and/or fold (cross-validation: ``exclude_fold`` for training)."""
-    if split is not None:
-        df = df.where(F.col(SPLIT) == split)
-    if fold is not None:
-        df = df.where(F.col(FOLD) == int(fold))
-    if exclude_fold is not None:
-        df = df.where(F.col(FOLD).isNull() | (F.col(FOLD) != int(exclude_fold)))
+def select_rows(df: DataFrame, selection: Selection) -> DataFrame:
+    """The rows of ``df`` that ``selection`` selects (:class:`sparkhc.features.Selection`)."""
+    if selection.split is not None:
+        df = df.where(F.col(SPLIT) == selection.split)
+    if selection.fold is not None:
+        df = df.where(F.col(FOLD) == int(selection.fold))
+    if selection.exclude_fold is not None:
+        df = df.where(F.col(FOLD).isNull() | (F.col(FOLD) != int(selection.exclude_fold)))
     return df
-
-
-def features_taxonomy(features: str | Path) -> Taxonomy:
-    f = Path(features) / TAXONOMY_FILE
-    if not f.is_file():
-        raise SchemaError(f"{features}: no {TAXONOMY_FILE} in the features folder (featurize with a taxonomy)")
-    return Taxonomy.load(f)
-
-
-def features_corpus_info(features: str | Path) -> dict[str, Any]:
-    f = Path(features) / CORPUS_FILE
-    if not f.is_file():
-        return {}
-    info: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
-    return info
-
-
-def scored_mask(taxonomy: Taxonomy, scored_labels: list[str] | None) -> Any:
-    """Boolean node mask of the labels scored by example- and label-based metrics."""
-    import numpy as np
-
-    if scored_labels is None:
-        mask = ~taxonomy.virtual.copy()
-        mask[0] = False
-        return mask
-    mask = np.zeros(taxonomy.n_nodes, dtype=bool)
-    for name in scored_labels:
-        mask[taxonomy.id(name)] = True
-    return mask
 
 
 def label_combinations(df: DataFrame) -> list[list[str]]:
@@ -73,20 +52,6 @@ def label_combinations(df: DataFrame) -> list[list[str]]:
     no documents)."""
     rows = df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()
     return [list(t) for t in sorted({tuple(r[0] or ()) for r in rows})]  # a null list is the empty one
-
-
-def internal_deepest_labels(df: DataFrame | list[list[str]], taxonomy: Taxonomy) -> list[str]:
-    """Internal nodes that are the deepest label of some document (they get /_self leaves);
-    ``df`` may be the result of :func:`label_combinations`."""
-    combos = label_combinations(df) if isinstance(df, DataFrame) else df
-    is_leaf = taxonomy.is_leaf
-    found: set[str] = set()
-    for labs in combos:
-        ids = [taxonomy.id(x) for x in (labs or [])]
-        for c in taxonomy.deepest(taxonomy.closure(ids)):
-            if not is_leaf[c]:
-                found.add(taxonomy.names[c])
-    return sorted(found)
 
 
 def _state_version(model_dir: Path) -> str:
@@ -218,7 +183,8 @@ def train(
     fault_hook: Any = None,
     warm_start: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train a registered model on the selected features by iterative parameter mixing.
+    """Train a registered model on the selected documents of a features folder, the way the model
+    declares (:func:`sparkhc.spark.training.fit_model`), and save it atomically.
 
     With ``warm_start`` (a model directory) training continues from that model's state on the
     selected documents: the incremental learners are refreshed with new documents without
@@ -226,95 +192,38 @@ def train(
     incrementally on old then new documents).
     """
     from sparkhc.spark.io import read_features
-    from sparkhc.spark.ipm import train_ipm
-    from sparkhc.spark.node_parallel import supports_node_parallel, train_node_parallel
 
     t0 = time.perf_counter()
     out = Path(out)
     if out.exists() and not overwrite:
         raise ModelError(f"{out} already exists; pass --overwrite to replace it")
-    name = model_name or cfg.train.model
-    cls = get_model_class(name)
+    selection = Selection(split, fold, exclude_fold)
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
-    df = select_rows(df, split, fold, exclude_fold)
-    combos = label_combinations(df)  # one job: emptiness and the /_self leaves
-    if not combos:
-        raise InputDataError(
-            f"{features}: no training documents: the selection (split {split!r}, fold {fold!r}, exclude_fold "
-            f"{exclude_fold!r}) matches no row"
-        )
-    mtax = taxonomy
-    if cfg.train.self_leaves and not getattr(cls, "native_partial_paths", False):
-        selfs = internal_deepest_labels(combos, taxonomy)
-        if selfs:
-            mtax = taxonomy.with_self_leaves(selfs)
-            log.info("virtual /_self leaves for %d internal labels", len(selfs))
+    df = select_rows(df, selection)
     if warm_start is not None:
         model, wmeta = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
         name = wmeta["model"]
         if model_name is not None and model_name != name:
             raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
+        if not _has_rows(df):
+            raise _no_documents(features, selection)
     else:
-        model = cls(mtax, spec.n_features, **cfg.model_params(name))
-    epochs_log: list[dict[str, Any]] = []
-    # node-independent Cesa-Bianchi models: each node trained once in its own task (exactly the
-    # serial model; no mixing, so no shards and no checkpoints)
-    node_parallel = cfg.train.node_parallel and supports_node_parallel(model)
+        name = model_name or cfg.train.model
+        model = new_model(name, cfg, taxonomy, spec.n_features, df, source=str(features), selection=selection)
     ckpt = checkpoint_dir
-    if ckpt is None and cfg.train.checkpoint and not node_parallel:
+    if ckpt is None and cfg.train.checkpoint:
         ckpt = out.parent / f".{out.name}.checkpoints"
-    # counting models (fmm, hcm, wbm, cos) read raw term counts and are trained by one pass
-    epochs = 1 if getattr(model, "single_pass", False) else cfg.train.epochs
-    if node_parallel:
-        def _log(info: dict[str, Any]) -> None:
-            epochs_log.append({"epoch": info["epochs"], "epochs": info["epochs"], "node_parallel": True,
-                               "examples": info["documents"], "nodes": info["nodes"], "tasks": info["tasks"],
-                               "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
-
-        train_node_parallel(spark, df, model, epochs=epochs, seed=cfg.train.seed,
-                            warm_start=warm_start is not None, progress=_log)
-    elif getattr(model, "multi_dimensional", False):
-        # M3MDC / BR (issue 8): one exact fit on the driver, the pairwise SVMs of every sweep on Spark
-        from sparkhc.spark.mdc import fit_mdc_spark
-
-        if warm_start is not None:
-            raise ModelError(f"--warm-start is not supported for the multi-dimensional model {name!r}")
-        fit_mdc_spark(spark, df, model, progress=epochs_log.append)
-        epochs = len(epochs_log)
-    elif getattr(model, "em_driver", False):
-        # Xiao et al. generative models: EM, one treeAggregate pass per E-step (issue 6)
-        from sparkhc.spark.em import fit_em_spark
-
-        if warm_start is not None:
-            raise ModelError(f"--warm-start is not supported for the EM-trained model {name!r}")
-        fit_em_spark(spark, df, model, shards=cfg.train.shards, progress=epochs_log.append)
-        epochs = len(epochs_log)
-    else:
-        train_ipm(
-            spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,
-            checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook,
-            warm_start=warm_start is not None,
-            with_counts=bool(getattr(model, "needs_counts", False)),
-            checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
-                            "warm_start": str(warm_start) if warm_start is not None else None},
-            mixing=cfg.train.mixing, exchange_dir=cfg.train.exchange_dir or None,
-        )
-    n_docs = epochs_log[-1]["examples"] if epochs_log else None
+    result = fit_model(
+        spark, df, model, cfg.train, checkpoint_dir=ckpt, warm_start=warm_start is not None,
+        checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
+                        "warm_start": str(warm_start) if warm_start is not None else None},
+        fault_hook=fault_hook,
+    )
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
         "features_path": str(Path(features).resolve()),
-        "training": {
-            "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
-            "documents": n_docs,
-            "epochs": epochs,
-            "shards": None if node_parallel or getattr(model, "multi_dimensional", False) else cfg.train.shards,
-            "node_parallel": node_parallel,
-            "seed": cfg.train.seed,
-            # no wall-clock times: the same data, configuration and seed give byte-identical files
-            "epoch_log": [{k: v for k, v in e.items() if k != "seconds"} for e in epochs_log],
-            "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
-        },
+        "training": training_metadata(result, cfg, selection, warm_start),
         "scored_labels": features_corpus_info(features).get("scored_labels"),
     }
     save_model(out, model, meta, feature_spec_json=spec.to_json(), overwrite=overwrite)
@@ -324,7 +233,62 @@ def train(
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
     return {"model": str(out), "name": name, "version": _state_version(out), "model_size": meta_out["model_size"],
-            "documents": n_docs, "seconds": round(time.perf_counter() - t0, 2)}
+            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def _no_documents(source: str | Path, selection: Selection) -> InputDataError:
+    return InputDataError(f"{source}: no training documents: the selection ({selection.describe()}) matches no row")
+
+
+def _has_rows(df: DataFrame) -> bool:
+    return bool(df.limit(1).count())
+
+
+def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: DataFrame,
+              source: str = "the training data", selection: Selection | None = None,
+              params: dict[str, Any] | None = None) -> HierModel:
+    """A fresh model ``name`` for the training rows ``df``: the model taxonomy gets virtual
+    ``/_self`` leaves for internal deepest labels (one Spark job over the distinct label sets, which
+    also proves the selection is not empty), and the parameters come from ``[model.<name>]`` (or
+    ``params``) with ``epochs`` and ``seed`` taken from ``[train]`` (their one source)."""
+    cls = get_model_class(name)
+    combos = label_combinations(df)
+    if not combos:
+        raise _no_documents(source, selection or Selection())
+    mtax = model_taxonomy(taxonomy, combos, self_leaves=cfg.train.self_leaves and not cls.native_partial_paths)
+    if mtax is not taxonomy:
+        log.info("virtual /_self leaves for %d internal labels", int(mtax.virtual.sum()))
+    return cls(mtax, n_features, **model_params(cls, cfg, params))
+
+
+def model_params(cls: Any, cfg: Config, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters of a model of class ``cls``: ``params`` (default: the configuration's
+    ``[model.<name>]``), plus ``epochs`` and ``seed`` from ``[train]`` where the model has them
+    (``train.epochs`` / ``train.seed`` are their one source: setting them per model is an error)."""
+    p = dict(cfg.model_params(cls.name) if params is None else params)
+    for key in ("epochs", "seed"):
+        if key in p:
+            raise ConfigError(f"model.{cls.name}.{key} is not a model setting: set train.{key} instead "
+                              f"(one source for every model)")
+        if key in cls.defaults:
+            p[key] = int(getattr(cfg.train, key))
+    return p
+
+
+def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
+                      warm_start: str | Path | None) -> dict[str, Any]:
+    """The ``training`` record of a saved model's metadata (no wall-clock times: the same data,
+    configuration and seed give byte-identical files)."""
+    return {
+        "selection": selection.to_dict(),
+        "documents": result.documents,
+        "epochs": result.epochs,
+        "shards": result.shards,
+        "node_parallel": result.strategy == "node_parallel",
+        "seed": cfg.train.seed,
+        "epoch_log": [{k: v for k, v in e.items() if k != "seconds"} for e in result.epoch_log],
+        "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
+    }
 
 
 # ---------------------------------------------------------------------- predict
@@ -351,7 +315,7 @@ def predict(
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = _state_version(Path(model_dir))
-    df = select_rows(df, split, fold, exclude_fold)
+    df = select_rows(df, Selection(split, fold, exclude_fold))
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
     preds = predict_df(df, model, version)
@@ -417,7 +381,7 @@ def evaluate(
                                pred_col=PRED_LABELS)
     metrics = counts.compute()
     class_spaces = None
-    if getattr(get_model_class(pmeta["model"]), "multi_dimensional", False):
+    if get_model_class(pmeta["model"]).multi_dimensional:
         # multi-dimensional models: Hamming Score, Exact Match, Sub-Exact Match, accuracy per space
         from sparkhc.mdc.spaces import MDCLayout
         from sparkhc.spark.mdc import aggregate_mdc_labels

@@ -27,11 +27,10 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLIT, VALUES
+from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLIT, TEXT, TOKENS, VALUES
 from sparkhc.errors import SchemaError
+from sparkhc.features import FEATURES_ARROW_SCHEMA, arrow_type_name, check_arrow_features_schema
 
-TEXT = "text"
-TOKENS = "tokens"
 #: Intermediate column: the filtered tokens of a document.
 TERMS = "terms"
 
@@ -97,35 +96,11 @@ FEATURES_SCHEMA = T.StructType(
 )
 FEATURE_COLUMNS = tuple(FEATURES_SCHEMA.names)
 
-FEATURES_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field(DOC_ID, pa.string(), nullable=False),
-        pa.field(SPLIT, pa.string()),
-        pa.field(FOLD, pa.int32()),
-        pa.field(LABELS, pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
-        pa.field(LABEL_IDS, pa.list_(pa.field("element", pa.int32(), nullable=False))),
-        pa.field(INDICES, pa.list_(pa.field("element", pa.int32(), nullable=False)), nullable=False),
-        pa.field(VALUES, pa.list_(pa.field("element", pa.float32(), nullable=False)), nullable=False),
-        pa.field(COUNTS, pa.list_(pa.field("element", pa.float32(), nullable=False)), nullable=False),
-    ]
-)
-
-
 def simple_type_name(t: T.DataType | pa.DataType) -> str:
     """``array<float>``-style name of a Spark or Arrow type (for error messages)."""
     if isinstance(t, T.DataType):
         return str(t.simpleString())
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"array<{simple_type_name(t.value_type)}>"
-    names = {
-        pa.string(): "string",
-        pa.large_string(): "string",
-        pa.int32(): "int",
-        pa.int64(): "bigint",
-        pa.float32(): "float",
-        pa.float64(): "double",
-    }
-    return names.get(t, str(t))
+    return arrow_type_name(t)
 
 
 def _same_spark_type(got: T.DataType, want: T.DataType) -> bool:
@@ -149,31 +124,4 @@ def check_spark_features_schema(schema: T.StructType, source: str) -> None:
             raise SchemaError(
                 f"{source}: column {f.name!r} has type {simple_type_name(have[f.name])}, expected "
                 f"{simple_type_name(f.dataType)}"
-            )
-
-
-def _same_arrow_type(got: pa.DataType, want: pa.DataType) -> bool:
-    if pa.types.is_list(want):
-        return (pa.types.is_list(got) or pa.types.is_large_list(got)) and _same_arrow_type(
-            got.value_type, want.value_type
-        )
-    if pa.types.is_string(want):
-        return bool(pa.types.is_string(got) or pa.types.is_large_string(got))
-    return bool(got == want)
-
-
-def check_arrow_features_schema(schema: pa.Schema, source: str) -> None:
-    """Arrow counterpart of :func:`check_spark_features_schema` (e.g. a Parquet file footer)."""
-    names = set(schema.names)
-    for f in FEATURES_ARROW_SCHEMA:
-        if f.name not in names:
-            raise SchemaError(
-                f"{source}: column {f.name!r} is missing (columns: {sorted(names)}); expected the features "
-                "layout written by sparkhc featurize"
-            )
-        got = schema.field(f.name).type
-        if not _same_arrow_type(got, f.type):
-            raise SchemaError(
-                f"{source}: column {f.name!r} has type {simple_type_name(got)}, expected "
-                f"{simple_type_name(f.type)}"
             )

@@ -36,7 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc.batch import label_matrix
-from sparkhc.models.xiao import PathSpace, make_model, weak_labels
+from sparkhc.models import make_model
+from sparkhc.models.xiao import PathSpace, weak_labels
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)

@@ -423,7 +423,7 @@ def test_TR_11_inf_and_out_of_range_values_named_by_reader(base, tmp_path):
     """The features reader names the row and value (inf, an index >= n_features): the same check
     runs in every Spark task (TR-10 for how it reaches the CLI)."""
     from sparkhc.errors import SchemaError
-    from sparkhc.spark.io import read_features_local
+    from sparkhc.features import read_features_local
 
     f = copy(base.features, tmp_path / "f")
     part = first_part(f)

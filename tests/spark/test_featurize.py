@@ -33,6 +33,7 @@ import pytest
 
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
+from sparkhc.features import read_features_local, read_summary
 from sparkhc.spark import featurize as featurize_mod
 from sparkhc.spark.featurize import OutputExistsError, featurize, transform
 from sparkhc.spark.io import (
@@ -40,8 +41,6 @@ from sparkhc.spark.io import (
     map_batches,
     partition_to_batch,
     read_features,
-    read_features_local,
-    read_summary,
 )
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text import FeatureSpec

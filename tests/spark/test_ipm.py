@@ -175,7 +175,8 @@ def test_label_combinations_and_self_leaves(spark):
     """The distinct sorted label lists (order within a list, duplicates, an empty and a null list
     counted once, several partitions), and the internal labels that are some document's deepest
     label (the /_self leaves): expected values written out by hand."""
-    from sparkhc.spark.pipelines import internal_deepest_labels, label_combinations
+    from sparkhc.features import self_leaf_labels
+    from sparkhc.spark.pipelines import label_combinations
 
     rows = [("d1", ["BB", "AA"]), ("d2", ["AA", "BB"]), ("d3", ["B"]), ("d4", []), ("d5", None),
             ("d6", ["A", "AB"]), ("d7", ["BB", "AA"]), ("d8", ["B", "A"])]
@@ -184,5 +185,5 @@ def test_label_combinations_and_self_leaves(spark):
     assert got == [[], ["A", "AB"], ["A", "B"], ["AA", "BB"], ["B"]]
     tax = Taxonomy.from_edges(FIG1)
     # B alone stops at an internal node; {A, AB}: AB is deeper; {A, B}: both internal and deepest
-    assert internal_deepest_labels(got, tax) == ["A", "B"]
+    assert self_leaf_labels(got, tax) == ["A", "B"]
     assert label_combinations(df.limit(0)) == []

@@ -133,8 +133,8 @@ def test_mdc_metrics_equal_the_hand_computed_ones(mdc_run):
 
 
 def test_saved_model_predicts_like_the_spark_run(mdc_run):
+    from sparkhc.features import read_features_local
     from sparkhc.persistence import load_model
-    from sparkhc.spark.io import read_features_local
 
     model, meta = load_model(mdc_run / "model")
     assert meta["model"] == "m3mdc" and meta["training"]["documents"] == 20

@@ -17,12 +17,10 @@ from sparkhc.errors import ConfigError
 from sparkhc.models import get_model_class
 from sparkhc.models.cesa_bianchi import HRLS, HPerc
 from sparkhc.spark.node_parallel import (
-    NODE_PARALLEL,
     assign_tasks,
     fit_nodes_local,
     partition_keys,
     spark_hash_long,
-    supports_node_parallel,
     train_node_parallel,
 )
 from sparkhc.taxonomy import Taxonomy
@@ -147,11 +145,18 @@ def test_local_decomposition_and_support(spark) -> None:
     for name, params in CASES:
         cls = get_model_class(name)
         _assert_same(cls(tax, N_FEAT, **params).fit(batch), fit_nodes_local(cls(tax, N_FEAT, **params), batch))
-    assert NODE_PARALLEL == {"h_svm", "svm", "h_rls", "ah_bay", "perc"}
-    assert supports_node_parallel("h_perc", {"mistake": "node"})
-    assert not supports_node_parallel("h_perc", {})
-    assert not supports_node_parallel("global")
-    assert not supports_node_parallel(HPerc(tax, N_FEAT))
+    # the models declare it (HierModel.node_parallel): no side registry
+    from sparkhc.models import make_model, names
+    from sparkhc.models.base import HierModel
+
+    # (a class that does not override node_parallel() never trains node-parallel)
+    parallel = {n for n in names() if get_model_class(n).node_parallel is not HierModel.node_parallel
+                and make_model(n, tax, N_FEAT).node_parallel()}
+    assert parallel == {"h_svm", "svm", "h_rls", "ah_bay", "perc"}
+    assert make_model("h_perc", tax, N_FEAT, mistake="node").training_strategy() == "node_parallel"
+    assert make_model("h_perc", tax, N_FEAT, mistake="node").training_strategy(node_parallel=False) == "mixing"
+    assert make_model("global", tax, N_FEAT).training_strategy() == "mixing"
+    assert not HPerc(tax, N_FEAT).node_parallel()
     with pytest.raises(ConfigError, match="node-parallel"):
         train_node_parallel(spark, _frame(spark, batch), HPerc(tax, N_FEAT, mistake="decoded"))
     # LPT balance: the biggest node alone, the rest spread

@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch, label_matrix
+from sparkhc.models import get_model_class, make_model, names
 from sparkhc.models.xiao import (
     EMMC,
     NBMC,
@@ -21,18 +22,20 @@ from sparkhc.models.xiao import (
     TDEM,
     WDEM,
     WDNB,
-    XIAO_MODELS,
     FlatEM,
     FlatNB,
     PathSpace,
+    _XiaoModel,
     add_statistics,
     estimate,
-    make_model,
     posteriors,
     sufficient_statistics,
     weak_labels,
 )
 from sparkhc.taxonomy import Taxonomy
+
+#: the registered Xiao et al. models (found through the one model registry)
+XIAO_MODELS = [n for n in names() if issubclass(get_model_class(n), _XiaoModel)]
 
 
 # ---------------------------------------------------------------------------------------------

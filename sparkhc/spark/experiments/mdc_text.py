@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from sparkhc.config import Config
+from sparkhc.features import CORPUS_FILE
 from sparkhc.persistence import write_json_atomic
 from sparkhc.spark import pipelines
 
@@ -65,7 +66,7 @@ def run(spark: SparkSession, cfg: Config, data_dir: str | Path, out_dir: str | P
             summary = pipelines.featurize(spark, cfg, feats, corpus=CORPUS, data_dir=str(data_dir), overwrite=True,
                                           class_spaces=spec)
             featurize_seconds = time.perf_counter() - t1
-        corpus = json.loads((feats / pipelines.CORPUS_FILE).read_text(encoding="utf-8"))
+        corpus = json.loads((feats / CORPUS_FILE).read_text(encoding="utf-8"))
         systems: dict[str, Any] = {}
         preds: dict[str, dict[str, tuple[str, ...]]] = {}
         for label, name in SYSTEMS.items():

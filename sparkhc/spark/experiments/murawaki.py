@@ -24,6 +24,14 @@ import numpy as np
 from pyspark.sql import SparkSession
 
 from sparkhc.config import Config
+from sparkhc.features import (
+    Selection,
+    features_corpus_info,
+    features_taxonomy,
+    model_taxonomy,
+    read_features_local,
+    scored_mask,
+)
 from sparkhc.metrics import MetricCounts, format_table
 from sparkhc.persistence import load_model, write_json_atomic
 from sparkhc.spark import pipelines
@@ -159,19 +167,8 @@ def _selections(rnd: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _local_split(feats: Path, sel: dict[str, Any]) -> Any:
-    from sparkhc.spark.io import read_features_local
-
     batch, _spec = read_features_local(str(feats), with_counts=False)
-    mask = np.ones(len(batch), dtype=bool)
-    split = batch.extra.get("split")
-    fold = batch.extra.get("fold")
-    if sel.get("split") is not None and split is not None:
-        mask &= split == sel["split"]
-    if sel.get("fold") is not None and fold is not None:
-        mask &= fold == sel["fold"]
-    if sel.get("exclude_fold") is not None and fold is not None:
-        mask &= fold != sel["exclude_fold"]
-    return batch.subset(np.flatnonzero(mask))
+    return Selection(**sel).subset(batch)
 
 
 def _evaluate_local(model: Any, feats: Path, sel: dict[str, Any], train_seconds: float) -> dict[str, float]:
@@ -180,8 +177,8 @@ def _evaluate_local(model: Any, feats: Path, sel: dict[str, Any], train_seconds:
     t0 = time.perf_counter()
     pred = model.predict(test)
     secs = time.perf_counter() - t0
-    tax = pipelines.features_taxonomy(feats)
-    scored = pipelines.features_corpus_info(feats).get("scored_labels")
+    tax = features_taxonomy(feats)
+    scored = features_corpus_info(feats).get("scored_labels")
     m = _metrics(tax, scored, test.labels, pred)
     m["model_size"] = float(model.model_size())
     m["decode_seconds"] = secs
@@ -192,7 +189,7 @@ def _evaluate_local(model: Any, feats: Path, sel: dict[str, Any], train_seconds:
 def _metrics(tax: Any, scored: Any, gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:
     from sparkhc.batch import label_matrix
 
-    counts = MetricCounts(tax, pipelines.scored_mask(tax, scored))
+    counts = MetricCounts(tax, scored_mask(tax, scored))
     counts.add(label_matrix(gold, tax), label_matrix(pred, tax))
     return {k: float(v) for k, v in counts.compute().items()}
 
@@ -204,16 +201,10 @@ def _svm_row(feats: Path, sel_train: dict[str, Any], sel_test: dict[str, Any]) -
 
     from sparkhc.decoding import flat_select
 
-    tax = pipelines.features_taxonomy(feats)
+    tax = features_taxonomy(feats)
     train = _local_split(feats, sel_train)
     test = _local_split(feats, sel_test)
-    selfs = set()
-    is_leaf = tax.is_leaf
-    for labs in train.labels or []:
-        for c in tax.deepest(tax.closure(tax.ids(labs))):
-            if not is_leaf[c]:
-                selfs.add(int(c))
-    mtax = tax.with_self_leaves(selfs) if selfs else tax
+    mtax = model_taxonomy(tax, train.labels or [])
     gold_sets = train.leaf_sets(mtax)
     leaves = [int(c) for c in mtax.leaves]
     t0 = time.perf_counter()
@@ -228,7 +219,7 @@ def _svm_row(feats: Path, sel_train: dict[str, Any], sel_test: dict[str, Any]) -
     secs = time.perf_counter() - t0
     chosen = flat_select(scores)
     pred = [mtax.to_labels([leaves[j] for j in np.flatnonzero(row)]) for row in chosen]
-    m = _metrics(tax, pipelines.features_corpus_info(feats).get("scored_labels"), test.labels or [], pred)
+    m = _metrics(tax, features_corpus_info(feats).get("scored_labels"), test.labels or [], pred)
     m["train_seconds"] = secs
     return m
 

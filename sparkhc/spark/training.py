@@ -1,0 +1,161 @@
+"""How a model is trained on Spark: one driver per training strategy, all with one signature.
+
+A model declares how it trains (``HierModel.training``, ``node_parallel()``, ``needs_counts``,
+``single_pass``, ``warm_startable``: :mod:`sparkhc.models.base`); :data:`DRIVERS` maps each
+strategy to the function that runs it. Every entry point that trains (``sparkhc train``, the
+``pyspark.ml`` estimator, the experiments) goes through :func:`fit_model`, so a new model that
+trains by mixing needs no edit here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkhc.config import TrainConfig
+from sparkhc.errors import ModelError
+from sparkhc.models.base import HierModel, TrainingStrategy
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class TrainingJob:
+    """Everything a driver needs: the selected feature rows, the model (fresh, or holding the state
+    to continue from when ``warm_start``) and the ``[train]`` settings."""
+
+    spark: SparkSession
+    df: DataFrame
+    model: HierModel
+    train: TrainConfig
+    epochs: int
+    checkpoint_dir: str | Path | None = None
+    checkpoint_key: dict[str, Any] | None = None
+    warm_start: bool = False
+    #: receives every epoch record (the drivers' ``progress``)
+    progress: Progress | None = None
+    #: test hook: called as ``fault_hook(epoch, shard)`` inside the mixing tasks (fault injection)
+    fault_hook: Callable[[int, int], None] | None = None
+
+
+@dataclass
+class TrainingResult:
+    """What a training did (recorded in the model's metadata)."""
+
+    strategy: TrainingStrategy
+    epochs: int
+    #: shards of the mixing (None where the strategy has none)
+    shards: int | None
+    epoch_log: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def documents(self) -> int | None:
+        return self.epoch_log[-1]["examples"] if self.epoch_log else None
+
+
+def _mixing(job: TrainingJob) -> tuple[int, int | None]:
+    from sparkhc.spark.ipm import train_ipm
+
+    train_ipm(
+        job.spark, job.df, job.model, epochs=job.epochs, shards=job.train.shards, seed=job.train.seed,
+        checkpoint_dir=job.checkpoint_dir, progress=job.progress, fault_hook=job.fault_hook,
+        warm_start=job.warm_start, with_counts=job.model.needs_counts, checkpoint_key=job.checkpoint_key,
+        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None,
+    )
+    return job.epochs, job.train.shards
+
+
+def _node_parallel(job: TrainingJob) -> tuple[int, int | None]:
+    from sparkhc.spark.node_parallel import train_node_parallel
+
+    def _log(info: dict[str, Any]) -> None:
+        assert job.progress is not None
+        job.progress({"epoch": info["epochs"], "epochs": info["epochs"], "node_parallel": True,
+                     "examples": info["documents"], "nodes": info["nodes"], "tasks": info["tasks"],
+                     "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
+
+    train_node_parallel(job.spark, job.df, job.model, epochs=job.epochs, seed=job.train.seed,
+                        warm_start=job.warm_start, progress=_log)
+    return job.epochs, None
+
+
+def _counting(job: TrainingJob) -> tuple[list[int], Progress]:
+    """A progress callback that counts the records (EM steps, MDC alternations)."""
+    n = [0]
+
+    def _log(info: dict[str, Any]) -> None:
+        n[0] += 1
+        if job.progress is not None:
+            job.progress(info)
+
+    return n, _log
+
+
+def _em(job: TrainingJob) -> tuple[int, int | None]:
+    from sparkhc.spark.em import fit_em_spark
+
+    n, progress = _counting(job)
+    fit_em_spark(job.spark, job.df, job.model, shards=job.train.shards, progress=progress)
+    return n[0], job.train.shards
+
+
+def _batch(job: TrainingJob) -> tuple[int, int | None]:
+    from sparkhc.spark.mdc import fit_mdc_spark
+
+    n, progress = _counting(job)
+    fit_mdc_spark(job.spark, job.df, job.model, progress=progress)
+    return n[0], None
+
+
+#: training strategy -> driver; every driver takes the job and returns (epochs run, shards used)
+DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]] = {
+    "mixing": _mixing,
+    "node_parallel": _node_parallel,
+    "em": _em,
+    "batch": _batch,
+}
+
+
+def fit_model(
+    spark: SparkSession,
+    df: DataFrame,
+    model: HierModel,
+    train: TrainConfig,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_key: dict[str, Any] | None = None,
+    warm_start: bool = False,
+    progress: Progress | None = None,
+    fault_hook: Callable[[int, int], None] | None = None,
+) -> TrainingResult:
+    """Train ``model`` on the feature rows ``df`` the way the model declares.
+
+    ``train`` holds the one source of the epochs, the seed, the shards and the mixing settings.
+    A ``single_pass`` model gets one epoch. ``checkpoint_dir`` applies to the strategies that
+    checkpoint (mixing). ``warm_start`` continues from the model's current state.
+    """
+    strategy = model.training_strategy(node_parallel=train.node_parallel)
+    if warm_start and not model.warm_startable:
+        raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
+                         f"(trained by {strategy!r}: it refits from scratch)")
+    epochs = 1 if model.single_pass else int(train.epochs)
+    log_: list[dict[str, Any]] = []
+
+    def _record(info: dict[str, Any]) -> None:
+        log_.append(info)
+        if progress is not None:
+            progress(info)
+
+    job = TrainingJob(spark, df, model, train, epochs, checkpoint_dir if strategy == "mixing" else None,
+                      checkpoint_key, warm_start, _record, fault_hook)
+    t0 = time.perf_counter()
+    epochs_run, shards = DRIVERS[strategy](job)
+    log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
+    return TrainingResult(strategy, epochs_run, shards, log_)

@@ -24,9 +24,11 @@ Combine = Literal["mean", "sum"]
 #: ``sparkhc.spark.training.DRIVERS``): ``mixing`` (iterative parameter mixing of shard states,
 #: ``partial_fit`` per shard and epoch; summed states for counting models), ``node_parallel`` (one
 #: task per group of taxonomy nodes, exactly the serial model), ``em`` (one aggregation pass per
-#: EM step), ``batch`` (one exact fit on the driver, sub-problems on Spark).
-TrainingStrategy = Literal["mixing", "node_parallel", "em", "batch"]
-TRAINING_STRATEGIES: tuple[TrainingStrategy, ...] = ("mixing", "node_parallel", "em", "batch")
+#: EM step), ``batch`` (one exact fit on the driver, sub-problems on Spark), ``local`` (the
+#: selected documents collected on the driver and ``fit`` there: models whose training is one
+#: in-process procedure that neither mixes nor decomposes, and that fit small data).
+TrainingStrategy = Literal["mixing", "node_parallel", "em", "batch", "local"]
+TRAINING_STRATEGIES: tuple[TrainingStrategy, ...] = ("mixing", "node_parallel", "em", "batch", "local")
 
 
 @dataclass

@@ -115,12 +115,29 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
     return n[0], None
 
 
+def _local(job: TrainingJob) -> tuple[int, int | None]:
+    """Collect the selected rows on the driver (``doc_id`` order, Arrow, no Python object per
+    row for the features) and fit there."""
+    from sparkhc.batch import DOC_ID, SparseBatch
+
+    t0 = time.perf_counter()
+    table = job.df.orderBy(DOC_ID).toArrow()
+    batch = SparseBatch.from_arrow(table, job.model.n_features, with_counts=job.model.needs_counts,
+                                   source="the selected training documents")
+    job.model.fit(batch, epochs=job.epochs, seed=job.train.seed)
+    if job.progress is not None:
+        job.progress({"epoch": job.epochs, "epochs": job.epochs, "examples": len(batch), "local": True,
+                      "seconds": time.perf_counter() - t0})
+    return job.epochs, None
+
+
 #: training strategy -> driver; every driver takes the job and returns (epochs run, shards used)
 DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]] = {
     "mixing": _mixing,
     "node_parallel": _node_parallel,
     "em": _em,
     "batch": _batch,
+    "local": _local,
 }
 
 

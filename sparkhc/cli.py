@@ -169,8 +169,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     from sparkhc.spark import pipelines
 
     if cmd == "experiment":
-        from sparkhc.spark import experiments
-
+        experiments = _experiments()
         out = experiments.run(args.name, corpus=args.corpus, data_dir=args.data_dir, out=args.out,
                               cfg=cfg, quick=args.quick, master=args.master)
         print(out)
@@ -218,6 +217,21 @@ def task_user_error(e: BaseException) -> str | None:
         return None
     found = _TASK_USER_ERROR.findall(str(e))
     return found[-1].strip() if found else None
+
+
+def _experiments() -> Any:
+    """The paper reproductions: the top-level ``experiments/`` package of a source checkout (they
+    are not part of the installed product)."""
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "experiments" / "__init__.py").is_file():
+        raise SparkhcError("sparkhc experiment runs the paper reproductions in the experiments/ folder of a "
+                           f"source checkout; this installation ({root}) has none")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module("experiments")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -8,7 +8,7 @@ corpora with their evaluation protocols, and the checksum-verified fetcher.
 >>> table = to_table(batches); print(report.summary())     # doctest: +SKIP
 """
 
-from sparkhc.corpus.fetch import ChecksumError, cache_root, download, fetch, sha256_file
+from sparkhc.corpus.fetch import ChecksumError, cache_root, download, sha256_file
 from sparkhc.corpus.readers import (
     RAW_SCHEMA,
     TEXT,
@@ -41,6 +41,7 @@ from sparkhc.corpus.registry import (
     apte_mod_categories,
     convert_20newsgroups_bydate,
     corpus_names,
+    fetch,
     find_corpus,
     get_corpus,
     register,

@@ -133,49 +133,6 @@ def download(
     raise DataUnavailableError(f"could not download {dest.name}: " + "; ".join(failures))
 
 
-def fetch(
-    corpus: str | CorpusInfo,
-    cache_dir: str | Path | None = None,
-    *,
-    force: bool = False,
-    opener: Opener | None = None,
-    timeout: float = 60.0,
-) -> Path:
-    """Download a registered corpus's original archive and convert it into ``<cache>/<name>``.
-
-    Parameters
-    ----------
-    corpus : str or CorpusInfo
-        A registry name (see :func:`sparkhc.corpus.registry.corpus_names`) or an entry.
-    cache_dir : path, optional
-        See :func:`cache_root`.
-    force : bool
-        Download and convert again even when the corpus is already in the cache.
-    opener : callable, optional
-        ``opener(url, timeout=...)`` returning a binary file-like object (default
-        :func:`urllib.request.urlopen`).
-
-    Returns
-    -------
-    Path
-        The corpus directory (``<cache>/<name>``).
-
-    Raises
-    ------
-    DataUnavailableError
-        Offline, no automatic download for this corpus (the message says which files to put
-        where), or every URL failed. :class:`ChecksumError` when a download has the wrong sha256.
-    """
-    from sparkhc.corpus.registry import get_corpus
-
-    info = get_corpus(corpus) if isinstance(corpus, str) else corpus
-    root = cache_root(cache_dir)
-    try:
-        return _fetch_into(info, root, force=force, opener=opener, timeout=timeout)
-    except DataUnavailableError as e:
-        raise type(e)(info.missing_message([], root / info.name, str(e))) from None
-
-
 def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | None, timeout: float) -> Path:
     """:func:`fetch` without the "put ... into ..." wrapping of its errors."""
     out = root / info.name

@@ -823,6 +823,47 @@ def get_corpus(name: str) -> CorpusInfo:
         ) from None
 
 
+def fetch(
+    corpus: str | CorpusInfo,
+    cache_dir: str | Path | None = None,
+    *,
+    force: bool = False,
+    opener: Opener | None = None,
+    timeout: float = 60.0,
+) -> Path:
+    """Download a registered corpus's original archive and convert it into ``<cache>/<name>``.
+
+    Parameters
+    ----------
+    corpus : str or CorpusInfo
+        A registry name (see :func:`sparkhc.corpus.registry.corpus_names`) or an entry.
+    cache_dir : path, optional
+        See :func:`cache_root`.
+    force : bool
+        Download and convert again even when the corpus is already in the cache.
+    opener : callable, optional
+        ``opener(url, timeout=...)`` returning a binary file-like object (default
+        :func:`urllib.request.urlopen`).
+
+    Returns
+    -------
+    Path
+        The corpus directory (``<cache>/<name>``).
+
+    Raises
+    ------
+    DataUnavailableError
+        Offline, no automatic download for this corpus (the message says which files to put
+        where), or every URL failed. :class:`ChecksumError` when a download has the wrong sha256.
+    """
+    info = get_corpus(corpus) if isinstance(corpus, str) else corpus
+    root = cache_root(cache_dir)
+    try:
+        return _fetch_into(info, root, force=force, opener=opener, timeout=timeout)
+    except DataUnavailableError as e:
+        raise type(e)(info.missing_message([], root / info.name, str(e))) from None
+
+
 def find_corpus(
     name: str,
     data_dir: str | Path | None = None,
@@ -837,7 +878,7 @@ def find_corpus(
     Looks in ``data_dir/<name>`` (or ``data_dir`` itself; ``data_dir`` defaults to
     ``$SPARKHC_DATA_DIR``), then in ``<cache>/<name>`` (see
     :func:`sparkhc.corpus.fetch.cache_root`), then downloads and converts the original archive
-    with checksum verification (:func:`sparkhc.corpus.fetch.fetch`) unless ``download`` is false
+    with checksum verification (:func:`fetch`) unless ``download`` is false
     or ``$SPARKHC_OFFLINE`` is set. With ``verify`` the sha256 of the files found is checked.
 
     Raises

@@ -1,66 +1,88 @@
-"""Model registry: name -> lazily imported class.
+"""Model registry: name -> lazily imported class, found without a hand-kept list.
 
-A model family lives in its own module; the registry maps the names used in configuration and on
-the command line to ``module:Class`` so that importing sparkhc stays cheap and an optional
-dependency is needed only by the model that uses it.
+A model family lives in its own module of this package and declares the registry names of its
+models in a module-level literal ``MODELS = {"name": "ClassName", ...}``. The registry reads those
+literals from the source files (without importing the modules, so importing sparkhc stays cheap
+and an optional dependency is needed only by the model that uses it). Models of other packages
+register through the ``sparkhc.models`` entry-point group (``name = "module:Class"``) or
+:func:`register`. Adding a model is one new module (and its test): see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from sparkhc.errors import ConfigError
 
-_REGISTRY: dict[str, str] = {
-    # Murawaki 2013
-    "flat": "sparkhc.models.murawaki:FlatPA",
-    "tree": "sparkhc.models.murawaki:TreePA",
-    "global": "sparkhc.models.murawaki:GlobalPA",
-    # Cesa-Bianchi, Gentile, Tironi, Zaniboni 2004
-    "perc": "sparkhc.models.cesa_bianchi:Perc",
-    "h_perc": "sparkhc.models.cesa_bianchi:HPerc",
-    "h_rls": "sparkhc.models.cesa_bianchi:HRLS",
-    "ah_bay": "sparkhc.models.cesa_bianchi:ApproxHBayes",
-    "svm": "sparkhc.models.cesa_bianchi:SVM",
-    "h_svm": "sparkhc.models.cesa_bianchi:HSVM",
-    # Li & Yamanishi 1997 (finite mixture models of word clusters and baselines), over raw counts
-    "fmm": "sparkhc.models.fmm_hier:FMMHier",
-    "hcm": "sparkhc.models.fmm_hier:HCMHier",
-    "wbm": "sparkhc.models.fmm_hier:WBMHier",
-    "cos": "sparkhc.models.fmm_hier:COSHier",
-    # Xiao, Liu, Song 2019 (path cost-sensitive generative models and baselines), over raw counts
-    "flat_nb": "sparkhc.models.xiao:FlatNB",
-    "flat_em": "sparkhc.models.xiao:FlatEM",
-    "nbmc": "sparkhc.models.xiao:NBMC",
-    "emmc": "sparkhc.models.xiao:EMMC",
-    "tdnb": "sparkhc.models.xiao:TDNB",
-    "tdem": "sparkhc.models.xiao:TDEM",
-    "wdnb": "sparkhc.models.xiao:WDNB",
-    "wdem": "sparkhc.models.xiao:WDEM",
-    "pcnb": "sparkhc.models.xiao:PCNB",
-    "pcem": "sparkhc.models.xiao:PCEM",
-    # Jia & Zhang 2020 (multi-dimensional classification over an MDC taxonomy: featurize --class-spaces)
-    "m3mdc": "sparkhc.models.mdc:M3MDCModel",
-    "mdc_br": "sparkhc.models.mdc:BRModel",
-}
+#: the name of the module-level literal a model module declares its models in
+DECLARATION = "MODELS"
+
+_EXTRA: dict[str, str] = {}
+
+
+def declared_models(path: str | Path, module: str) -> dict[str, str]:
+    """``{name: "module:Class"}`` from the ``MODELS`` literal of a source file (empty without one)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == DECLARATION:
+            try:
+                decl = ast.literal_eval(value)
+            except ValueError:
+                raise ConfigError(f"{path}: {DECLARATION} must be a literal dict of name -> class name") from None
+            if not isinstance(decl, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in decl.items()):
+                raise ConfigError(f"{path}: {DECLARATION} must map registry names to class names")
+            return {k: f"{module}:{v}" for k, v in decl.items()}
+    return {}
+
+
+def discover(package_dir: str | Path, package: str) -> dict[str, str]:
+    """The models declared by the modules of a package directory (one level), by file name order;
+    a name declared twice is an error naming both modules."""
+    found: dict[str, str] = {}
+    for f in sorted(Path(package_dir).glob("*.py")):
+        if f.stem.startswith("_"):
+            continue
+        for name, target in declared_models(f, f"{package}.{f.stem}").items():
+            if name in found:
+                raise ConfigError(f"model name {name!r} is declared by {found[name]} and {target}")
+            found[name] = target
+    return found
+
+
+@functools.cache
+def _registry() -> dict[str, str]:
+    reg = discover(Path(__file__).parent, __name__)
+    for ep in entry_points(group="sparkhc.models"):
+        reg.setdefault(ep.name, ep.value)
+    return reg
 
 
 def register(name: str, target: str) -> None:
-    """Register ``module:Class`` under ``name``."""
-    _REGISTRY[name] = target
+    """Register ``module:Class`` under ``name`` at run time."""
+    _EXTRA[name] = target
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted({**_registry(), **_EXTRA})
 
 
 def get_model_class(name: str) -> Any:
     """The class registered as ``name``; a clear error for unknown names or missing deps."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown model {name!r}; known models: {', '.join(names())}") from None
+    target = _EXTRA.get(name) or _registry().get(name)
+    if target is None:
+        raise ConfigError(f"unknown model {name!r}; known models: {', '.join(names())}")
     module_name, _, cls_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -68,6 +68,11 @@ __all__ = [
     "train_linear_svm",
 ]
 
+#: registry names of this module's models (Cesa-Bianchi, Gentile, Tironi, Zaniboni 2004); read by
+#: :mod:`sparkhc.models` without importing
+MODELS = {"perc": "Perc", "h_perc": "HPerc", "h_rls": "HRLS", "ah_bay": "ApproxHBayes", "svm": "SVM",
+          "h_svm": "HSVM"}
+
 
 # ====================================================================================== helpers
 def forest_roots(taxonomy: Taxonomy) -> np.ndarray:

@@ -59,6 +59,9 @@ from sparkhc.models.base import HierModel, ModelState
 
 __all__ = ["COSHier", "FMMHier", "HCMHier", "WBMHier", "STAT_KEYS"]
 
+#: registry names of this module's models (Li & Yamanishi 1997, over raw counts); read by :mod:`sparkhc.models` without importing
+MODELS = {"fmm": "FMMHier", "hcm": "HCMHier", "wbm": "WBMHier", "cos": "COSHier"}
+
 STAT_KEYS = _fmm.STAT_KEYS
 FALLBACKS = ("best", "none")
 

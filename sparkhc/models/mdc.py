@@ -35,6 +35,9 @@ from sparkhc.mdc.spaces import MDCLayout
 from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.taxonomy import Taxonomy
 
+#: registry names of this module's models (Jia & Zhang 2020; need MDC features: featurize
+#: --class-spaces); read by :mod:`sparkhc.models` without importing
+MODELS = {"m3mdc": "M3MDCModel", "mdc_br": "BRModel"}
 
 class M3MDCModel(HierModel):
     """M3MDC over an MDC taxonomy (parameters: those of :class:`sparkhc.mdc.m3mdc.M3MDC`).

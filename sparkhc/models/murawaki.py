@@ -70,6 +70,9 @@ from sparkhc.models.base import HierModel, ModelState, shuffled_order
 
 __all__ = ["FlatPA", "TreePA", "GlobalPA", "pa_binary_step", "GoldSets"]
 
+#: registry names of this module's models (Murawaki 2013); read by :mod:`sparkhc.models` without importing
+MODELS = {"flat": "FlatPA", "tree": "TreePA", "global": "GlobalPA"}
+
 #: documents decoded per sparse product in :meth:`decode` (bounds the dense score block)
 DECODE_CHUNK = 2048
 

@@ -96,6 +96,11 @@ __all__ = [
     "weak_labels",
 ]
 
+#: registry names of this module's models (Xiao, Liu, Song 2019, over raw counts); read by
+#: :mod:`sparkhc.models` without importing
+MODELS = {"flat_nb": "FlatNB", "flat_em": "FlatEM", "nbmc": "NBMC", "emmc": "EMMC", "tdnb": "TDNB",
+          "tdem": "TDEM", "wdnb": "WDNB", "wdem": "WDEM", "pcnb": "PCNB", "pcem": "PCEM"}
+
 
 # =============================================================================================
 # padded path space

@@ -131,10 +131,10 @@ def test_warm_start_and_extra_epochs_on_several_shards_count_each_document_once(
 
 
 def test_li_yamanishi_experiment_counts_on_spark_like_locally(spark):
-    """``sparkhc.liyam.experiment.spark_statistics``: categories in the setting's (unsorted) order."""
+    """``experiments.li_yamanishi.spark_statistics``: categories in the setting's (unsorted) order."""
     import scipy.sparse as sp
 
-    from sparkhc.liyam.experiment import SettingData, check_statistics, spark_statistics
+    from experiments.li_yamanishi import SettingData, check_statistics, spark_statistics
 
     rng = np.random.default_rng(3)
     X = sp.csr_matrix(rng.poisson(0.5, size=(40, 15)).astype(np.float32))

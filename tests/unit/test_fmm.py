@@ -488,7 +488,7 @@ def _reuters() -> Path:
 
 
 def test_reuters_nine_commodities_lewis_split():
-    from sparkhc.liyam.experiment import build_setting, evaluate_method, load_docs, split_docs
+    from experiments.li_yamanishi import build_setting, evaluate_method, load_docs, split_docs
     from sparkhc.text.tokenize import Tokenizer
 
     docs = load_docs(_reuters() / "docs.jsonl.gz")
@@ -541,7 +541,7 @@ def _fake_corpus(path: Path) -> None:
 
 def test_run_experiment_on_a_tiny_corpus(tmp_path):
     pytest.importorskip("matplotlib")
-    from sparkhc.liyam.experiment import main
+    from experiments.li_yamanishi import main
 
     (tmp_path / "data" / "reuters21578").mkdir(parents=True)
     _fake_corpus(tmp_path / "data" / "reuters21578" / "docs.jsonl.gz")

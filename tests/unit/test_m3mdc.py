@@ -374,7 +374,7 @@ def test_encode_targets():
 
 def test_core_modules_do_not_import_pyspark():
     code = (
-        "import sys, sparkhc.mdc, sparkhc.mdc.m3mdc, sparkhc.mdc.data, sparkhc.mdc.experiment; "
+        "import sys, sparkhc.mdc, sparkhc.mdc.m3mdc, sparkhc.mdc.data, experiments.m3mdc; "
         "print(any(m == 'pyspark' or m.startswith('pyspark.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -446,7 +446,7 @@ def test_experiment_runner_on_a_tiny_staged_data_set(tmp_path):
             feats[1] = None if i == 3 else feats[1]  # a missing numeric value
             rec = {"id": i, "targets": [t1, int(x[1] > 0)], "features": feats, "test_fold": i % 3}
             fh.write(json.dumps(rec) + "\n")
-    from sparkhc.mdc.experiment import run_experiment
+    from experiments.m3mdc import run_experiment
 
     res = run_experiment(tmp_path, tmp_path / "out", datasets=("tiny",))
     r = res["datasets"]["tiny"]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import SparkSession
 
+from experiments import harness
 from sparkhc.config import Config
 from sparkhc.features import (
     Selection,
@@ -141,14 +142,14 @@ def run(
         "summary": summary,
         "seconds": round(time.perf_counter() - t_all, 1),
     }
-    write_json_atomic(out / f"{corpus}.json", doc)
+    harness.write_json(out / f"{corpus}.json", doc, indent=2, sort_keys=True, default=str)
     partial = out / f"{corpus}.partial.json"
     if partial.exists():
         partial.unlink()
-    (out / f"{corpus}.md").write_text(_markdown(doc), encoding="utf-8")
+    harness.write_markdown(out / f"{corpus}.md", _markdown(doc))
     bf = _bf_table(rdir / "model-DP-GT-BF") if "DP-GT-BF" in systems else None
     if bf is not None:
-        (out / f"{corpus}_bf_weights.md").write_text(bf["markdown"], encoding="utf-8")
+        harness.write_markdown(out / f"{corpus}_bf_weights.md", bf["markdown"])
         _bf_plot(bf, out / f"{corpus}_bf_weights.png", corpus)
     return doc
 
@@ -322,7 +323,7 @@ def _bf_plot(bf: dict[str, Any], path: Path, corpus: str) -> None:
     ax.set_title(f"Branching-feature weights, DP-GT-BF, {corpus}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    harness.save_plot(fig, path, dpi=100)
     plt.close(fig)
 
 

@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from experiments import harness
 from sparkhc.config import Config
 from sparkhc.features import CORPUS_FILE
-from sparkhc.persistence import write_json_atomic
 from sparkhc.spark import pipelines
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,8 @@ def run(spark: SparkSession, cfg: Config, data_dir: str | Path, out_dir: str | P
     finally:
         if tmp is not None:
             tmp.cleanup()
-    write_json_atomic(out / f"{CORPUS}.json", doc)
-    (out / f"{CORPUS}.md").write_text(table(doc), encoding="utf-8")
+    harness.write_json(out / f"{CORPUS}.json", doc)
+    harness.write_markdown(out / f"{CORPUS}.md", table(doc))
     return doc
 
 

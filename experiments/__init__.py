@@ -23,7 +23,7 @@ def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cf
     if name == "murawaki":
         if corpus is None:
             raise SparkhcError("experiment murawaki needs --corpus (rcv1v2_subset, reuters21578, 20newsgroups)")
-        from sparkhc.spark.experiments import murawaki
+        from experiments import murawaki
         from sparkhc.spark.session import get_session
 
         spark = get_session("sparkhc-experiment-murawaki", master=master)
@@ -33,21 +33,21 @@ def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cf
     if data is None:
         raise SparkhcError(f"experiment {name} needs --data-dir (the folder with the staged corpora)")
     if name == "cesa-bianchi":
-        from sparkhc.cesa.experiment import CORPORA
-        from sparkhc.cesa.experiment import run_experiment as cesa_run
+        from experiments.cesa_bianchi import CORPORA
+        from experiments.cesa_bianchi import run_experiment as cesa_run
 
         if corpus not in CORPORA:
             raise SparkhcError(f"experiment cesa-bianchi needs --corpus, one of {', '.join(CORPORA)}")
         cesa_run(data, out_dir, corpus, quick=quick)
         return out_dir / f"table1_{corpus}{'_quick' if quick else ''}.md"
     if name == "li-yamanishi":
-        from sparkhc.liyam.experiment import run_experiment as ly_run
+        from experiments.li_yamanishi import run_experiment as ly_run
 
         ly_run(data, out_dir)
         return out_dir / "bep.md"
     if name == "m3mdc" and corpus is not None:
         # text MDC through the pipelines: featurize --class-spaces, train / predict / evaluate
-        from sparkhc.spark.experiments import mdc_text
+        from experiments import m3mdc_text as mdc_text
         from sparkhc.spark.session import get_session
 
         if corpus != mdc_text.CORPUS:
@@ -56,13 +56,13 @@ def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cf
         mdc_text.run(get_session("sparkhc-experiment-m3mdc", master=master), cfg, data, out_dir)
         return out_dir / f"{mdc_text.CORPUS}.md"
     if name == "m3mdc":
-        from sparkhc.mdc.experiment import run_experiment as mdc_run
+        from experiments.m3mdc import run_experiment as mdc_run
         from sparkhc.spark.session import get_session
 
         mdc_run(data, out_dir, spark=get_session("sparkhc-experiment-m3mdc", master=master))
         return out_dir / "table3.md"
     if name == "xiao":
-        from sparkhc.xiao.experiment import run_experiment as xiao_run
+        from experiments.xiao import run_experiment as xiao_run
 
         if corpus is None:
             raise SparkhcError("experiment xiao needs --corpus (20newsgroups or rcv1v2_subset)")

@@ -31,9 +31,9 @@ models exactly; the documents get order-preserving ids so the global order is th
 
 Run::
 
-    python -m sparkhc.cesa.experiment --corpus rcv1v2_subset --data-dir ../shared/data --out docs/results/cesa_bianchi
-    python -m sparkhc.cesa.experiment --corpus reuters21578 --data-dir ../shared/data --out docs/results/cesa_bianchi
-    python -m sparkhc.cesa.experiment --corpus rcv1v2_subset --quick --spark --out /tmp/cesa   # Spark check
+    python -m experiments.cesa_bianchi --corpus rcv1v2_subset --data-dir ../shared/data --out docs/results/cesa_bianchi
+    python -m experiments.cesa_bianchi --corpus reuters21578 --data-dir ../shared/data --out docs/results/cesa_bianchi
+    python -m experiments.cesa_bianchi --corpus rcv1v2_subset --quick --spark --out /tmp/cesa   # Spark check
 
 Writes ``table1_<corpus>.md`` and ``results_<corpus>.json`` to ``--out``.
 """
@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from experiments import harness
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import DataUnavailableError, InputDataError
 from sparkhc.metrics import MetricCounts
@@ -77,7 +78,7 @@ log = logging.getLogger(__name__)
 CORPORA = ("rcv1v2_subset", "reuters21578")
 COMMAND = "sparkhc experiment cesa-bianchi --corpus {corpus} --data-dir ../shared/data --out docs/results/cesa_bianchi"
 MODULE_COMMAND = (
-    "python -m sparkhc.cesa.experiment --corpus {corpus} --data-dir ../shared/data --out docs/results/cesa_bianchi"
+    "python -m experiments.cesa_bianchi --corpus {corpus} --data-dir ../shared/data --out docs/results/cesa_bianchi"
 )
 
 ROWS = ("PERC", "H-PERC", "H-RLS", "AH-BAY", "SVM", "H-SVM")
@@ -536,13 +537,13 @@ def run_experiment(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = "_quick" if quick else ""
-    (out / f"results_{corpus}{suffix}.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    (out / f"table1_{corpus}{suffix}.md").write_text(render_markdown(results), encoding="utf-8")
+    harness.write_json(out / f"results_{corpus}{suffix}.json", results)
+    harness.write_markdown(out / f"table1_{corpus}{suffix}.md", render_markdown(results))
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sparkhc.cesa.experiment", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.cesa_bianchi", description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True, choices=CORPORA)
     ap.add_argument("--data-dir", default="../shared/data", help="shared data root")
     ap.add_argument("--out", default="docs/results/cesa_bianchi", help="output directory")
@@ -562,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {src} not found; run the experiment first", file=sys.stderr)
             return 2
         results = json.loads(src.read_text(encoding="utf-8"))
-        (Path(args.out) / f"table1_{args.corpus}{suffix}.md").write_text(render_markdown(results), encoding="utf-8")
+        harness.write_markdown(Path(args.out) / f"table1_{args.corpus}{suffix}.md", render_markdown(results))
         return 0
     spark = None
     if args.spark:

@@ -6,13 +6,12 @@ numbers for comparison), ``correlation_<data set>.png`` (the class-pair correlat
 ``R_ij = C_ij / sqrt(C_ii C_jj)`` of M3MDC fitted on the whole data set, the paper's Figure 2),
 ``convergence_<data set>.png`` (``‖W_t − W_{t−1}‖_F`` per alternation, the paper's Figure 3) and
 ``results.json`` with every number. Run it with
-``python -m sparkhc.mdc.experiment --data-dir ../shared/data --out docs/results/m3mdc``.
+``python -m experiments.m3mdc --data-dir ../shared/data --out docs/results/m3mdc``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import platform
@@ -27,13 +26,14 @@ import numpy as np
 import scipy
 import scipy.stats
 
+from experiments import harness
 from sparkhc.mdc.data import FeatureScaler, MDCDataset, load_mdc, resolve_mdc_dir
 from sparkhc.mdc.m3mdc import M3MDC, BinaryRelevanceSVM, PairSolver, mdc_metrics
 
 logger = logging.getLogger(__name__)
 
 COMMAND = "sparkhc experiment m3mdc --data-dir ../shared/data --out docs/results/m3mdc"
-MODULE_COMMAND = "python -m sparkhc.mdc.experiment --data-dir ../shared/data --out docs/results/m3mdc"
+MODULE_COMMAND = "python -m experiments.m3mdc --data-dir ../shared/data --out docs/results/m3mdc"
 METRICS = ("hamming_score", "exact_match", "sub_exact_match")
 METRIC_LABELS = {
     "hamming_score": "Hamming Score",
@@ -230,7 +230,7 @@ def _plot_correlation(res: dict[str, Any], path: Path) -> None:
         fontsize=8,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=120, metadata={"Software": None})
+    harness.save_plot(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -258,7 +258,7 @@ def _plot_convergence(res: dict[str, Any], path: Path) -> None:
     ax.set_title(f"M3MDC convergence: {DISPLAY.get(res['name'], res['name'])}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, metadata={"Software": None})
+    harness.save_plot(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -495,10 +495,8 @@ def run_experiment(
         "scipy": scipy.__version__,
     }
     results["seconds"] = time.perf_counter() - t0
-    (out / "table3.md").write_text(_table3(results), encoding="utf-8")
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=1, default=_json_default) + "\n", encoding="utf-8")
-    tmp.replace(out / "results.json")
+    harness.write_markdown(out / "table3.md", _table3(results))
+    harness.write_json(out / "results.json", results, default=_json_default)
     return results
 
 
@@ -512,7 +510,7 @@ def _json_default(o: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sparkhc.mdc.experiment", description=__doc__.splitlines()[0]
+        prog="python -m experiments.m3mdc", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--data-dir", required=True, help="../shared/data (or its mdc folder)")
     parser.add_argument("--out", required=True, help="output directory, e.g. docs/results/m3mdc")

@@ -13,7 +13,7 @@ training part, L2-normalised) for LR / SVM and for the dataless similarities.
 
 Usage::
 
-    python -m sparkhc.xiao.experiment --corpus 20newsgroups --data-dir ../shared/data --out docs/results/xiao
+    python -m experiments.xiao --corpus 20newsgroups --data-dir ../shared/data --out docs/results/xiao
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from experiments import harness
 from sparkhc.batch import label_matrix
 from sparkhc.models import make_model
 from sparkhc.models.xiao import PathSpace, weak_labels
@@ -502,7 +503,7 @@ def _command(corpus: str) -> str:
 def _module_command(corpus: str, cfg: dict[str, Any]) -> str:
     rates = ",".join(f"{100 * r:g}" for r in cfg["rates"])
     return (
-        f"python -m sparkhc.xiao.experiment --corpus {corpus} --data-dir ../shared/data --out docs/results/xiao "
+        f"python -m experiments.xiao --corpus {corpus} --data-dir ../shared/data --out docs/results/xiao "
         f"--label-rates {rates} --reps {cfg['reps']} --max-iter {cfg['max_iter']} --tol {cfg['tol']:g}"
     )
 
@@ -557,7 +558,7 @@ def write_reports(
     # a smoke run (--quick) never overwrites the committed reports
     tag = f"{name}_quick" if cfg.get("quick") else name
     p = out_dir / f"results_{tag}.json"
-    _atomic_write(p, json.dumps(res, indent=1, sort_keys=True, default=float))
+    harness.write_json(p, res, sort_keys=True, default=float)
     written.append(p)
 
     # ---------------------------------------------------------------- table 2
@@ -643,7 +644,7 @@ def write_reports(
     lines += ["", "## Setup", "", _protocol(corpus, runs), _model_notes(cfg),
               f"Wall time of the whole command (all rates, both settings, {cfg['reps']} runs): {wall / 60:.1f} min.", ""]
     p = out_dir / f"table2_{tag}.md"
-    _atomic_write(p, "\n".join(lines))
+    harness.write_markdown(p, "\n".join(lines))
     written.append(p)
 
     # ---------------------------------------------------------------- curve
@@ -673,7 +674,7 @@ def write_reports(
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     p = out_dir / f"curve_{tag}.md"
-    _atomic_write(p, "\n".join(lines))
+    harness.write_markdown(p, "\n".join(lines))
     written.append(p)
     png = out_dir / f"curve_{tag}.png"
     if _plot(png, name, cfg, summ, curve_methods):
@@ -726,17 +727,9 @@ def _plot(path: Path, name: str, cfg: dict[str, Any], summ: dict[str, Any], meth
                 ax.set_xlabel("label rate (%)")
     axes[0][0].legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    harness.save_plot(fig, path, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
     return True
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # =============================================================================================
@@ -749,7 +742,7 @@ def rewrite_reports(data_dir: str | Path, out_dir: str | Path, corpus: str) -> l
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sparkhc.xiao.experiment",
+        prog="python -m experiments.xiao",
         description="Xiao et al. 2019 Table 2 and label-rate curves (semi-supervised and dataless).",
     )
     p.add_argument("--corpus", action="append", choices=[*CORPORA, "all"], required=True,

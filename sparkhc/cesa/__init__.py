@@ -1,4 +1,0 @@
-"""Cesa-Bianchi, Gentile, Tironi, Zaniboni (2004): the Table 1 experiment (:mod:`.experiment`).
-
-The models live in :mod:`sparkhc.models.cesa_bianchi`.
-"""

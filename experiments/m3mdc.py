@@ -27,8 +27,8 @@ import scipy
 import scipy.stats
 
 from experiments import harness
-from sparkhc.mdc.data import FeatureScaler, MDCDataset, load_mdc, resolve_mdc_dir
-from sparkhc.mdc.m3mdc import M3MDC, BinaryRelevanceSVM, PairSolver, mdc_metrics
+from sparkhc.models.jia_zhang.data import FeatureScaler, MDCDataset, load_mdc, resolve_mdc_dir
+from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM, PairSolver, mdc_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -520,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("sparkhc.mdc.m3mdc").setLevel(logging.WARNING)
+    logging.getLogger("sparkhc.models.jia_zhang.solver").setLevel(logging.WARNING)
     spark = None
     if args.spark_master:
         from sparkhc.spark.mdc import get_session

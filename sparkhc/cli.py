@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child or RCV1 format); required with --input")
     p.add_argument("--class-spaces", default=None, metavar="FILE",
                    help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
-                        "field into one class per document (see sparkhc/mdc/spaces.py); replaces the taxonomy")
+                        "field into one class per document (see sparkhc/models/jia_zhang/spaces.py); replaces the taxonomy")
     p.add_argument("--unknown-labels", choices=["error", "drop"], default="error",
                    help="labels not in the taxonomy: fail (default) or drop them with a count")
     p.add_argument("--out", required=True, help="output folder (written atomically)")

@@ -129,7 +129,7 @@ def _root(args: argparse.Namespace) -> str:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from sparkhc import registry
+    from sparkhc import model_store
 
     cmd = args.models_command
     if cmd in (None, "algorithms"):
@@ -138,22 +138,22 @@ def _models(args: argparse.Namespace) -> int:
         print("\n".join(names()))
         return 0
     if cmd == "list":
-        rows = registry.summary_rows(_root(args))
+        rows = model_store.summary_rows(_root(args))
         if args.json:
             _print_json(rows)
         else:
-            print(registry.format_rows(rows))
+            print(model_store.format_rows(rows))
         return 0
     if cmd == "show":
-        _print_json(registry.show(_root(args), args.version))
+        _print_json(model_store.show(_root(args), args.version))
         return 0
     if cmd == "register":
-        v = registry.register(_root(args), args.model_dir, metrics=args.metrics, move=args.move,
+        v = model_store.register(_root(args), args.model_dir, metrics=args.metrics, move=args.move,
                               promote_to_current=args.promote, note=args.note)
         print(v)
         return 0
     if cmd == "promote":
-        pointer = registry.promote(_root(args), args.version)
+        pointer = model_store.promote(_root(args), args.version)
         print(f"current -> {pointer['version']} (was {pointer['previous'] or 'unset'})")
         return 0
     raise SparkhcError(f"unknown models command {cmd!r}")  # pragma: no cover - argparse rejects it

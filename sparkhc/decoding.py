@@ -734,3 +734,100 @@ def _nbest_doc(idx: TreeIndex, s: np.ndarray, n: int, bfw: np.ndarray | None, R:
                 final.extend((sc + w, lv) for sc, lv in by_k[j])
             cands[p] = _topn(final, n)
     return cands[0]
+
+
+# ---------------------------------------------------------------------- Cesa-Bianchi et al.
+# Decoders of the incremental hierarchical learners (sparkhc.models.cesa_bianchi): rule (4) / the
+# G-truncation, the H-BAYES rule, and the deepest nodes of an ancestor-closed prediction.
+def depth_groups(taxonomy: Taxonomy) -> list[np.ndarray]:
+    """Node ids grouped by depth >= 2 (level order), for vectorised top-down passes."""
+    return [np.flatnonzero(taxonomy.depth == d) for d in range(2, taxonomy.max_depth + 1)]
+
+
+def truncate(taxonomy: Taxonomy, pred: np.ndarray) -> np.ndarray:
+    """G-truncation: ``pred_i`` stays 1 only if every ancestor is 1 (paper Sect. 2).
+
+    ``pred`` is (n_docs, n_nodes) or (n_nodes,) binary; returns a new bool array with column 0
+    False. Nodes are processed top-down one depth at a time, vectorised over documents.
+    """
+    out = np.array(pred, dtype=bool, copy=True)
+    one = out.ndim == 1
+    if one:
+        out = out[None, :]
+    out[:, 0] = False
+    par = taxonomy.parent
+    for nodes in depth_groups(taxonomy):
+        out[:, nodes] &= out[:, par[nodes]]
+    return out[0] if one else out
+
+
+def hierarchical_decode(taxonomy: Taxonomy, g: np.ndarray) -> np.ndarray:
+    """Rule (4): ``y_i = g_i`` if ``i`` is a root or its parent is predicted 1, else 0.
+
+    Identical to the G-truncation of ``g``; kept as a separate name for readability."""
+    return truncate(taxonomy, g)
+
+
+def hbayes_decode(taxonomy: Taxonomy, p: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """The H-BAYES rule (paper Sect. 3.1, Theorem 2): the multilabel minimising the expected H-loss
+    when ``P(y_i = 1 | y_parent(i) = 1, x) = p_i`` and ``P(y_i = 1 | y_parent(i) = 0) = 0``.
+
+    Bottom-up (reverse level order), with ``S_i = sum_{k in children(i)} H_k``::
+
+        y_i = 1  iff  p_i (2 - S_i / c_i) >= 1          (leaves: p_i >= 1/2)
+        H_i = c_i (p_i (1 - y_i) + (1 - p_i) y_i) + p_i y_i S_i
+
+    then top-down, a node set to 0 zeroes its subtree (G-truncation). ``H_i`` is the expected
+    H-loss charged in ``sub(i)`` given that the parent of ``i`` is gold-positive and the ancestors
+    are predicted correctly. **Note** the factor ``p_i y_i`` in front of ``S_i``: the proof's
+    decomposition (2)-(3) needs it (the children are charged only when ``y_i = y_hat_i = 1``); the
+    extracted paper text and ALGORITHMS.md show ``H_i = c_i(...) + sum H_k`` without it, which
+    differs from the brute-force optimum from depth 3 on (see the unit test).
+
+    Parameters
+    ----------
+    taxonomy : Taxonomy
+    p : ndarray (n_docs, n_nodes) or (n_nodes,)
+        Conditional probabilities; column 0 is ignored.
+    costs : ndarray (n_nodes,)
+        Positive costs ``c_i`` for label nodes (``costs[0]`` ignored), e.g. :func:`normalized_costs`.
+
+    Returns
+    -------
+    ndarray of bool, same leading shape as ``p``; column 0 False.
+    """
+    pp = np.asarray(p, dtype=np.float64)
+    one = pp.ndim == 1
+    if one:
+        pp = pp[None, :]
+    c = np.asarray(costs, dtype=np.float64)
+    n_docs, n_nodes = pp.shape
+    if n_nodes != taxonomy.n_nodes or c.shape != (n_nodes,):
+        raise ValueError(f"p and costs must have {taxonomy.n_nodes} columns")
+    if np.any(c[1:] <= 0):
+        raise ValueError("costs must be positive for every label node")
+    y = np.zeros((n_docs, n_nodes), dtype=bool)
+    h = np.zeros((n_docs, n_nodes), dtype=np.float64)
+    s = np.zeros((n_docs, n_nodes), dtype=np.float64)  # S_i accumulated from the children
+    par = taxonomy.parent
+    for i in range(n_nodes - 1, 0, -1):  # reverse level order: children before parents
+        pi = pp[:, i]
+        yi = pi * (2.0 - s[:, i] / c[i]) >= 1.0
+        y[:, i] = yi
+        h[:, i] = c[i] * np.where(yi, 1.0 - pi, pi) + np.where(yi, pi * s[:, i], 0.0)
+        s[:, int(par[i])] += h[:, i]
+    out = truncate(taxonomy, y)
+    return out[0] if one else out
+
+
+def deepest_sets(taxonomy: Taxonomy, pred: np.ndarray) -> list[np.ndarray]:
+    """Per document, the predicted nodes (of an ancestor-closed prediction) with no predicted child."""
+    pred = np.asarray(pred, dtype=bool)
+    has_child = np.zeros_like(pred)
+    par = taxonomy.parent
+    nodes = np.arange(1, taxonomy.n_nodes)
+    # has_child[:, p] |= pred[:, c] for every edge p -> c
+    np.logical_or.at(has_child.T, par[nodes], pred[:, nodes].T)
+    deep = pred & ~has_child
+    deep[:, 0] = False
+    return [np.flatnonzero(row).astype(np.int32) for row in deep]

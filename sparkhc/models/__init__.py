@@ -48,13 +48,14 @@ def declared_models(path: str | Path, module: str) -> dict[str, str]:
 
 
 def discover(package_dir: str | Path, package: str) -> dict[str, str]:
-    """The models declared by the modules of a package directory (one level), by file name order;
-    a name declared twice is an error naming both modules."""
+    """The models declared by the modules of a package directory and by its subpackages'
+    ``__init__`` (a model family as a package), by file name order; a name declared twice is an
+    error naming both modules."""
     found: dict[str, str] = {}
-    for f in sorted(Path(package_dir).glob("*.py")):
-        if f.stem.startswith("_"):
-            continue
-        for name, target in declared_models(f, f"{package}.{f.stem}").items():
+    files = [(f, f"{package}.{f.stem}") for f in Path(package_dir).glob("*.py") if not f.stem.startswith("_")]
+    files += [(f, f"{package}.{f.parent.name}") for f in Path(package_dir).glob("*/__init__.py")]
+    for f, module in sorted(files):
+        for name, target in declared_models(f, module).items():
             if name in found:
                 raise ConfigError(f"model name {name!r} is declared by {found[name]} and {target}")
             found[name] = target

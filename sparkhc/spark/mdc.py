@@ -1,11 +1,11 @@
 """The Spark side of multi-dimensional classification (Jia & Zhang 2020).
 
 * :class:`SparkPairSolver` runs M3MDC's pairwise sub-problems as Spark tasks. Within one sweep of
-  the W step (see :mod:`sparkhc.mdc.m3mdc`) the ``m`` pairwise sub-problems are independent given
-  ``C`` and the current multipliers: the training data (:class:`~sparkhc.mdc.m3mdc.PairData`: the
+  the W step (see :mod:`sparkhc.models.jia_zhang.solver`) the ``m`` pairwise sub-problems are independent given
+  ``C`` and the current multipliers: the training data (:class:`~sparkhc.models.jia_zhang.solver.PairData`: the
   sparse features and the pairs' rows, not the Gram matrix, which each worker computes once) are
   broadcast once per fit and each sweep is ``sparkContext.parallelize(tasks).map(solve_pair_task)``.
-  The worker runs the same numpy code as :class:`~sparkhc.mdc.m3mdc.SerialPairSolver` on the same
+  The worker runs the same numpy code as :class:`~sparkhc.models.jia_zhang.solver.SerialPairSolver` on the same
   inputs, so the fitted model equals the serial one.
 * :func:`fit_mdc_spark` trains a registered MDC model (``m3mdc``, ``mdc_br``) for ``sparkhc train``:
   the selected documents are collected on the driver (the solver needs all of them in every
@@ -29,9 +29,9 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
-from sparkhc.mdc.m3mdc import PairData, PairResult, PairTask, solve_pair_task
-from sparkhc.mdc.spaces import MDCLayout
 from sparkhc.metrics import MDCCounts
+from sparkhc.models.jia_zhang.solver import PairData, PairResult, PairTask, solve_pair_task
+from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
 PRED_TARGETS = "pred_targets"

@@ -24,6 +24,7 @@ from sparkhc.features import (
     model_taxonomy,
     scored_mask,
 )
+from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
@@ -54,12 +55,6 @@ def label_combinations(df: DataFrame) -> list[list[str]]:
     return [list(t) for t in sorted({tuple(r[0] or ()) for r in rows})]  # a null list is the empty one
 
 
-def _state_version(model_dir: Path) -> str:
-    from sparkhc.registry import model_version
-
-    return model_version(model_dir)
-
-
 # ---------------------------------------------------------------------- featurize
 def featurize(
     spark: SparkSession,
@@ -80,7 +75,7 @@ def featurize(
     The vocabulary and idf are fitted on the training split, or, for cross-validated corpora,
     on every fold but ``fit_exclude_fold`` (the test fold of the round).
 
-    With ``class_spaces`` (a class-space file, :mod:`sparkhc.mdc.spaces`) the labels are one class
+    With ``class_spaces`` (a class-space file, :mod:`sparkhc.models.jia_zhang.spaces`) the labels are one class
     per MDC class space, derived from the records' label fields; the kept classes are fitted on the
     same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
     aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
@@ -95,7 +90,7 @@ def featurize(
     corpus_meta: dict[str, Any] = {}
     spaces = None
     if class_spaces is not None:
-        from sparkhc.mdc.spaces import ClassSpaces
+        from sparkhc.models.jia_zhang.spaces import ClassSpaces
 
         spaces = ClassSpaces.load(class_spaces)
     derive = spaces.candidate_labels if spaces is not None else None
@@ -232,7 +227,7 @@ def train(
 
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
-    return {"model": str(out), "name": name, "version": _state_version(out), "model_size": meta_out["model_size"],
+    return {"model": str(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
             "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -314,7 +309,7 @@ def predict(
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-    version = _state_version(Path(model_dir))
+    version = weights_hash(Path(model_dir))
     df = select_rows(df, Selection(split, fold, exclude_fold))
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
@@ -383,7 +378,7 @@ def evaluate(
     class_spaces = None
     if get_model_class(pmeta["model"]).multi_dimensional:
         # multi-dimensional models: Hamming Score, Exact Match, Sub-Exact Match, accuracy per space
-        from sparkhc.mdc.spaces import MDCLayout
+        from sparkhc.models.jia_zhang.spaces import MDCLayout
         from sparkhc.spark.mdc import aggregate_mdc_labels
 
         layout = MDCLayout.from_taxonomy(taxonomy)

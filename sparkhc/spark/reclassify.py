@@ -79,7 +79,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkhc import registry
+from sparkhc import model_store
 from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, normalize_raw
@@ -231,7 +231,7 @@ class ResolvedModel:
     registry_root: Path | None
 
 
-def resolve_model(models_root: str | Path | None = None, version: str = registry.CURRENT,
+def resolve_model(models_root: str | Path | None = None, version: str = model_store.CURRENT,
                   model_dir: str | Path | None = None) -> ResolvedModel:
     """The model to apply: a registry version (default ``current``) or a model directory."""
     if (models_root is None) == (model_dir is None):
@@ -239,10 +239,10 @@ def resolve_model(models_root: str | Path | None = None, version: str = registry
     if model_dir is not None:
         d = Path(model_dir)
         read_metadata(d)
-        return ResolvedModel(d, registry.model_version(d), None, None)
+        return ResolvedModel(d, model_store.weights_hash(d), None, None)
     assert models_root is not None
-    d = registry.resolve(models_root, version)
-    return ResolvedModel(d, registry.model_version(d), d.name, Path(models_root))
+    d = model_store.resolve(models_root, version)
+    return ResolvedModel(d, model_store.weights_hash(d), d.name, Path(models_root))
 
 
 # ---------------------------------------------------------------------- faults (tests)
@@ -364,7 +364,7 @@ def reclassify(
     input_dir: str | Path,
     out: str | Path,
     models_root: str | Path | None = None,
-    model_version: str = registry.CURRENT,
+    model_version: str = model_store.CURRENT,
     model_dir: str | Path | None = None,
     partition_column: str = DEFAULT_PARTITION_COLUMN,
     input_format: str = "auto",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparkhc.mdc import M3MDC, BinaryRelevanceSVM
+from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM
 from sparkhc.spark.mdc import SparkPairSolver
 
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparkhc import registry
+from sparkhc import model_store
 from sparkhc.errors import SchemaError
 from sparkhc.spark.reclassify import InjectedCrash, discover_partitions, read_output, reclassify
-from tests.unit.test_registry import tiny_docs, train_tiny_model
+from tests.unit.test_model_store import tiny_docs, train_tiny_model
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 
@@ -57,7 +57,7 @@ def setup(tmp_path_factory):
     models = base / "models"
     a = train_tiny_model(base / "model_a", epochs=3)
     b = train_tiny_model(base / "model_b", epochs=5, C=0.3, seed=1)
-    registry.register(models, a, promote_to_current=True)
+    model_store.register(models, a, promote_to_current=True)
     return base, models, b
 
 
@@ -68,7 +68,7 @@ def test_reclassify_end_to_end(spark, setup):
     for i, day in enumerate(DAYS):
         for d in write_day(coll, day, 12, seed=10 + i):
             gold[d["doc_id"]] = d["labels"][0]
-    v1 = registry.model_version(registry.resolve(models))
+    v1 = model_store.weights_hash(model_store.resolve(models))
 
     # ---- run 1: the three partitions
     s1 = reclassify(spark, coll, out, models_root=models)
@@ -109,8 +109,8 @@ def test_reclassify_end_to_end(spark, setup):
     assert len(list((out / "_runs").glob("*.json"))) == 3
 
     # ---- promote a new model: every partition is stale; --all rewrites all four
-    v2_name = registry.register(models, model_b, promote_to_current=True)
-    v2 = registry.model_version(registry.resolve(models))
+    v2_name = model_store.register(models, model_b, promote_to_current=True)
+    v2 = model_store.weights_hash(model_store.resolve(models))
     assert v2 != v1
     plan = reclassify(spark, coll, out, models_root=models, dry_run=True)
     assert plan["partitions"]["to_classify"] == [*DAYS, "2024-01-04"]
@@ -169,7 +169,7 @@ def test_discover_partitions_errors(tmp_path):
 
 def test_reclassify_cli_and_job_entry(spark, setup, capsys, monkeypatch):
     from sparkhc.cli_production import reclassify_main, run
-    from tests.unit.test_registry import parse
+    from tests.unit.test_model_store import parse
 
     base, models, _ = setup
     coll, out = base / "cli_collection", base / "cli_out"

@@ -16,6 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch
+from sparkhc.decoding import hbayes_decode, truncate
 from sparkhc.models.base import ModelState
 from sparkhc.models.cesa_bianchi import (
     HRLS,
@@ -26,9 +27,7 @@ from sparkhc.models.cesa_bianchi import (
     HPerc,
     Perc,
     eligible_rows,
-    hbayes_decode,
     normalized_costs,
-    truncate,
 )
 from sparkhc.taxonomy import Taxonomy
 

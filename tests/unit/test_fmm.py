@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from scipy.optimize import brentq
 
 from sparkhc.errors import ConfigError, ModelError, NotFittedError
-from sparkhc.models.fmm import (
+from sparkhc.models.li_yamanishi.classifiers import (
     COS,
     FMM,
     HCM,

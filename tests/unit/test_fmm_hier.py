@@ -1,5 +1,5 @@
 """Li & Yamanishi adapters (``fmm``, ``hcm``, ``wbm``, ``cos``): the same classifiers as
-:mod:`sparkhc.models.fmm` on the same counts, statistics that add up over shards, decoding with
+:mod:`sparkhc.models.li_yamanishi.classifiers` on the same counts, statistics that add up over shards, decoding with
 per-node scores, parameter checks and the model-directory round trip."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import scipy.sparse as sp
 from sparkhc import models as model_registry
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
-from sparkhc.models import fmm
 from sparkhc.models.base import combine_states
-from sparkhc.models.fmm_hier import COSHier, FMMHier, HCMHier, WBMHier
+from sparkhc.models.li_yamanishi import COSHier, FMMHier, HCMHier, WBMHier
+from sparkhc.models.li_yamanishi import classifiers as fmm
 from sparkhc.persistence import load_model, save_model
 from sparkhc.taxonomy import Taxonomy
 
@@ -78,7 +78,7 @@ def _leaf_names(tax: Taxonomy) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# the adapter fits the same classifier as sparkhc.models.fmm
+# the adapter fits the same classifier as sparkhc.models.li_yamanishi.classifiers
 
 
 @pytest.mark.parametrize("name,params", CASES)

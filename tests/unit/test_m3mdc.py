@@ -18,16 +18,15 @@ from scipy.optimize import minimize
 from sklearn.svm import SVC
 
 from sparkhc.errors import ConfigError, InputDataError, NotFittedError
-from sparkhc.mdc import (
+from sparkhc.models.jia_zhang.data import FeatureScaler, encode_targets, load_mdc
+from sparkhc.models.jia_zhang.solver import (
     M3MDC,
     BinaryRelevanceSVM,
-    FeatureScaler,
-    encode_targets,
-    load_mdc,
     mdc_metrics,
+    optimal_bias,
+    ovo_pairs,
     update_c,
 )
-from sparkhc.mdc.m3mdc import optimal_bias, ovo_pairs
 from tests.conftest import corpus_dir
 
 LAM1, LAM2 = 0.1, 0.001
@@ -374,7 +373,7 @@ def test_encode_targets():
 
 def test_core_modules_do_not_import_pyspark():
     code = (
-        "import sys, sparkhc.mdc, sparkhc.mdc.m3mdc, sparkhc.mdc.data, experiments.m3mdc; "
+        "import sys, sparkhc.models.jia_zhang, sparkhc.models.jia_zhang.solver, sparkhc.models.jia_zhang.data, experiments.m3mdc; "
         "print(any(m == 'pyspark' or m.startswith('pyspark.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

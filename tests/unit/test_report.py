@@ -16,7 +16,7 @@ import pytest
 
 from sparkhc.errors import ModelError, SchemaError
 from sparkhc.report import build_report, collect
-from tests.unit.test_registry import tiny_taxonomy, train_tiny_model
+from tests.unit.test_model_store import tiny_taxonomy, train_tiny_model
 
 # gold, predicted deepest labels, score of each prediction
 DOCS = [
@@ -154,7 +154,7 @@ def test_report_errors(tmp_path, model_dir):
 
 def test_report_cli(tmp_path, model_dir, capsys):
     from sparkhc.cli_production import run
-    from tests.unit.test_registry import parse
+    from tests.unit.test_model_store import parse
 
     preds = make_predictions(tmp_path, model_dir)
     assert run(parse(["report", "--predictions", str(preds), "--out", str(tmp_path / "r"), "--no-plots",

@@ -29,7 +29,7 @@ The documents' labels become ``"<space>/<class>"``, the leaves of the generated 
 label metrics, the predictions and the model registry then work unchanged; :class:`MDCLayout`
 reads the class spaces back from such a taxonomy (root children = class spaces, their children =
 the classes, in the taxonomy's order: sorted by name) and converts label sets to and from the
-``(n, q)`` class-index arrays of :mod:`sparkhc.mdc.m3mdc`.
+``(n, q)`` class-index arrays of :mod:`sparkhc.models.jia_zhang.solver`.
 """
 
 from __future__ import annotations

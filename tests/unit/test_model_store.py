@@ -1,4 +1,4 @@
-"""Model registry (sparkhc.registry): versions, the movable ``current`` pointer, metadata, and the
+"""Model registry (sparkhc.model_store): versions, the movable ``current`` pointer, metadata, and the
 refusals (newer format, other taxonomy) seen through the registry. No Spark: the tiny models are
 trained serially with numpy. The helpers here are also used by tests/spark/test_reclassify.py."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparkhc import registry
+from sparkhc import model_store
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ModelError
 from sparkhc.models.murawaki import GlobalPA
@@ -81,31 +81,31 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 def test_register_list_promote_resolve(tmp_path, models):
     root = tmp_path / "registry"
-    assert registry.list_versions(root) == []
-    v1 = registry.register(root, models["a"])
-    v2 = registry.register(root, models["b"], metrics={"EBF": 0.75, "hF": 0.8})
+    assert model_store.list_versions(root) == []
+    v1 = model_store.register(root, models["a"])
+    v2 = model_store.register(root, models["b"], metrics={"EBF": 0.75, "hF": 0.8})
     assert (v1, v2) == ("v0001", "v0002")
-    assert registry.list_versions(root) == ["v0001", "v0002"]
+    assert model_store.list_versions(root) == ["v0001", "v0002"]
     assert models["a"].is_dir(), "register copies by default"
     with pytest.raises(ModelError, match="no current model yet"):
-        registry.resolve(root, "current")
-    registry.promote(root, v1)
-    assert registry.resolve(root, "current") == root / "v0001"
-    assert registry.resolve(root) == root / "v0001"
-    pointer = registry.promote(root, v2)
-    assert registry.current_version(root) == "v0002"
+        model_store.resolve(root, "current")
+    model_store.promote(root, v1)
+    assert model_store.resolve(root, "current") == root / "v0001"
+    assert model_store.resolve(root) == root / "v0001"
+    pointer = model_store.promote(root, v2)
+    assert model_store.current_version(root) == "v0002"
     assert [h["version"] for h in pointer["history"]] == ["v0001", "v0002"]
     assert pointer["previous"] == "v0001"
     # the pointer is a plain JSON file, not a symlink
-    cur = root / registry.CURRENT_FILE
+    cur = root / model_store.CURRENT_FILE
     assert cur.is_file() and not cur.is_symlink()
     assert json.loads(cur.read_text())["version"] == "v0002"
     # no temp files left behind
     assert sorted(p.name for p in root.iterdir()) == ["current.json", "v0001", "v0002"]
-    rows = registry.summary_rows(root)
+    rows = model_store.summary_rows(root)
     assert [r["current"] for r in rows] == [False, True]
     assert rows[1]["EBF"] == 0.75
-    text = registry.format_rows(rows)
+    text = model_store.format_rows(rows)
     assert "v0002" in text.splitlines()[2] and text.splitlines()[2].startswith("*")
 
 
@@ -113,8 +113,8 @@ def test_show_records_fingerprints_params_metrics_and_version(tmp_path, models):
     root = tmp_path / "registry"
     metrics_file = tmp_path / "metrics.json"
     metrics_file.write_text(json.dumps({"metrics": {"EBF": 0.5, "n_docs": 10}, "model": "global"}))
-    v = registry.register(root, models["a"], metrics=metrics_file, promote_to_current=True, note="first")
-    info = registry.show(root, v)
+    v = model_store.register(root, models["a"], metrics=metrics_file, promote_to_current=True, note="first")
+    info = model_store.show(root, v)
     meta = json.loads((models["a"] / "metadata.json").read_text())
     assert info["version"] == "v0001" and info["current"] is True and info["note"] == "first"
     assert info["model"] == "global"
@@ -134,53 +134,53 @@ def test_show_records_fingerprints_params_metrics_and_version(tmp_path, models):
     fp = info["training_data_fingerprint"]
     assert isinstance(fp, str) and len(fp) == 16
     other = dict(meta, training={**meta["training"], "documents": 61})
-    assert registry.training_data_fingerprint(other) != fp
+    assert model_store.training_data_fingerprint(other) != fp
     same = dict(meta, params={"C": 123})
-    assert registry.training_data_fingerprint(same) == fp
-    # registry.json does not copy metadata.json's parameters (no duplication)
-    reg = json.loads((root / v / registry.REGISTRY_FILE).read_text())
+    assert model_store.training_data_fingerprint(same) == fp
+    # model_store.json does not copy metadata.json's parameters (no duplication)
+    reg = json.loads((root / v / model_store.REGISTRY_FILE).read_text())
     assert "params" not in reg
     # metrics attached later
-    registry.attach_metrics(root, v, {"EBF": 0.9})
-    assert registry.show(root, "current")["metrics"]["values"] == {"EBF": 0.9}
+    model_store.attach_metrics(root, v, {"EBF": 0.9})
+    assert model_store.show(root, "current")["metrics"]["values"] == {"EBF": 0.9}
 
 
 def test_load_through_registry_refuses_other_taxonomy_and_newer_format(tmp_path, models):
     root = tmp_path / "registry"
-    v = registry.register(root, models["a"], promote_to_current=True)
-    model, meta, name = registry.load(root, "current", taxonomy=tiny_taxonomy())
+    v = model_store.register(root, models["a"], promote_to_current=True)
+    model, meta, name = model_store.load(root, "current", taxonomy=tiny_taxonomy())
     assert name == v and model.name == "global"
     other = Taxonomy.from_edges([("ROOT", "sports"), ("ROOT", "arts")], root="ROOT", source="other.tsv")
     with pytest.raises(ModelError, match="trained on taxonomy .* but the data uses taxonomy .*other.tsv"):
-        registry.load(root, "current", taxonomy=other)
+        model_store.load(root, "current", taxonomy=other)
     # a model saved by a future sparkhc: format_version 99
     mfile = root / v / "metadata.json"
     meta = json.loads(mfile.read_text())
     meta["format_version"] = 99
     mfile.write_text(json.dumps(meta))
     with pytest.raises(ModelError, match="format version 99 is newer than this sparkhc"):
-        registry.load(root, "current")
+        model_store.load(root, "current")
     with pytest.raises(ModelError, match="newer than this sparkhc"):
-        registry.promote(root, v)
+        model_store.promote(root, v)
 
 
 def test_register_refuses_non_models_and_bad_versions(tmp_path, models):
     root = tmp_path / "registry"
     (tmp_path / "junk").mkdir()
     with pytest.raises(ModelError, match="metadata.json is missing"):
-        registry.register(root, tmp_path / "junk")
+        model_store.register(root, tmp_path / "junk")
     with pytest.raises(ModelError, match="not found"):
-        registry.register(root, tmp_path / "nope")
-    registry.register(root, models["a"])
+        model_store.register(root, tmp_path / "nope")
+    model_store.register(root, models["a"])
     with pytest.raises(ModelError, match=r"no model version v0007 \(registered: v0001\)"):
-        registry.promote(root, "v0007")
+        model_store.promote(root, "v0007")
     with pytest.raises(ModelError, match="not a model version"):
-        registry.resolve(root, "latest")
+        model_store.resolve(root, "latest")
     with pytest.raises(ModelError, match="model registry not found"):
-        registry.resolve(tmp_path / "missing", "current")
-    (root / registry.CURRENT_FILE).write_text("{not json")
+        model_store.resolve(tmp_path / "missing", "current")
+    (root / model_store.CURRENT_FILE).write_text("{not json")
     with pytest.raises(ModelError, match="corrupt current pointer"):
-        registry.current_version(root)
+        model_store.current_version(root)
 
 
 def test_register_move_and_concurrent_registrations_get_distinct_versions(tmp_path, models):
@@ -189,14 +189,14 @@ def test_register_move_and_concurrent_registrations_get_distinct_versions(tmp_pa
     import shutil
 
     shutil.copytree(models["a"], src)
-    assert registry.register(root, src, move=True) == "v0001"
+    assert model_store.register(root, src, move=True) == "v0001"
     assert not src.exists()
     names: list[str] = []
     errors: list[BaseException] = []
 
     def worker() -> None:
         try:
-            names.append(registry.register(root, models["b"]))
+            names.append(model_store.register(root, models["b"]))
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -207,8 +207,8 @@ def test_register_move_and_concurrent_registrations_get_distinct_versions(tmp_pa
         t.join()
     assert not errors
     assert sorted(names) == ["v0002", "v0003", "v0004", "v0005"]
-    assert registry.list_versions(root) == ["v0001", "v0002", "v0003", "v0004", "v0005"]
-    for v in registry.list_versions(root):
+    assert model_store.list_versions(root) == ["v0001", "v0002", "v0003", "v0004", "v0005"]
+    for v in model_store.list_versions(root):
         load_model(root / v)  # every version is complete
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
 

@@ -4,7 +4,7 @@ Layout of a registry root::
 
     ROOT/
       v0001/            a model directory (persistence format: metadata.json, state.npz,
-      v0002/            taxonomy.tsv, feature_spec.json) plus registry.json
+      v0002/            taxonomy.tsv, feature_spec.json) plus model_store.json
       current.json      {"version": "v0002", "promoted_at": ..., "history": [...]}
 
 ``current.json`` is a small pointer file replaced atomically (temp file + rename), not a symlink,
@@ -17,7 +17,7 @@ What is recorded, without duplicating ``metadata.json`` (written by
 :func:`sparkhc.persistence.save_model`: model name, parameters, taxonomy fingerprints, feature
 spec fingerprint, training selection and document count, package version):
 
-``registry.json``
+``model_store.json``
     version, registration time, source directory, ``model_version`` (content hash of the
     weights, the same value the predictions' ``model_version`` column holds), the training data
     fingerprint (hash of feature spec fingerprint + training selection + document count), and the
@@ -57,7 +57,7 @@ __all__ = [
     "current_version",
     "list_versions",
     "load",
-    "model_version",
+    "weights_hash",
     "promote",
     "register",
     "resolve",
@@ -67,7 +67,7 @@ __all__ = [
 
 CURRENT = "current"
 CURRENT_FILE = "current.json"
-REGISTRY_FILE = "registry.json"
+REGISTRY_FILE = "model_store.json"
 _VERSION_RE = re.compile(r"^v(\d{4,})$")
 _MODEL_FILES = ("metadata.json", "state.npz", "taxonomy.tsv")
 
@@ -89,7 +89,7 @@ def _sha256_file(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------- fingerprints
-def model_version(model_dir: str | Path) -> str:
+def weights_hash(model_dir: str | Path) -> str:
     """Content hash of a model's weights (first 12 hex digits of the sha256 of ``state.npz``).
 
     ``state.npz`` is written deterministically, so retraining to the same weights gives the same
@@ -252,7 +252,7 @@ def register(
     promote_to_current : bool
         Also point ``current`` at the new version.
     note : str, optional
-        Free text kept in ``registry.json`` (e.g. why it was trained).
+        Free text kept in ``model_store.json`` (e.g. why it was trained).
     """
     src = Path(model_dir)
     meta = read_metadata(src)  # refuses non-models and newer formats before anything is copied
@@ -270,7 +270,7 @@ def register(
         info = {
             "registered_at": _now(),
             "source": str(src.resolve()),
-            "model_version": model_version(tmp),
+            "model_version": weights_hash(tmp),
             "model": meta.get("model"),
             "taxonomy_fingerprint": meta.get("taxonomy_fingerprint"),
             "training_data_fingerprint": training_data_fingerprint(meta),
@@ -350,7 +350,7 @@ def show(root: str | Path, version: str = CURRENT) -> dict[str, Any]:
         "registered_at": info.get("registered_at"),
         "source": info.get("source"),
         "note": info.get("note"),
-        "model_version": info.get("model_version") or model_version(d),
+        "model_version": info.get("model_version") or weights_hash(d),
         "model": meta.get("model"),
         "params": meta.get("params"),
         "n_features": meta.get("n_features"),

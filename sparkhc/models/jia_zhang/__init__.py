@@ -1,14 +1,19 @@
-"""Multi-dimensional classifiers behind the :class:`~sparkhc.models.base.HierModel` interface.
+"""Jia & Zhang (AAAI 2020), multi-dimensional classification: the model family as one package.
+
+Modules: :mod:`.solver` (the M3MDC and BR solvers, numpy/scipy), :mod:`.spaces` (class spaces
+declared from label fields of text documents, and the MDC taxonomy), :mod:`.data` (the numeric MDC
+data sets); this module: the registered models, behind the
+:class:`~sparkhc.models.base.HierModel` interface.
 
 ``m3mdc`` (Jia & Zhang, AAAI 2020) and its baseline ``mdc_br`` (independent one-vs-one linear SVMs
-per class space, λ2 = 0) from :mod:`sparkhc.mdc.m3mdc`, registered so that ``sparkhc train /
+per class space, λ2 = 0) from :mod:`sparkhc.models.jia_zhang.solver`, registered so that ``sparkhc train /
 predict / evaluate`` run them on featurized text.
 
 How MDC maps onto the hierarchical interface
 --------------------------------------------
 The taxonomy is the MDC taxonomy written by ``sparkhc featurize --class-spaces`` (or any
 ``parent<TAB>child`` file of that shape): the root's children are the class spaces and their
-children, all leaves, the classes (:class:`~sparkhc.mdc.spaces.MDCLayout`; class index = position
+children, all leaves, the classes (:class:`~sparkhc.models.jia_zhang.spaces.MDCLayout`; class index = position
 in the taxonomy's order, i.e. sorted by name). A training document must carry exactly one class
 label per space (an error names the document otherwise). The model predicts exactly one leaf per
 space, so a prediction is an ordinary label set: the predictions Parquet, the hierarchical and
@@ -30,9 +35,9 @@ import numpy as np
 
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ModelError
-from sparkhc.mdc.m3mdc import M3MDC, BinaryRelevanceSVM, PairSolver
-from sparkhc.mdc.spaces import MDCLayout
 from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
+from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM, PairSolver
+from sparkhc.models.jia_zhang.spaces import MDCLayout
 from sparkhc.taxonomy import Taxonomy
 
 #: registry names of this module's models (Jia & Zhang 2020; need MDC features: featurize
@@ -40,7 +45,7 @@ from sparkhc.taxonomy import Taxonomy
 MODELS = {"m3mdc": "M3MDCModel", "mdc_br": "BRModel"}
 
 class M3MDCModel(HierModel):
-    """M3MDC over an MDC taxonomy (parameters: those of :class:`sparkhc.mdc.m3mdc.M3MDC`).
+    """M3MDC over an MDC taxonomy (parameters: those of :class:`sparkhc.models.jia_zhang.solver.M3MDC`).
 
     Examples
     --------

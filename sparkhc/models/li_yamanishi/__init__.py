@@ -1,6 +1,9 @@
-"""Li & Yamanishi (1997) classifiers as product models: FMM, HCM, WBM and COS over taxonomy leaves.
+"""Li & Yamanishi (1997), finite mixture models: the model family as one package.
 
-Adapters that put the classifiers of :mod:`sparkhc.models.fmm` behind the :class:`HierModel`
+:mod:`.classifiers` holds the classifiers (FMM, HCM, WBM, COS, numpy/scipy); this module puts them
+behind the :class:`~sparkhc.models.base.HierModel` interface as product models over taxonomy leaves.
+
+Adapters that put the classifiers of :mod:`sparkhc.models.li_yamanishi.classifiers` behind the :class:`HierModel`
 interface, so that they are trained on Spark, saved, registered, used by ``predict`` and scored by
 ``evaluate`` like every other model (registry names ``fmm``, ``hcm``, ``wbm``, ``cos``).
 
@@ -12,7 +15,7 @@ Problem
 
 Training is counting
     The state (combine ``"sum"``) holds the sufficient statistics of
-    :func:`sparkhc.models.fmm.sufficient_statistics` over all leaves: ``category_word`` (CSR
+    :func:`sparkhc.models.li_yamanishi.classifiers.sufficient_statistics` over all leaves: ``category_word`` (CSR
     float64, leaves x features) ``= Yᵀ·Counts`` over the documents' **raw term counts**
     (:attr:`SparseBatch.counts`, the ``counts`` column of the features), ``word_total``
     (features,), ``category_docs`` (leaves,), ``n_docs`` (1,). :meth:`partial_fit` *adds* its
@@ -30,7 +33,7 @@ Fitting is lazy
 
 Decoding
     Per-node scores ``(n_docs, n_nodes)``: leaf columns hold
-    :meth:`sparkhc.models.fmm.FMM.decision_function` (per-word log-likelihood ratio, or the cosine
+    :meth:`sparkhc.models.li_yamanishi.classifiers.FMM.decision_function` (per-word log-likelihood ratio, or the cosine
     difference for COS), every other column ``-inf`` (internal nodes and leaves without training
     documents). A document gets the leaves whose score is ``> eps``; when none is, with
     ``fallback = "best"`` (default, like FLAT) the single best leaf, unless no leaf has a finite
@@ -39,7 +42,7 @@ Decoding
     finite score, so the predictions' ``pred_scores`` hold everything a threshold sweep needs.
 
 Memory: the state is sparse, but fitting makes dense ``(present leaves, seen features)`` arrays (a
-few of them, float64) as :mod:`sparkhc.models.fmm` does.
+few of them, float64) as :mod:`sparkhc.models.li_yamanishi.classifiers` does.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ConfigError, InputDataError, ModelError
-from sparkhc.models import fmm as _fmm
 from sparkhc.models.base import HierModel, ModelState
+from sparkhc.models.li_yamanishi import classifiers as _fmm
 
 __all__ = ["COSHier", "FMMHier", "HCMHier", "WBMHier", "STAT_KEYS"]
 
@@ -95,7 +98,7 @@ class _LiYamanishiModel(HierModel):
     needs_counts: ClassVar[bool] = True
     #: training is one counting pass: more epochs change nothing
     single_pass: ClassVar[bool] = True
-    #: the classifier of :mod:`sparkhc.models.fmm` and the parameters passed to it
+    #: the classifier of :mod:`sparkhc.models.li_yamanishi.classifiers` and the parameters passed to it
     inner: ClassVar[type] = _fmm.FMM
     inner_params: ClassVar[tuple[str, ...]] = ()
     common_defaults: ClassVar[dict[str, Any]] = {"eps": 0.0, "fallback": "best"}
@@ -159,7 +162,7 @@ class _LiYamanishiModel(HierModel):
 
     def statistics(self) -> dict[str, np.ndarray]:
         """The summed statistics as dense float64 arrays (the layout of
-        :func:`sparkhc.models.fmm.sufficient_statistics`, one row per leaf in
+        :func:`sparkhc.models.li_yamanishi.classifiers.sufficient_statistics`, one row per leaf in
         ``taxonomy.leaves`` order)."""
         arrays = self.get_state().arrays
         out = {k: np.asarray(arrays[k], dtype=np.float64) for k in STAT_KEYS if k != "category_word"}
@@ -197,7 +200,7 @@ class _LiYamanishiModel(HierModel):
         )
 
     def shard_statistics(self, batch: SparseBatch) -> dict[str, Any]:
-        """Statistics of one batch: those of :func:`sparkhc.models.fmm.sufficient_statistics` of
+        """Statistics of one batch: those of :func:`sparkhc.models.li_yamanishi.classifiers.sufficient_statistics` of
         (raw counts, gold leaves), with ``category_word`` kept sparse."""
         X = _fmm._as_counts(self._counts(batch))
         M = self.leaf_matrix(batch)
@@ -237,7 +240,7 @@ class _LiYamanishiModel(HierModel):
 
     # -- fitted parameters -------------------------------------------------------------------
     def fitted(self) -> tuple[Any, np.ndarray, np.ndarray]:
-        """``(classifier, feature columns, leaf node ids)``: the :mod:`sparkhc.models.fmm`
+        """``(classifier, feature columns, leaf node ids)``: the :mod:`sparkhc.models.li_yamanishi.classifiers`
         classifier fitted on the present leaves (node ids, in its column order) and the features
         seen in training (columns of the counts it scores). Cached until the state changes."""
         if self._fitted is None:
@@ -268,7 +271,7 @@ class _LiYamanishiModel(HierModel):
 
     def decision_function(self, counts: Any) -> np.ndarray:
         """Scores (n_docs, n_present_leaves) of raw counts (n_docs, n_features), columns in the order
-        of ``fitted()[2]``; the classifier's :meth:`~sparkhc.models.fmm.FMM.decision_function`."""
+        of ``fitted()[2]``; the classifier's :meth:`~sparkhc.models.li_yamanishi.classifiers.FMM.decision_function`."""
         inner, cols, _ = self.fitted()
         X = _fmm._as_counts(counts)
         if X.shape[1] != self.n_features:
@@ -306,7 +309,7 @@ _SCHEME: _Check = (lambda v: v in _fmm.SCHEMES, f"one of {_fmm.SCHEMES}")
 
 
 class FMMHier(_LiYamanishiModel):
-    """FMM (finite mixture of soft word clusters; :class:`sparkhc.models.fmm.FMM`) over leaves."""
+    """FMM (finite mixture of soft word clusters; :class:`sparkhc.models.li_yamanishi.classifiers.FMM`) over leaves."""
 
     name: ClassVar[str] = "fmm"
     inner = _fmm.FMM
@@ -331,7 +334,7 @@ class FMMHier(_LiYamanishiModel):
 
 
 class HCMHier(_LiYamanishiModel):
-    """HCM (hard clusters, expected likelihood estimator; :class:`sparkhc.models.fmm.HCM`)."""
+    """HCM (hard clusters, expected likelihood estimator; :class:`sparkhc.models.li_yamanishi.classifiers.HCM`)."""
 
     name: ClassVar[str] = "hcm"
     inner = _fmm.HCM
@@ -356,7 +359,7 @@ class HCMHier(_LiYamanishiModel):
 
 
 class WBMHier(_LiYamanishiModel):
-    """WBM (word-based multinomials, additive smoothing; :class:`sparkhc.models.fmm.WBM`)."""
+    """WBM (word-based multinomials, additive smoothing; :class:`sparkhc.models.li_yamanishi.classifiers.WBM`)."""
 
     name: ClassVar[str] = "wbm"
     inner = _fmm.WBM
@@ -368,7 +371,7 @@ class WBMHier(_LiYamanishiModel):
 
 
 class COSHier(_LiYamanishiModel):
-    """COS (cosine against the category and its complement; :class:`sparkhc.models.fmm.COS`)."""
+    """COS (cosine against the category and its complement; :class:`sparkhc.models.li_yamanishi.classifiers.COS`)."""
 
     name: ClassVar[str] = "cos"
     inner = _fmm.COS

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkhc.errors import ModelError
-from sparkhc.persistence import load_model, read_metadata, write_json_atomic
+from sparkhc.persistence import load_model, read_metadata, sha256_file, write_json_atomic
 
 __all__ = [
     "CURRENT",
@@ -80,14 +80,6 @@ def _version_name(n: int) -> str:
     return f"v{n:04d}"
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 # ---------------------------------------------------------------------- fingerprints
 def weights_hash(model_dir: str | Path) -> str:
     """Content hash of a model's weights (first 12 hex digits of the sha256 of ``state.npz``).
@@ -98,7 +90,7 @@ def weights_hash(model_dir: str | Path) -> str:
     f = Path(model_dir) / "state.npz"
     if not f.is_file():
         raise ModelError(f"{model_dir}: truncated model directory: state.npz is missing")
-    return _sha256_file(f)[:12]
+    return sha256_file(f)[:12]
 
 
 def training_data_fingerprint(meta: Mapping[str, Any]) -> str | None:

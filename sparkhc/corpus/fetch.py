@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sparkhc.errors import DataUnavailableError
+from sparkhc.persistence import replace_dir, sha256_file
 
 if TYPE_CHECKING:
     from sparkhc.corpus.registry import CorpusInfo
@@ -37,15 +38,6 @@ Opener = Callable[..., IO[bytes]]
 
 class ChecksumError(DataUnavailableError):
     """A downloaded or staged file does not have the expected sha256."""
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
@@ -182,12 +174,7 @@ def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | N
             if not force and info.has_files(out):
                 shutil.rmtree(tmp)  # another process finished first
                 return out
-            old = root / f".{info.name}.old.{os.getpid()}"
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

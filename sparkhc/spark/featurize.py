@@ -31,7 +31,6 @@ share (local mode, or a shared mount): the renames are done by the driver with :
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import math
@@ -56,6 +55,7 @@ from pyspark.sql import types as T
 
 from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
 from sparkhc.features import FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
+from sparkhc.persistence import replace_dir, sha256_file
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
@@ -559,7 +559,7 @@ def _rename_parts(feat_dir: Path) -> list[dict[str, Any]]:
         new = f"part-{i:05d}.parquet"
         _rewrite_deterministic(feat_dir / name, feat_dir / new)
         files.append(
-            {"name": new, "rows": pq.read_metadata(feat_dir / new).num_rows, "sha256": _sha256(feat_dir / new)}
+            {"name": new, "rows": pq.read_metadata(feat_dir / new).num_rows, "sha256": sha256_file(feat_dir / new)}
         )
     return files
 
@@ -581,14 +581,6 @@ def _rewrite_deterministic(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
     if src != dst:
         os.remove(src)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _split_stats(spark: SparkSession, feat_dir: Path) -> dict[str, Any]:
@@ -616,16 +608,6 @@ def _split_stats(spark: SparkSession, feat_dir: Path) -> dict[str, Any]:
 
 
 def _swap_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    if not overwrite:
+    if out.exists() and not overwrite:
         raise OutputExistsError(f"{out}: output directory appeared while featurizing; not replaced")
-    old = out.parent / f"{out.name}.old-{uuid.uuid4().hex}"
-    os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, out)

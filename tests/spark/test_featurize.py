@@ -269,14 +269,15 @@ def test_crash_leaves_no_output(spark, raw_df, taxonomy, tmp_path, monkeypatch):
     # the old directory is put back and the temporary one removed
     out.mkdir()
     (out / "keep.txt").write_text("old")
-    real_rename = os.rename
+    real_replace = os.replace
 
-    def failing_rename(src, dst):
-        if ".tmp-" in os.path.basename(src):  # the new directory itself, not its part files
+    def failing_replace(src, dst):
+        # the new directory itself (the one directory swap, sparkhc.persistence.replace_dir)
+        if ".tmp-" in os.path.basename(src) and os.path.isdir(src):
             raise OSError("simulated crash while renaming into place")
-        real_rename(src, dst)
+        real_replace(src, dst)
 
-    monkeypatch.setattr(featurize_mod.os, "rename", failing_rename)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="simulated crash"):
         featurize(spark, raw_df, out, PARAMS, taxonomy=taxonomy, num_partitions=2, overwrite=True)
     assert os.listdir(tmp_path) == ["out"] and os.listdir(out) == ["keep.txt"]

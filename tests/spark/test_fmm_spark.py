@@ -4,35 +4,16 @@ partitions of the features' raw counts) equals the single-process statistics exa
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from sparkhc.batch import SparseBatch
-from sparkhc.models import get_model_class, names
+from sparkhc.models import get_model_class
 from sparkhc.taxonomy import Taxonomy
 
 EDGES = [("ROOT", "A"), ("ROOT", "B"), ("A", "A1"), ("A", "A2"), ("B", "B1"), ("B", "B2"), ("B", "B3")]
 V = 30
 
-pytestmark = pytest.mark.skipif(
-    not {"fmm", "wbm"} <= set(names()),
-    reason="registry lines for fmm/hcm/wbm/cos not in sparkhc.models yet (Spark workers look names up there)",
-)
-
-
-def _predict_reads_counts() -> bool:
-    from sparkhc.spark.predict import make_predict_fn
-
-    return "with_counts" in inspect.signature(make_predict_fn).parameters
-
-
-def _ipm_keeps_one_copy_of_sum_states() -> bool:
-    from sparkhc.spark import ipm
-
-    return hasattr(ipm, "remove_copies")
 
 
 def _table(n: int = 90, seed: int = 5) -> tuple[Taxonomy, pa.Table]:
@@ -83,8 +64,6 @@ def test_counting_on_three_shards_equals_local_and_predict_df_gives_local_scores
     local = get_model_class("fmm")(tax, V, gamma=0.4).fit(SparseBatch.from_arrow(table, V, with_counts=True))
     _stats_equal(model, local)  # exactly: the counts are integers
 
-    if not _predict_reads_counts():
-        pytest.skip("sparkhc.spark.predict does not pass raw counts to the models yet (with_counts)")
     from sparkhc.spark.predict import predict_df
 
     rows = predict_df(df.repartition(2), model, "v-test").collect()
@@ -104,10 +83,6 @@ def test_counting_on_three_shards_equals_local_and_predict_df_gives_local_scores
         np.testing.assert_array_equal(np.asarray(sc, dtype=np.float32), scores[i, order].astype(np.float32))
 
 
-@pytest.mark.skipif(
-    not _ipm_keeps_one_copy_of_sum_states(),
-    reason="sparkhc.spark.ipm sums the broadcast state once per partition for combine='sum' (fix pending)",
-)
 def test_warm_start_and_extra_epochs_on_several_shards_count_each_document_once(spark):
     from sparkhc.spark.ipm import train_ipm
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+from importlib import resources
 from importlib.metadata import entry_points
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,10 @@ DECLARATION = "MODELS"
 _EXTRA: dict[str, str] = {}
 
 
-def declared_models(path: str | Path, module: str) -> dict[str, str]:
+def declared_models(path: str | Path | Traversable, module: str) -> dict[str, str]:
     """``{name: "module:Class"}`` from the ``MODELS`` literal of a source file (empty without one)."""
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    source = path.read_text(encoding="utf-8") if isinstance(path, Traversable) else Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(source, filename=str(path))
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -47,14 +50,20 @@ def declared_models(path: str | Path, module: str) -> dict[str, str]:
     return {}
 
 
-def discover(package_dir: str | Path, package: str) -> dict[str, str]:
+def discover(package_dir: str | Path | Traversable, package: str) -> dict[str, str]:
     """The models declared by the modules of a package directory and by its subpackages'
     ``__init__`` (a model family as a package), by file name order; a name declared twice is an
-    error naming both modules."""
+    error naming both modules. ``package_dir`` may be a :mod:`importlib.resources` traversable, so
+    discovery also works inside a zip (``spark-submit --py-files``)."""
+    root: Any = package_dir if isinstance(package_dir, Traversable) else Path(package_dir)
     found: dict[str, str] = {}
-    files = [(f, f"{package}.{f.stem}") for f in Path(package_dir).glob("*.py") if not f.stem.startswith("_")]
-    files += [(f, f"{package}.{f.parent.name}") for f in Path(package_dir).glob("*/__init__.py")]
-    for f, module in sorted(files):
+    files: list[tuple[str, Any, str]] = []
+    for entry in root.iterdir():
+        if entry.is_file() and entry.name.endswith(".py") and not entry.name.startswith("_"):
+            files.append((entry.name, entry, f"{package}.{entry.name[:-3]}"))
+        elif entry.is_dir() and (entry / "__init__.py").is_file():
+            files.append((entry.name, entry / "__init__.py", f"{package}.{entry.name}"))
+    for _, f, module in sorted(files, key=lambda t: t[0]):
         for name, target in declared_models(f, module).items():
             if name in found:
                 raise ConfigError(f"model name {name!r} is declared by {found[name]} and {target}")
@@ -64,7 +73,7 @@ def discover(package_dir: str | Path, package: str) -> dict[str, str]:
 
 @functools.cache
 def _registry() -> dict[str, str]:
-    reg = discover(Path(__file__).parent, __name__)
+    reg = discover(resources.files(__name__), __name__)
     for ep in entry_points(group="sparkhc.models"):
         reg.setdefault(ep.name, ep.value)
     return reg

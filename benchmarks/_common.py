@@ -66,9 +66,19 @@ def now() -> str:
 
 class MemorySampler:
     """Peak RSS of this process (the driver), of the JVM and of the Python workers (Spark's
-    ``pyspark.daemon`` children), sampled every ``interval`` s with psutil (else /proc)."""
+    ``pyspark.daemon`` children), sampled every ``interval`` s with psutil.
+
+    A benchmark that cannot measure says so: without psutil the sampler refuses to start (install
+    the ``bench`` extra: ``pip install -e ".[bench]"``), and a sample that fails stops the sampler
+    and makes :meth:`summary` raise with the reason, instead of reporting zeros."""
 
     def __init__(self, interval: float = 0.25) -> None:
+        try:
+            import psutil  # noqa: F401
+        except ImportError:
+            raise SystemExit("benchmarks: memory cannot be measured without psutil; "
+                             'install the bench extra: pip install -e ".[bench]"') from None
+        self.error: str | None = None
         self.interval = interval
         self.peak = {"driver_python": 0, "jvm": 0, "workers_total": 0, "worker_max": 0, "all": 0, "all_pss": 0}
         self._n = 0
@@ -119,11 +129,16 @@ class MemorySampler:
         while not self._stop.is_set():
             try:
                 self._sample()
-            except Exception:
-                pass
+            except Exception as e:  # a sampler that cannot sample must not report zeros
+                self.error = f"{type(e).__name__}: {e}"
+                return
             time.sleep(self.interval)
 
     def summary(self) -> str:
+        if self.error is not None:
+            raise RuntimeError(f"memory sampling failed ({self.error}); no memory figure")
+        if self._n == 0:
+            raise RuntimeError("memory sampling took no sample; no memory figure")
         g = {k: v / 2**30 for k, v in self.peak.items()}
         return (
             f"peak RSS: driver Python {g['driver_python']:.2f} GiB, JVM {g['jvm']:.2f} GiB, "

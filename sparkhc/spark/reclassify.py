@@ -44,12 +44,14 @@ the run goes on with the others; the caller exits non-zero.
 Progress: one log line per partition and per batch (``batch 2/5: ... (16/40 partitions
 done)``), on the driver: in local runs on the console, on clusters in the driver log.
 
-Fault injection (tests only, off by default): ``fault="WHERE:VALUE"`` or the environment
-variable ``SPARKHC_RECLASSIFY_FAULT``, for the partition whose value is ``VALUE`` (``*`` = every
-partition). ``WHERE`` is ``task`` (raise inside the Spark task right after it handed a record batch of
-that partition to the writer), ``driver`` (raise after the files were written, before the rename),
-``crash`` (the same point, but like a killed process: nothing is cleaned up) or ``kill``
-(``os._exit(137)`` there).
+Fault injection (tests only): an explicit ``fault_hook`` argument of :func:`reclassify` (no
+environment variable, no CLI flag), a callable ``hook(where, partition_value)`` called at two
+points: ``where="task"`` inside the Spark task right after it handed a record batch of the
+partition to the writer (so the hook must be picklable; raising there fails the task), and
+``where="driver"`` on the driver after the partition's files were written, before the rename into
+place. A hook that raises an ``Exception`` fails the partition as a real error would (cleanup
+runs); one that raises a ``BaseException`` or calls ``os._exit`` simulates a crash or a kill
+(nothing is cleaned up).
 """
 
 from __future__ import annotations
@@ -91,8 +93,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_PARTITION_COLUMN",
-    "FAULT_ENV",
-    "InjectedCrash",
+    "FaultHook",
     "MARKER_FILE",
     "OUTPUT_COLUMNS",
     "RUNS_DIR",
@@ -107,7 +108,6 @@ DEFAULT_PARTITION_COLUMN = "ingest_date"
 MARKER_FILE = "_CLASSIFIED.json"
 RUNS_DIR = "_runs"
 LOCK_FILE = ".reclassify.lock"
-FAULT_ENV = "SPARKHC_RECLASSIFY_FAULT"
 SCORES = "scores"
 MODEL_VERSION = "model_version"
 TAXONOMY_FINGERPRINT = "taxonomy_fingerprint"
@@ -121,8 +121,8 @@ _PART = re.compile(r"^part-(\d+)-.*\.parquet$")
 _HIDDEN = ("_", ".")
 
 
-class InjectedCrash(BaseException):  # noqa: N818 - named for what it simulates
-    """Raised by the ``crash`` fault: a BaseException so that no cleanup runs, like a kill."""
+#: Fault injection for tests: ``hook(where, partition_value)`` with ``where`` in {"task", "driver"}.
+FaultHook = Callable[[str, str], None]
 
 
 # ---------------------------------------------------------------------- input partitions
@@ -245,31 +245,6 @@ def resolve_model(models_root: str | Path | None = None, version: str = registry
     return ResolvedModel(d, registry.model_version(d), d.name, Path(models_root))
 
 
-# ---------------------------------------------------------------------- faults (tests)
-def _parse_fault(fault: str | None) -> tuple[str, str] | None:
-    spec = fault if fault is not None else os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    where, sep, value = spec.partition(":")
-    if not sep or where not in ("task", "driver", "crash", "kill"):
-        raise SparkhcError(f"fault injection {spec!r}: expected task|driver|crash|kill:PARTITION_VALUE")
-    return where, value
-
-
-def _fault_matches(fault: tuple[str, str] | None, where: tuple[str, ...], value: str) -> bool:
-    return fault is not None and fault[0] in where and fault[1] in ("*", value)
-
-
-def _fire(fault: tuple[str, str], value: str) -> None:
-    msg = f"injected fault ({fault[0]}) in partition {value}"
-    log.warning("%s", msg)
-    if fault[0] == "kill":
-        os._exit(137)
-    if fault[0] == "crash":
-        raise InjectedCrash(msg)
-    raise RuntimeError(msg)
-
-
 # ---------------------------------------------------------------------- output helpers
 def _read_marker(d: Path) -> dict[str, Any] | None:
     f = d / MARKER_FILE
@@ -372,7 +347,7 @@ def reclassify(
     partitions: list[str] | None = None,
     dry_run: bool = False,
     batch_partitions: int = 8,
-    fault: str | None = None,
+    fault_hook: FaultHook | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     master: str | None = None,
 ) -> dict[str, Any]:
@@ -405,15 +380,14 @@ def reclassify(
     batch_partitions : int
         Partitions classified by one Spark job (default 8): fewer jobs for many small daily
         partitions; a failed batch is retried partition by partition to isolate the culprit.
-    fault : str, optional
-        Fault injection for tests (see the module docstring).
+    fault_hook : callable, optional
+        Fault injection for tests: ``fault_hook(where, partition_value)`` (see the module docstring).
     progress : callable, optional
         Called with a dict after each batch (for progress bars); logging happens anyway.
     """
     t0 = time.perf_counter()
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
-    faults = _parse_fault(fault)
     out = Path(out).absolute()
     resolved = resolve_model(models_root, model_version, model_dir)
     model, meta = load_model(resolved.path)
@@ -500,7 +474,7 @@ def reclassify(
             spec_bc = spark.sparkContext.broadcast(spec)
             job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
                                                    state_bc, version),
-                       spec_bc, version, tax_fp, run_id, started, faults)
+                       spec_bc, version, tax_fp, run_id, started, fault_hook)
             reasons = {p.name: r for p, r in todo}
             size = max(1, int(batch_partitions))
             batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
@@ -602,7 +576,7 @@ class _Job:
     tax_fp: str
     run_id: str
     classified_at: _dt.datetime
-    faults: tuple[str, str] | None
+    fault_hook: FaultHook | None
     _n: int = 0
 
     def run(self, parts: list[InputPartition]) -> Iterator[tuple[InputPartition, PartitionResult]]:
@@ -644,9 +618,8 @@ class _Job:
             functools.partial(features_from_raw_partition, spec_bc=self.spec_bc, taxonomy_bc=None), FEATURES_SCHEMA
         )
         fn = self.predict_fn
-        targets = {str(i): p.value for i, p in enumerate(parts) if _fault_matches(self.faults, ("task",), p.value)}
-        if targets:
-            fn = functools.partial(_failing_in, fn, targets)
+        if self.fault_hook is not None:
+            fn = functools.partial(_with_task_hook, fn, self.fault_hook, {str(i): p.value for i, p in enumerate(parts)})
         preds = feats.mapInArrow(fn, PRED_DDL)
         result = preds.select(
             F.col(DOC_ID),
@@ -673,9 +646,8 @@ class _Job:
                 os.rename(written, tmp)
             else:  # a partition without documents: no rows, no files, just the marker
                 tmp.mkdir()
-            if _fault_matches(self.faults, ("driver", "crash", "kill"), part.value):
-                assert self.faults is not None
-                _fire(self.faults, part.value)
+            if self.fault_hook is not None:
+                self.fault_hook("driver", part.value)
             files = _rename_parts(tmp)
             rows, labels = _count(tmp, files)
             write_json_atomic(tmp / MARKER_FILE, {
@@ -741,17 +713,17 @@ def check_partitions(parts: list[InputPartition], inputs: list[DataFrame]) -> No
                                  "partition must have its own id")
 
 
-def _failing_in(
-    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], targets: dict[str, str],
+def _with_task_hook(
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], hook: FaultHook, values: dict[str, str],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Fault injection: fail the task right after it handed the writer a record batch of one of
-    the target partitions (``{slot: partition value}``), so some of its rows may be in files."""
+    """Fault injection (tests): call ``hook("task", value)`` right after the task handed the writer
+    a record batch of the partition ``value`` (``values`` maps the slot to it), so a hook that
+    raises leaves some of the partition's rows in files."""
     for rb in fn(batches):
         yield rb
-        hit = sorted(set(rb.column(SPLIT).to_pylist()) & set(targets))
-        if hit:
-            raise RuntimeError(f"injected fault (task) in partition {targets[hit[0]]}")
+        for slot in sorted(set(rb.column(SPLIT).to_pylist())):
+            hook("task", values[slot])
 
 
 # ---------------------------------------------------------------------- reading the output

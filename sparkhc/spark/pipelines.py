@@ -351,7 +351,20 @@ def predict(
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = _state_version(Path(model_dir))
-    df = select_rows(df, split, fold, exclude_fold)
+    selected = select_rows(df, split, fold, exclude_fold)
+    if selected.isEmpty():
+        # name what is there, so the user can choose --split / --fold / --exclude-fold
+        present = df.groupBy(SPLIT, FOLD).count().collect()
+        splits = sorted({r[SPLIT] for r in present}, key=lambda x: (x is not None, x or ""))
+        folds = sorted({r[FOLD] for r in present if r[FOLD] is not None})
+        n_all = sum(int(r["count"]) for r in present)
+        raise InputDataError(
+            f"{features}: the selection (split {split!r}, fold {fold!r}, exclude_fold {exclude_fold!r}) matches "
+            f"no document; the features hold {n_all} document(s) with split(s) "
+            f"{', '.join('none' if x is None else repr(x) for x in splits) or 'none'} and fold(s) "
+            f"{', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, --exclude-fold K)"
+        )
+    df = selected
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
     preds = predict_df(df, model, version)

@@ -90,6 +90,29 @@ def test_model_refuses_features_of_another_taxonomy(spark, rcv1_features, tmp_pa
         run(["predict", "--model", str(model), "--features", str(other), "--out", str(tmp_path / "p"), "--split", "all"])
 
 
+def test_predict_selecting_no_document_is_a_user_error(spark, rcv1_features, tmp_path, capsys):
+    """RCV1 documents carry folds but no split: predict's default selection (split 'test') is empty.
+    That is an error (exit 2) naming the splits and folds present, and nothing is written."""
+    from sparkhc.cli import main
+
+    model = tmp_path / "model"
+    assert run(["train", "--features", str(rcv1_features), "--out", str(model), "--split", "all",
+                "--set", "train.epochs=1", "--set", "train.shards=1", "--model", "flat"]) == 0
+    capsys.readouterr()
+    pred = tmp_path / "pred"
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "split 'test'" in err and "matches no document" in err
+    assert "2316 document(s) with split(s) none and fold(s) 0, 1, 2, 3, 4" in err
+    assert not pred.exists()
+    with pytest.raises(SystemExit) as e:  # a fold that does not exist
+        main(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred),
+              "--split", "all", "--fold", "7"])
+    assert e.value.code == 2 and "fold 7" in capsys.readouterr().err and not pred.exists()
+
+
 def _fold_size(features: Path, k: int) -> int:
     folds = pq.read_table(features / "features", columns=["fold"]).column("fold").to_pylist()
     return sum(1 for f in folds if f == k)

@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "field into one class per document (see sparkhc/mdc/spaces.py); replaces the taxonomy")
     p.add_argument("--unknown-labels", choices=["error", "drop"], default="error",
                    help="labels not in the taxonomy: fail (default) or drop them with a count")
+    p.add_argument("--fit-exclude-fold", type=int, default=None, metavar="K",
+                   help="cross-validation: fit the vocabulary and idf on every fold but K (the test fold of "
+                        "your round), so no statistic of the test fold leaks into the features")
     p.add_argument("--out", required=True, help="output folder (written atomically)")
     p.add_argument("--overwrite", action="store_true")
     _data_flags(p)
@@ -180,7 +183,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         summary = pipelines.featurize(
             spark, cfg, out=args.out, corpus=args.corpus, input_path=args.input, taxonomy_path=args.taxonomy,
             data_dir=args.data_dir, cache_dir=args.cache_dir, unknown_labels=args.unknown_labels,
-            overwrite=args.overwrite, class_spaces=args.class_spaces,
+            overwrite=args.overwrite, class_spaces=args.class_spaces, fit_exclude_fold=args.fit_exclude_fold,
         )
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     elif cmd == "train":

@@ -113,6 +113,40 @@ def test_predict_selecting_no_document_is_a_user_error(spark, rcv1_features, tmp
     assert e.value.code == 2 and "fold 7" in capsys.readouterr().err and not pred.exists()
 
 
+def test_featurize_fit_exclude_fold(spark, rcv1_features, tmp_path):
+    """--fit-exclude-fold 0 fits vocabulary and idf on folds 1-4 only: checked against document
+    frequencies counted by brute force over the raw documents of folds 1-4."""
+    from collections import Counter
+
+    from sparkhc.corpus import readers, registry
+    from sparkhc.text.spec import FeatureSpec
+
+    out = tmp_path / "features_cv0"
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(out),
+                "--fit-exclude-fold", "0", "--set", "featurize.partitions=2"]) == 0
+    spec = FeatureSpec.load(out / "feature_spec.json")
+    every = FeatureSpec.load(rcv1_features / "feature_spec.json")
+    assert spec.fit_exclude_folds == (0,) and every.fit_exclude_folds is None
+    assert every.n_fit_docs == 2316 and spec.n_fit_docs == 2316 - _fold_size(rcv1_features, 0)
+
+    info = registry.get_corpus("rcv1v2_subset")
+    batches, _ = info.read(registry.find_corpus("rcv1v2_subset", data_dir=str(DATA_DIR)))
+    raw = readers.to_table(batches).to_pylist()
+    df: Counter[str] = Counter()
+    n = 0
+    for doc in raw:
+        if doc["fold"] != 0:
+            n += 1
+            df.update(set(spec.tokenize_document(doc["text"], doc["tokens"])))
+    assert n == spec.n_fit_docs
+    expect = sorted((t, d) for t, d in df.items() if 2 <= d <= 0.5 * n)  # min_df 2, max_df 0.5 (defaults)
+    assert list(spec.vocabulary or ()) == [t for t, _ in expect]
+    assert list(spec.df or ()) == [d for _, d in expect]
+    assert spec.vocabulary != every.vocabulary  # the fold-0 documents changed the fit
+    # the fold-0 documents are still featurized (with the folds-1-4 vocabulary)
+    assert pq.read_table(out / "features").num_rows == 2316
+
+
 def _fold_size(features: Path, k: int) -> int:
     folds = pq.read_table(features / "features", columns=["fold"]).column("fold").to_pylist()
     return sum(1 for f in folds if f == k)

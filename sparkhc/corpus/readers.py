@@ -283,7 +283,8 @@ class _Sink:
         where = self.where(pos)
         if self.on_invalid == "error":
             who = f" (document {doc_id!r})" if doc_id is not None else ""
-            raise exc(f"{where}{who}: {detail}")
+            raise exc(f"{where}{who}: {detail} (pass on_invalid='quarantine' to set such records aside, counted; "
+                      "sparkhc featurize: --on-invalid quarantine, or the configuration key featurize.on_invalid)")
         self.report.quarantine(doc_id if doc_id is not None else where, reason)
 
     def exclude(self, reason: str) -> None:
@@ -339,7 +340,9 @@ class _Sink:
                     more = f" ({len(unknown) - 1} more unknown label(s) in this document)" if len(unknown) > 1 else ""
                     raise UnknownLabelError(
                         f"{self.where(pos)}: document {doc_id!r}: label {lab!r} {why}{more}; "
-                        "pass unknown_labels='drop' to drop such labels (they are counted)"
+                        "pass unknown_labels='drop' to drop such labels (they are counted) or 'quarantine' to set "
+                        "the document aside (sparkhc featurize: --unknown-labels drop|quarantine, or the "
+                        "configuration key featurize.unknown_labels)"
                     )
                 if self.unknown_labels == "quarantine":
                     rep.quarantine(doc_id, "unknown label")
@@ -356,7 +359,8 @@ class _Sink:
             if self.on_empty == "error":
                 raise EmptyDocumentError(
                     f"{self.where(pos)}: document {doc_id!r} is empty (no text and no tokens); pass "
-                    "on_empty='keep' or 'quarantine' to accept or set aside empty documents"
+                    "on_empty='keep' or 'quarantine' to accept or set aside empty documents (sparkhc featurize: "
+                    "--on-empty keep|quarantine, or the configuration key featurize.on_empty)"
                 )
             if self.on_empty == "quarantine":
                 rep.quarantine(doc_id, "empty document")

@@ -105,10 +105,12 @@ def featurize(
     taxonomy_path: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
-    unknown_labels: str = "error",
+    unknown_labels: str | None = None,
     overwrite: bool = False,
     fit_exclude_fold: int | None = None,
     class_spaces: str | Path | None = None,
+    on_empty: str | None = None,
+    on_invalid: str | None = None,
 ) -> dict[str, Any]:
     """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
 
@@ -119,6 +121,9 @@ def featurize(
     per MDC class space, derived from the records' label fields; the kept classes are fitted on the
     same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
     aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
+
+    ``unknown_labels``, ``on_empty``, ``on_invalid`` (None: the ``[featurize]`` keys of ``cfg``) are
+    the reader options of :func:`sparkhc.corpus.readers.read_jsonl`.
     """
     import numpy as np
     import pyarrow.compute as pc
@@ -127,6 +132,11 @@ def featurize(
     from sparkhc.spark.featurize import featurize as featurize_df
 
     t0 = time.perf_counter()
+    fcfg = cfg.featurize
+    read_opts: dict[str, Any] = {"unknown_labels": unknown_labels or fcfg.unknown_labels,
+                                 "on_invalid": on_invalid or fcfg.on_invalid}
+    if on_empty or fcfg.on_empty:  # else the corpus's default (error for --input)
+        read_opts["on_empty"] = on_empty or fcfg.on_empty
     corpus_meta: dict[str, Any] = {}
     spaces = None
     if class_spaces is not None:
@@ -138,8 +148,7 @@ def featurize(
         info = registry.get_corpus(corpus)
         root = registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir)
         taxonomy = info.load_taxonomy(root) if spaces is None else None
-        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels,  # type: ignore[arg-type]
-                                    labels_from=derive)
+        batches, report = info.read(root, taxonomy=taxonomy, labels_from=derive, **read_opts)
         table = readers.to_table(batches)
         scored = info.scored_labels(taxonomy, table) if taxonomy is not None else None
         fit_on: Any = ("train",) if info.splits else None
@@ -151,8 +160,7 @@ def featurize(
             raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
                                "taxonomy)")
         taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
-        batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels,
-                                           labels_from=derive)
+        batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
         table = readers.to_table(batches)
         splits = set(table.column(SPLIT).to_pylist())
         fit_on = ("train",) if "train" in splits else None

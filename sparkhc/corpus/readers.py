@@ -34,7 +34,7 @@ from typing import IO, Any, Literal
 
 import pyarrow as pa
 
-from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
+from sparkhc.batch import DOC_ID, FOLD, ID_ALIAS, LABELS, SPLIT
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.taxonomy import Taxonomy
 
@@ -416,7 +416,7 @@ def open_maybe_gzip(path: str | Path) -> IO[bytes]:
     return f
 
 
-def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset of the line in the (decompressed) stream, line bytes)."""
     no = 0
     offset = 0
@@ -454,7 +454,7 @@ def read_folds(path: str | Path) -> FoldTable:
     table = FoldTable()
     table.source = str(p)
     first: dict[str, int] = {}
-    for no, _off, raw in _lines(p):
+    for no, _off, raw in iter_lines(p):
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
@@ -493,7 +493,7 @@ def _is_str_list(v: object) -> bool:
 def read_jsonl(
     paths: str | Path | Iterable[str | Path],
     *,
-    id_field: str = "id",
+    id_field: str | None = None,
     text_fields: Sequence[str] = ("text",),
     tokens_field: str | None = "tokens",
     labels_field: str = "labels",
@@ -519,8 +519,10 @@ def read_jsonl(
     ----------
     paths : path or iterable of paths
         One or more ``.jsonl`` / ``.jsonl.gz`` files, read in order.
-    id_field : str
+    id_field : str, optional
         Document id field: a non-empty string, or an integer (converted to its decimal string).
+        ``None`` (default): ``doc_id`` or ``id`` (:data:`sparkhc.batch.ID_ALIAS`), as every verb
+        accepts; a record with both is invalid unless they are equal.
     text_fields : sequence of str
         Text fields joined with ``"\\n"`` (e.g. ``["title", "text"]`` for Reuters). Missing, null or
         empty fields are left out of the join; a non-string value is an error.
@@ -575,7 +577,7 @@ def read_jsonl(
         used_fold_ids: set[str] = set()
         for path in files:
             sink.set_file(str(path), "line")
-            for no, offset, raw in _lines(path):
+            for no, offset, raw in iter_lines(path):
                 if not raw.strip():
                     continue
                 report.read += 1
@@ -611,7 +613,7 @@ def _jsonl_record(
     sink: _Sink,
     no: int,
     obj: dict[str, Any],
-    id_field: str,
+    id_field: str | None,
     text_fields: tuple[str, ...],
     tokens_field: str | None,
     labels_field: str,
@@ -623,18 +625,28 @@ def _jsonl_record(
     used_fold_ids: set[str],
     labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
 ) -> pa.RecordBatch | None:
-    raw_id = obj.get(id_field)
-    if raw_id is None:
-        sink.invalid(no, "missing id", f"missing document id field {id_field!r}")
+    names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
+    ids: dict[str, str] = {}
+    for name in names:
+        raw_id = obj.get(name)
+        if raw_id is None:
+            continue
+        if isinstance(raw_id, str) and raw_id.strip():
+            ids[name] = raw_id
+        elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
+            ids[name] = str(raw_id)
+        else:
+            sink.invalid(no, "bad id",
+                         f"field {name!r} must be a non-empty string or an integer, got {_type_name(raw_id)} {raw_id!r}")
+            return None
+    if not ids:
+        sink.invalid(no, "missing id", f"missing document id field {' or '.join(map(repr, names))}")
         return None
-    if isinstance(raw_id, str) and raw_id.strip():
-        doc_id = raw_id
-    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-        doc_id = str(raw_id)
-    else:
-        sink.invalid(no, "bad id",
-                     f"field {id_field!r} must be a non-empty string or an integer, got {_type_name(raw_id)} {raw_id!r}")
+    if len(set(ids.values())) > 1:
+        sink.invalid(no, "conflicting ids", "fields " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
+                     + " disagree; give one id field (or equal values)")
         return None
+    doc_id = next(iter(ids.values()))
     if not sink.claim_id(no, doc_id):
         return None
     parts: list[str] = []
@@ -830,7 +842,7 @@ def read_qrels(path: str | Path) -> dict[str, list[str]]:
     p = Path(path)
     out: dict[str, list[str]] = {}
     names: dict[str, str] = {}
-    for no, _off, raw in _lines(p):
+    for no, _off, raw in iter_lines(p):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -912,7 +924,7 @@ def read_lyrl2004(
             start = 0
             tokens: list[str] = []
             saw_w = False
-            for no, offset, raw in _lines(path):
+            for no, offset, raw in iter_lines(path):
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -970,8 +982,8 @@ def _type_ok(t: pa.DataType, want: pa.DataType) -> bool:
 def validate_raw_schema(schema: pa.Schema, source: str) -> list[str]:
     """Check a table schema against :data:`RAW_SCHEMA`; returns the optional columns it lacks.
 
-    ``doc_id`` and ``labels`` are required, and ``text`` or ``tokens``; ``split`` and ``fold``
-    may be missing (read as null). string/large_string, list/large_list and any integer type for
+    ``doc_id`` (or ``id``, :data:`sparkhc.batch.ID_ALIAS`; both may be there) and ``labels`` are
+    required, and ``text`` or ``tokens``; ``split`` and ``fold`` may be missing (read as null). string/large_string, list/large_list and any integer type for
     ``fold`` are accepted. Raises :class:`SchemaError` naming the column and the file.
     """
     names = schema.names
@@ -979,11 +991,17 @@ def validate_raw_schema(schema: pa.Schema, source: str) -> list[str]:
     if dupes:
         raise SchemaError(f"{source}: column {dupes[0]!r} appears more than once")
     missing: list[str] = []
+    if ID_ALIAS in names and not _type_ok(schema.field(ID_ALIAS).type, pa.string()):
+        raise SchemaError(f"{source}: column {ID_ALIAS!r} has type {schema.field(ID_ALIAS).type}, expected string")
     for f in RAW_SCHEMA:
+        if f.name == DOC_ID and f.name not in names and ID_ALIAS in names:
+            missing.append(f.name)  # the id is read from the column "id"
+            continue
         if f.name not in names:
             if f.name in (DOC_ID, LABELS):
+                alias = f" (or {ID_ALIAS!r})" if f.name == DOC_ID else ""
                 raise SchemaError(
-                    f"{source}: required column {f.name!r} is missing (columns: {names}); expected the "
+                    f"{source}: required column {f.name!r}{alias} is missing (columns: {names}); expected the "
                     f"raw documents schema {_schema_str(RAW_SCHEMA)}"
                 )
             missing.append(f.name)
@@ -1028,25 +1046,33 @@ def read_parquet(
         except (pa.ArrowInvalid, OSError) as e:
             raise InputDataError(f"{p}: not a readable Parquet file: {e}") from None
         missing = validate_raw_schema(pf.schema_arrow, str(p))
-        opened.append((p, pf, missing))
+        opened.append((p, pf, missing, ID_ALIAS in pf.schema_arrow.names))
     report = ReadReport(source=", ".join(str(p) for p in files))
     sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, False, check_duplicates)
     wanted = [f.name for f in RAW_SCHEMA]
 
     def records() -> Iterator[pa.RecordBatch | None]:
-        for p, pf, missing in opened:
+        for p, pf, missing, has_alias in opened:
             sink.set_file(str(p), "row")
-            cols = [c for c in wanted if c not in missing]
+            cols = [c for c in wanted if c not in missing] + ([ID_ALIAS] if has_alias else [])
             row = 0
             for b in pf.iter_batches(batch_size=batch_size, columns=cols):
                 data = {c: b.column(c).to_pylist() for c in cols}
                 for i in range(b.num_rows):
                     row += 1
                     report.read += 1
-                    doc_id = data[DOC_ID][i]
-                    if doc_id is None or not doc_id.strip():
-                        sink.invalid(row, "missing id", f"column {DOC_ID!r} is null or empty")
+                    ids = {c: data[c][i] for c in (DOC_ID, ID_ALIAS) if c in data and data[c][i] is not None}
+                    ids = {c: v for c, v in ids.items() if v.strip()}
+                    if not ids:
+                        names_ = " or ".join(repr(c) for c in (DOC_ID, ID_ALIAS) if c in data)
+                        sink.invalid(row, "missing id", f"column {names_} is null or empty")
                         continue
+                    if len(set(ids.values())) > 1:
+                        sink.invalid(row, "conflicting ids", "columns " + " and ".join(
+                            f"{k!r} = {v!r}" for k, v in ids.items()) + " disagree; give one id column (or equal "
+                            "values)")
+                        continue
+                    doc_id = next(iter(ids.values()))
                     if not sink.claim_id(row, doc_id):
                         continue
                     labels = data[LABELS][i]

@@ -158,3 +158,28 @@ def test_quarantine_sets_bad_records_aside_with_counts(spark, model, tmp_path, c
     assert len(aside2) == 1 and json.loads(aside2[0])["record"] == '{"doc_id": "broken", "text": "goal'
     # Spark does not see the quarantine file as data
     assert spark.read.parquet(str(out)).count() == 7
+
+
+def test_normalize_raw_takes_id_or_doc_id(spark):
+    """The Spark side of the raw documents (DataFrame input of featurize, reclassify): ``id`` is
+    read as ``doc_id``; both columns are fine where they agree (or one is null); a row where they
+    disagree fails the job with a message naming both values."""
+    from pyspark.sql import functions as F
+
+    from sparkhc.errors import SchemaError
+    from sparkhc.spark.featurize import normalize_raw
+
+    def frame(rows, ddl):  # raw documents without gold labels, as reclassify reads them
+        return spark.createDataFrame(rows, ddl).withColumn("labels", F.lit(None).cast("array<string>"))
+
+    only_id = frame([("a", "goal")], "id string, text string")
+    assert [tuple(r) for r in normalize_raw(only_id).select("doc_id", "text").collect()] == [("a", "goal")]
+    both = frame([("a", "a", "x"), ("b", None, "y"), (None, "c", "z")], "doc_id string, id string, text string")
+    assert sorted(r[0] for r in normalize_raw(both).select("doc_id").collect()) == ["a", "b", "c"]
+    bad = frame([("a", "a", "x"), ("b", "bb", "y")], "doc_id string, id string, text string")
+    with pytest.raises(Exception, match=r"columns 'doc_id' and 'id' disagree: b vs bb"):
+        normalize_raw(bad, source="mine").collect()
+    with pytest.raises(SchemaError, match=r"column 'doc_id' \(or 'id'\) is missing"):
+        normalize_raw(frame([("goal",)], "text string"))
+    with pytest.raises(SchemaError, match=r"column 'id' has type bigint, expected string"):
+        normalize_raw(frame([(1, "goal")], "id long, text string"))

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
                    help="documents with no text and no tokens: fail, keep them or set them aside, counted "
                         "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    p.add_argument("--allow-unlabelled", action="store_const", const=False, default=None, dest="require_labels",
+                   help="--input: read records without labels as unlabelled documents (to predict) instead of "
+                        "invalid ones (default: featurize.require_labels of the configuration, true)")
     p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
                    help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
                         "counted (default: featurize.on_invalid of the configuration, 'error')")
@@ -190,7 +193,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         summary = pipelines.featurize(
             spark, cfg, out=args.out, corpus=args.corpus, input_path=args.input, taxonomy_path=args.taxonomy,
             data_dir=args.data_dir, cache_dir=args.cache_dir, unknown_labels=args.unknown_labels,
-            on_empty=args.on_empty, on_invalid=args.on_invalid,
+            on_empty=args.on_empty, on_invalid=args.on_invalid, require_labels=args.require_labels,
             overwrite=args.overwrite, class_spaces=args.class_spaces, fit_exclude_fold=args.fit_exclude_fold,
         )
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))

@@ -36,6 +36,7 @@ class FeaturizeConfig:
     on_empty: str = ""  # "" = the corpus's own default (error; keep for meka_imdb) | error | keep | quarantine
     on_invalid: str = "error"  # error | quarantine (malformed, ill-typed or duplicate records)
     unknown_labels: str = "error"  # error | drop | quarantine (labels not in the taxonomy)
+    require_labels: bool = True  # --input: false reads a record without labels as unlabelled
 
 
 @dataclass(frozen=True)

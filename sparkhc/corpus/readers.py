@@ -56,6 +56,8 @@ RAW_SCHEMA = pa.schema(
 )
 
 DEFAULT_BATCH_SIZE = 10_000
+_UNLABELLED_HINT = ("pass require_labels=False to read unlabelled documents (sparkhc featurize --input: "
+                    "--allow-unlabelled, or the configuration key featurize.require_labels = false)")
 SAMPLE_SIZE = 20
 _INT32_MAX = 2**31 - 1
 
@@ -670,7 +672,7 @@ def _jsonl_record(
     labels = [] if labels_from is not None else obj.get(labels_field)
     if labels is None:
         if require_labels:
-            sink.invalid(no, "missing labels", f"missing labels field {labels_field!r}", doc_id)
+            sink.invalid(no, "missing labels", f"missing labels field {labels_field!r}; {_UNLABELLED_HINT}", doc_id)
             return None
         labels = []
     elif not _is_str_list(labels) or any(not lab for lab in labels):
@@ -1078,7 +1080,8 @@ def read_parquet(
                     labels = data[LABELS][i]
                     if labels is None:
                         if require_labels:
-                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null", doc_id)
+                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null; {_UNLABELLED_HINT}",
+                                         doc_id)
                             continue
                         labels = []
                     if any(lab is None or not lab for lab in labels):
@@ -1142,6 +1145,7 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
         jsonl = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_JSONL_SUFFIXES))
         if jsonl:
             return read_jsonl(jsonl, **options)
+        options.pop("require_labels", None)  # the directories are the labels
         return read_label_dirs(p, **options)
     if not p.is_file():
         raise InputDataError(f"{p}: input not found")

@@ -111,6 +111,7 @@ def featurize(
     class_spaces: str | Path | None = None,
     on_empty: str | None = None,
     on_invalid: str | None = None,
+    require_labels: bool | None = None,
 ) -> dict[str, Any]:
     """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
 
@@ -122,8 +123,9 @@ def featurize(
     same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
     aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
 
-    ``unknown_labels``, ``on_empty``, ``on_invalid`` (None: the ``[featurize]`` keys of ``cfg``) are
-    the reader options of :func:`sparkhc.corpus.readers.read_jsonl`.
+    ``unknown_labels``, ``on_empty``, ``on_invalid``, ``require_labels`` (``--input`` only) (None:
+    the ``[featurize]`` keys of ``cfg``) are the reader options of
+    :func:`sparkhc.corpus.readers.read_jsonl`.
     """
     import numpy as np
     import pyarrow.compute as pc
@@ -160,6 +162,8 @@ def featurize(
             raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
                                "taxonomy)")
         taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
+        if not (fcfg.require_labels if require_labels is None else require_labels):
+            read_opts["require_labels"] = False
         batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
         table = readers.to_table(batches)
         splits = set(table.column(SPLIT).to_pylist())

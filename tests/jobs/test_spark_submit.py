@@ -32,7 +32,7 @@ from tests.jobs.conftest import (
 
 JOB_FLAGS = {
     "featurize": ["--input", "--taxonomy", "--corpus", "--unknown-labels", "--on-empty", "--on-invalid",
-                  "--fit-exclude-fold", "--out"],
+                  "--allow-unlabelled", "--fit-exclude-fold", "--out"],
     "train": ["--features", "--out", "--model", "--checkpoint-dir", "--exclude-fold"],
     "predict": ["--model", "--features", "--out", "--split", "--fold"],
     "evaluate": ["--predictions", "--features", "--out"],

@@ -1,5 +1,5 @@
 """Issue 16, point 4: the reader options of featurize (``on_empty``, ``on_invalid``,
-``unknown_labels``) are reachable from the CLI and the configuration, and the errors say how.
+``unknown_labels``, ``require_labels``) are reachable from the CLI and the configuration, and the errors say how.
 
 A small made-up JSON Lines corpus (the tiny corpus of ``tests.reliability``) with one bad record
 appended; every outcome is counted in the read report of ``corpus.json``."""
@@ -84,6 +84,22 @@ def test_on_invalid_and_unknown_labels_flags_and_keys(spark, corpus, capsys):
     assert run(featurize_args(docs, tax, tmp / "f3", "--on-invalid", "quarantine", "--unknown-labels", "drop")) == 0
     rep = read_report(tmp / "f3")
     assert (rep["read"], rep["emitted"], rep["quarantined"], rep["labels_dropped"]) == (8, 7, 1, 1)
+
+
+def test_unlabelled_documents_flag_and_key(spark, corpus, capsys):
+    tmp, tax, good = corpus
+    new = {"id": "n1", "text": "goal match", "split": "test"}  # a document to predict: no labels
+    docs = write_jsonl(tmp / "docs.jsonl", [*good, new])
+    code, _, err = run_main(featurize_args(docs, tax, tmp / "f0"), capsys)
+    msg = error_line(err)
+    assert code == 2 and "line 7 (document 'n1'): missing labels field 'labels'" in msg
+    assert "--allow-unlabelled" in msg and "featurize.require_labels" in msg
+    for out, extra in ((tmp / "f1", ["--allow-unlabelled"]), (tmp / "f2", ["--set", "featurize.require_labels=false"])):
+        assert run(featurize_args(docs, tax, out, *extra)) == 0
+        rep = read_report(out)
+        assert (rep["read"], rep["emitted"], rep["no_labels"]) == (7, 7, 1)
+        t = pq.read_table(out / "features", columns=["doc_id", "labels"]).to_pylist()
+        assert {"doc_id": "n1", "labels": []} in t
 
 
 def test_reader_keys_are_validated():

@@ -781,7 +781,7 @@ def scan_bad_records(part: InputPartition) -> list[BadRecord]:
                     bad.append(BadRecord(where, "malformed JSON", "malformed line: not a JSON object", None,
                                          line[:2000], (k, no)))
                     continue
-                ids = {k: v for k in (DOC_ID, ID_ALIAS) if (v := _id_text(obj.get(k))) is not None}
+                ids = {name: v for name in (DOC_ID, ID_ALIAS) if (v := _id_text(obj.get(name))) is not None}
                 b = _check_ids(ids, where, line[:2000], seen, (k, no))
                 if b is not None:
                     bad.append(b)

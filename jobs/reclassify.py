@@ -11,6 +11,10 @@ Classifies the partitions of a date-partitioned document collection that the cur
 On a cluster add ``--py-files dist/sparkhc-pyfiles.zip`` (``python scripts/build_pyfiles.py``)
 as docs/deployment.md shows for the other jobs.
 
+The run summary is printed on stdout and kept in ``OUT/_runs/<run_id>.json``; under spark-submit
+stdout also carries the driver's log lines, so schedulers should pass ``--summary-json PATH`` and
+read that file (docs/examples/airflow_reclassify_dag.py does).
+
 Exit status: 0 ok, 1 when a partition failed (see ``OUT/_runs/<run_id>.json``), 2 for a user error.
 """
 

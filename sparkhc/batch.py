@@ -32,6 +32,10 @@ COUNTS = "counts"
 # raw documents (the input of featurize)
 TEXT = "text"
 TOKENS = "tokens"
+#: The other name of the document id accepted in raw documents by every verb (featurize,
+#: reclassify): a record may carry ``doc_id`` or ``id`` (the README's format), or both when they
+#: are equal; the features and predictions always name it ``doc_id``.
+ID_ALIAS = "id"
 
 
 @dataclass

@@ -60,8 +60,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--class-spaces", default=None, metavar="FILE",
                    help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
                         "field into one class per document (see sparkhc/models/jia_zhang/spaces.py); replaces the taxonomy")
-    p.add_argument("--unknown-labels", choices=["error", "drop"], default="error",
-                   help="labels not in the taxonomy: fail (default) or drop them with a count")
+    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
+                   help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
+                        "(default: featurize.unknown_labels of the configuration, 'error')")
+    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
+                   help="documents with no text and no tokens: fail, keep them or set them aside, counted "
+                        "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    p.add_argument("--allow-unlabelled", action="store_const", const=False, default=None, dest="require_labels",
+                   help="--input: read records without labels as unlabelled documents (to predict) instead of "
+                        "invalid ones (default: featurize.require_labels of the configuration, true)")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
+                   help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
+                        "counted (default: featurize.on_invalid of the configuration, 'error')")
+    p.add_argument("--fit-exclude-fold", type=int, default=None, metavar="K",
+                   help="cross-validation: fit the vocabulary and idf on every fold but K (the test fold of "
+                        "your round), so no statistic of the test fold leaks into the features")
     p.add_argument("--out", required=True, help="output folder (written atomically)")
     p.add_argument("--overwrite", action="store_true")
     _data_flags(p)
@@ -179,7 +192,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         summary = pipelines.featurize(
             spark, cfg, out=args.out, corpus=args.corpus, input_path=args.input, taxonomy_path=args.taxonomy,
             data_dir=args.data_dir, cache_dir=args.cache_dir, unknown_labels=args.unknown_labels,
-            overwrite=args.overwrite, class_spaces=args.class_spaces,
+            on_empty=args.on_empty, on_invalid=args.on_invalid, require_labels=args.require_labels,
+            overwrite=args.overwrite, class_spaces=args.class_spaces, fit_exclude_fold=args.fit_exclude_fold,
         )
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     elif cmd == "train":

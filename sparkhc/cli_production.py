@@ -15,7 +15,8 @@ Verbs::
 
     sparkhc reclassify --input COLLECTION --out PREDICTIONS (--models ROOT [--model-version V] | --model DIR)
                        [--partition-column ingest_date] [--format auto|parquet|json] [--all]
-                       [--partitions V ...] [--batch-partitions 8] [--dry-run]
+                       [--partitions V ...] [--batch-partitions 8] [--dry-run] [--on-invalid error|quarantine]
+                       [--summary-json PATH]
     sparkhc models list [--root ROOT] [--json]
     sparkhc models show [VERSION|current] [--root ROOT]
     sparkhc models register MODEL_DIR [--root ROOT] [--metrics FILE] [--promote] [--move] [--note TEXT]
@@ -34,6 +35,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sparkhc.errors import SparkhcError
@@ -66,6 +68,13 @@ def add_reclassify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-partitions", type=int, default=8, metavar="N",
                    help="partitions classified per Spark job (default 8)")
     p.add_argument("--dry-run", action="store_true", help="show what would be classified; write nothing")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default="error",
+                   help="records that cannot be classified (malformed JSON line, no doc_id/id, duplicate id): "
+                        "fail the partition naming file and line (default), or classify the others and set "
+                        "these aside in PARTITION/_quarantined.jsonl, counted in the run summary")
+    p.add_argument("--summary-json", default=None, metavar="PATH",
+                   help="also write the run summary to PATH (atomically; for schedulers: under spark-submit, log "
+                        "lines reach stdout too, so stdout is not machine-readable)")
     p.add_argument("--master", default=None,
                    help="Spark master for local runs (default $SPARKHC_MASTER or local[*]; spark-submit's wins)")
     _verbose(p)
@@ -172,8 +181,12 @@ def _reclassify(args: argparse.Namespace, spark: Any = None) -> int:
         spark, args.input, args.out, models_root=models_root, model_version=args.model_version,
         model_dir=args.model, partition_column=args.partition_column, input_format=args.input_format,
         all_partitions=args.all_partitions, partitions=args.partitions, dry_run=args.dry_run,
-        batch_partitions=args.batch_partitions, master=args.master,
+        batch_partitions=args.batch_partitions, master=args.master, on_invalid=args.on_invalid,
     )
+    if args.summary_json:
+        from sparkhc.persistence import write_json_atomic
+
+        write_json_atomic(Path(args.summary_json), summary)
     _print_json(summary)
     return 1 if summary.get("failures") else 0
 

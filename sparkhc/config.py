@@ -32,6 +32,11 @@ class FeaturizeConfig:
     hash_bits: int = 18
     token_pattern: str = ""  # empty = the tokenizer's default
     partitions: int = 4
+    # reading the raw documents (sparkhc.corpus.readers): what happens to records that cannot be used
+    on_empty: str = ""  # "" = the corpus's own default (error; keep for meka_imdb) | error | keep | quarantine
+    on_invalid: str = "error"  # error | quarantine (malformed, ill-typed or duplicate records)
+    unknown_labels: str = "error"  # error | drop | quarantine (labels not in the taxonomy)
+    require_labels: bool = True  # --input: false reads a record without labels as unlabelled
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,9 @@ _MINIMUM = {
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
+    ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
+    ("featurize", "on_invalid"): ("error", "quarantine"),
+    ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),
 }
 
 

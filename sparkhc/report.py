@@ -609,7 +609,8 @@ def _md_table(t: Table) -> str:
 def _sections(data: ReportData, top: int) -> list[tuple[str, str, Table | None]]:
     """(title, intro, table) of each table section, shared by HTML and Markdown."""
     out: list[tuple[str, str, Table | None]] = [
-        ("Metrics", "All metrics of the evaluation (definitions in ALGORITHMS.md).", _metric_table(data)),
+        ("Metrics", "All metrics of the evaluation (definitions: sparkhc/metrics.py and the section "
+                    "'Metric conventions' of docs/architecture.md in the sparkhc repository).", _metric_table(data)),
         ("Per level", "Counts and F1 over the labels at each depth (ancestors of gold and predicted labels "
                       "included).", _level_table(data)),
         ("Per label", "Every label in tree order; support = documents with the label in their gold set.",

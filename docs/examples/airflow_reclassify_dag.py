@@ -7,8 +7,11 @@ Copy to the Airflow DAGs folder; adjust the settings below (or the Airflow Varia
   classified by the current model are done, so retries and overlapping schedules are safe
   (``max_active_runs=1`` keeps runs from queuing on the job's lock). Trigger with
   ``--conf '{"all": true}'`` to reclassify every partition after promoting a model.
-* ``check_summary``: reads the run summary the job wrote (``OUT/_runs/<run_id>.json``; the job
-  prints it on stdout, pushed to XCom as the last line) and fails when a partition failed.
+* ``check_summary``: reads the run summary and fails when a partition failed. The job writes the
+  summary to a file (``--summary-json``; under spark-submit its stdout also carries log lines, so
+  stdout itself is not JSON); the task prints that file as one line with ``jq -c``, the last line
+  of its stdout, which the BashOperator pushes to XCom. The job also keeps every summary in
+  ``OUT/_runs/<run_id>.json``.
 
 With ``apache-airflow-providers-apache-spark`` installed, ``SparkSubmitOperator`` can replace the
 ``BashOperator`` (``application="/opt/sparkhc/jobs/reclassify.py"``, ``py_files=...``,
@@ -36,19 +39,24 @@ OUT = "/shared/reclassified"
 MODELS = "/shared/models"
 
 
-def reclassify_command() -> str:
+def reclassify_command(spark_submit: str = SPARK_SUBMIT, job: str = JOB) -> str:
     """The templated shell command of the reclassify task (Jinja is rendered by Airflow).
 
-    The job prints its summary as indented JSON; ``jq -c`` makes it one line, so that the
-    BashOperator pushes the whole summary to XCom (it pushes the last line of stdout).
+    The job writes its summary to a temporary file (``--summary-json``); ``jq -c`` prints it as
+    one line after the run, so that the last line of stdout, which the BashOperator pushes to
+    XCom, is the whole summary whatever spark-submit logged before it. The task exits with the
+    job's status (1 when a partition failed, 2 for a user error: Airflow retries / fails the task).
     """
     return (
-        f"set -o pipefail; {SPARK_SUBMIT} {JOB}"
+        'summary="$(mktemp)"; '
+        f"{spark_submit} {job}"
         " --input {{ var.value.get('sparkhc_collection', '" + COLLECTION + "') }}"
         " --out {{ var.value.get('sparkhc_out', '" + OUT + "') }}"
         " --models {{ var.value.get('sparkhc_models', '" + MODELS + "') }}"
         " {{ '--all' if params.all else '' }}"  # --conf '{"all": true}' overrides the param
-        " | jq -c ."
+        ' --summary-json "$summary"; status=$?; '
+        'if [ -s "$summary" ]; then jq -c . "$summary" || status=$?; fi; '
+        'rm -f "$summary"; exit $status'
     )
 
 

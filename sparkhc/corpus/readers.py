@@ -34,7 +34,7 @@ from typing import IO, Any, Literal
 
 import pyarrow as pa
 
-from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
+from sparkhc.batch import DOC_ID, FOLD, ID_ALIAS, LABELS, SPLIT
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.taxonomy import Taxonomy
 
@@ -56,6 +56,8 @@ RAW_SCHEMA = pa.schema(
 )
 
 DEFAULT_BATCH_SIZE = 10_000
+_UNLABELLED_HINT = ("pass require_labels=False to read unlabelled documents (sparkhc featurize --input: "
+                    "--allow-unlabelled, or the configuration key featurize.require_labels = false)")
 SAMPLE_SIZE = 20
 _INT32_MAX = 2**31 - 1
 
@@ -283,7 +285,8 @@ class _Sink:
         where = self.where(pos)
         if self.on_invalid == "error":
             who = f" (document {doc_id!r})" if doc_id is not None else ""
-            raise exc(f"{where}{who}: {detail}")
+            raise exc(f"{where}{who}: {detail} (pass on_invalid='quarantine' to set such records aside, counted; "
+                      "sparkhc featurize: --on-invalid quarantine, or the configuration key featurize.on_invalid)")
         self.report.quarantine(doc_id if doc_id is not None else where, reason)
 
     def exclude(self, reason: str) -> None:
@@ -339,7 +342,9 @@ class _Sink:
                     more = f" ({len(unknown) - 1} more unknown label(s) in this document)" if len(unknown) > 1 else ""
                     raise UnknownLabelError(
                         f"{self.where(pos)}: document {doc_id!r}: label {lab!r} {why}{more}; "
-                        "pass unknown_labels='drop' to drop such labels (they are counted)"
+                        "pass unknown_labels='drop' to drop such labels (they are counted) or 'quarantine' to set "
+                        "the document aside (sparkhc featurize: --unknown-labels drop|quarantine, or the "
+                        "configuration key featurize.unknown_labels)"
                     )
                 if self.unknown_labels == "quarantine":
                     rep.quarantine(doc_id, "unknown label")
@@ -356,7 +361,8 @@ class _Sink:
             if self.on_empty == "error":
                 raise EmptyDocumentError(
                     f"{self.where(pos)}: document {doc_id!r} is empty (no text and no tokens); pass "
-                    "on_empty='keep' or 'quarantine' to accept or set aside empty documents"
+                    "on_empty='keep' or 'quarantine' to accept or set aside empty documents (sparkhc featurize: "
+                    "--on-empty keep|quarantine, or the configuration key featurize.on_empty)"
                 )
             if self.on_empty == "quarantine":
                 rep.quarantine(doc_id, "empty document")
@@ -412,7 +418,7 @@ def open_maybe_gzip(path: str | Path) -> IO[bytes]:
     return f
 
 
-def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+def iter_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset of the line in the (decompressed) stream, line bytes)."""
     no = 0
     offset = 0
@@ -450,7 +456,7 @@ def read_folds(path: str | Path) -> FoldTable:
     table = FoldTable()
     table.source = str(p)
     first: dict[str, int] = {}
-    for no, _off, raw in _lines(p):
+    for no, _off, raw in iter_lines(p):
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
@@ -489,7 +495,7 @@ def _is_str_list(v: object) -> bool:
 def read_jsonl(
     paths: str | Path | Iterable[str | Path],
     *,
-    id_field: str = "id",
+    id_field: str | None = None,
     text_fields: Sequence[str] = ("text",),
     tokens_field: str | None = "tokens",
     labels_field: str = "labels",
@@ -515,8 +521,10 @@ def read_jsonl(
     ----------
     paths : path or iterable of paths
         One or more ``.jsonl`` / ``.jsonl.gz`` files, read in order.
-    id_field : str
+    id_field : str, optional
         Document id field: a non-empty string, or an integer (converted to its decimal string).
+        ``None`` (default): ``doc_id`` or ``id`` (:data:`sparkhc.batch.ID_ALIAS`), as every verb
+        accepts; a record with both is invalid unless they are equal.
     text_fields : sequence of str
         Text fields joined with ``"\\n"`` (e.g. ``["title", "text"]`` for Reuters). Missing, null or
         empty fields are left out of the join; a non-string value is an error.
@@ -571,7 +579,7 @@ def read_jsonl(
         used_fold_ids: set[str] = set()
         for path in files:
             sink.set_file(str(path), "line")
-            for no, offset, raw in _lines(path):
+            for no, offset, raw in iter_lines(path):
                 if not raw.strip():
                     continue
                 report.read += 1
@@ -607,7 +615,7 @@ def _jsonl_record(
     sink: _Sink,
     no: int,
     obj: dict[str, Any],
-    id_field: str,
+    id_field: str | None,
     text_fields: tuple[str, ...],
     tokens_field: str | None,
     labels_field: str,
@@ -619,18 +627,28 @@ def _jsonl_record(
     used_fold_ids: set[str],
     labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
 ) -> pa.RecordBatch | None:
-    raw_id = obj.get(id_field)
-    if raw_id is None:
-        sink.invalid(no, "missing id", f"missing document id field {id_field!r}")
+    names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
+    ids: dict[str, str] = {}
+    for name in names:
+        raw_id = obj.get(name)
+        if raw_id is None:
+            continue
+        if isinstance(raw_id, str) and raw_id.strip():
+            ids[name] = raw_id
+        elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
+            ids[name] = str(raw_id)
+        else:
+            sink.invalid(no, "bad id",
+                         f"field {name!r} must be a non-empty string or an integer, got {_type_name(raw_id)} {raw_id!r}")
+            return None
+    if not ids:
+        sink.invalid(no, "missing id", f"missing document id field {' or '.join(map(repr, names))}")
         return None
-    if isinstance(raw_id, str) and raw_id.strip():
-        doc_id = raw_id
-    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-        doc_id = str(raw_id)
-    else:
-        sink.invalid(no, "bad id",
-                     f"field {id_field!r} must be a non-empty string or an integer, got {_type_name(raw_id)} {raw_id!r}")
+    if len(set(ids.values())) > 1:
+        sink.invalid(no, "conflicting ids", "fields " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
+                     + " disagree; give one id field (or equal values)")
         return None
+    doc_id = next(iter(ids.values()))
     if not sink.claim_id(no, doc_id):
         return None
     parts: list[str] = []
@@ -654,7 +672,7 @@ def _jsonl_record(
     labels = [] if labels_from is not None else obj.get(labels_field)
     if labels is None:
         if require_labels:
-            sink.invalid(no, "missing labels", f"missing labels field {labels_field!r}", doc_id)
+            sink.invalid(no, "missing labels", f"missing labels field {labels_field!r}; {_UNLABELLED_HINT}", doc_id)
             return None
         labels = []
     elif not _is_str_list(labels) or any(not lab for lab in labels):
@@ -826,7 +844,7 @@ def read_qrels(path: str | Path) -> dict[str, list[str]]:
     p = Path(path)
     out: dict[str, list[str]] = {}
     names: dict[str, str] = {}
-    for no, _off, raw in _lines(p):
+    for no, _off, raw in iter_lines(p):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -908,7 +926,7 @@ def read_lyrl2004(
             start = 0
             tokens: list[str] = []
             saw_w = False
-            for no, offset, raw in _lines(path):
+            for no, offset, raw in iter_lines(path):
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -966,8 +984,8 @@ def _type_ok(t: pa.DataType, want: pa.DataType) -> bool:
 def validate_raw_schema(schema: pa.Schema, source: str) -> list[str]:
     """Check a table schema against :data:`RAW_SCHEMA`; returns the optional columns it lacks.
 
-    ``doc_id`` and ``labels`` are required, and ``text`` or ``tokens``; ``split`` and ``fold``
-    may be missing (read as null). string/large_string, list/large_list and any integer type for
+    ``doc_id`` (or ``id``, :data:`sparkhc.batch.ID_ALIAS`; both may be there) and ``labels`` are
+    required, and ``text`` or ``tokens``; ``split`` and ``fold`` may be missing (read as null). string/large_string, list/large_list and any integer type for
     ``fold`` are accepted. Raises :class:`SchemaError` naming the column and the file.
     """
     names = schema.names
@@ -975,11 +993,17 @@ def validate_raw_schema(schema: pa.Schema, source: str) -> list[str]:
     if dupes:
         raise SchemaError(f"{source}: column {dupes[0]!r} appears more than once")
     missing: list[str] = []
+    if ID_ALIAS in names and not _type_ok(schema.field(ID_ALIAS).type, pa.string()):
+        raise SchemaError(f"{source}: column {ID_ALIAS!r} has type {schema.field(ID_ALIAS).type}, expected string")
     for f in RAW_SCHEMA:
+        if f.name == DOC_ID and f.name not in names and ID_ALIAS in names:
+            missing.append(f.name)  # the id is read from the column "id"
+            continue
         if f.name not in names:
             if f.name in (DOC_ID, LABELS):
+                alias = f" (or {ID_ALIAS!r})" if f.name == DOC_ID else ""
                 raise SchemaError(
-                    f"{source}: required column {f.name!r} is missing (columns: {names}); expected the "
+                    f"{source}: required column {f.name!r}{alias} is missing (columns: {names}); expected the "
                     f"raw documents schema {_schema_str(RAW_SCHEMA)}"
                 )
             missing.append(f.name)
@@ -1024,31 +1048,40 @@ def read_parquet(
         except (pa.ArrowInvalid, OSError) as e:
             raise InputDataError(f"{p}: not a readable Parquet file: {e}") from None
         missing = validate_raw_schema(pf.schema_arrow, str(p))
-        opened.append((p, pf, missing))
+        opened.append((p, pf, missing, ID_ALIAS in pf.schema_arrow.names))
     report = ReadReport(source=", ".join(str(p) for p in files))
     sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, False, check_duplicates)
     wanted = [f.name for f in RAW_SCHEMA]
 
     def records() -> Iterator[pa.RecordBatch | None]:
-        for p, pf, missing in opened:
+        for p, pf, missing, has_alias in opened:
             sink.set_file(str(p), "row")
-            cols = [c for c in wanted if c not in missing]
+            cols = [c for c in wanted if c not in missing] + ([ID_ALIAS] if has_alias else [])
             row = 0
             for b in pf.iter_batches(batch_size=batch_size, columns=cols):
                 data = {c: b.column(c).to_pylist() for c in cols}
                 for i in range(b.num_rows):
                     row += 1
                     report.read += 1
-                    doc_id = data[DOC_ID][i]
-                    if doc_id is None or not doc_id.strip():
-                        sink.invalid(row, "missing id", f"column {DOC_ID!r} is null or empty")
+                    ids = {c: data[c][i] for c in (DOC_ID, ID_ALIAS) if c in data and data[c][i] is not None}
+                    ids = {c: v for c, v in ids.items() if v.strip()}
+                    if not ids:
+                        names_ = " or ".join(repr(c) for c in (DOC_ID, ID_ALIAS) if c in data)
+                        sink.invalid(row, "missing id", f"column {names_} is null or empty")
                         continue
+                    if len(set(ids.values())) > 1:
+                        sink.invalid(row, "conflicting ids", "columns " + " and ".join(
+                            f"{k!r} = {v!r}" for k, v in ids.items()) + " disagree; give one id column (or equal "
+                            "values)")
+                        continue
+                    doc_id = next(iter(ids.values()))
                     if not sink.claim_id(row, doc_id):
                         continue
                     labels = data[LABELS][i]
                     if labels is None:
                         if require_labels:
-                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null", doc_id)
+                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null; {_UNLABELLED_HINT}",
+                                         doc_id)
                             continue
                         labels = []
                     if any(lab is None or not lab for lab in labels):
@@ -1112,6 +1145,7 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
         jsonl = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_JSONL_SUFFIXES))
         if jsonl:
             return read_jsonl(jsonl, **options)
+        options.pop("require_labels", None)  # the directories are the labels
         return read_label_dirs(p, **options)
     if not p.is_file():
         raise InputDataError(f"{p}: input not found")

@@ -53,6 +53,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkhc.batch import ID_ALIAS
 from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
 from sparkhc.features import FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
 from sparkhc.persistence import replace_dir, sha256_file
@@ -112,15 +113,40 @@ class OutputExistsError(SparkhcError, FileExistsError):
 
 
 # ---------------------------------------------------------------------------------------- input
+def id_columns(df: DataFrame) -> tuple[Column, Column]:
+    """The document id of raw documents with a ``doc_id`` or an ``id`` column
+    (:data:`sparkhc.batch.ID_ALIAS`), or both: (the id, null when neither is set; a boolean
+    column, true where both are set and disagree)."""
+    present = [c for c in (DOC_ID, ID_ALIAS) if c in df.columns]
+    if not present:
+        return F.lit(None).cast(T.StringType()), F.lit(False)
+    cols = [F.col(c).cast(T.StringType()) for c in present]
+    if len(cols) == 1:
+        return cols[0], F.lit(False)
+    a, b = cols
+    return F.coalesce(a, b), F.coalesce(a.isNotNull() & b.isNotNull() & (a != b), F.lit(False))
+
+
 def normalize_raw(raw_df: DataFrame, source: str = "raw documents") -> DataFrame:
     """Select and type-check the raw-documents columns.
 
-    ``doc_id`` (string) and ``labels`` (array<string>) are required, and at least one of ``text``
+    ``doc_id`` (string; or ``id``, or both when equal: a row where they disagree fails the job)
+    and ``labels`` (array<string>) are required, and at least one of ``text``
     (string) / ``tokens`` (array<string>); a missing ``split``/``tokens``/``text``/``fold`` is
     taken as null; ``fold`` may be any integer type (cast to int); null labels become ``[]``.
     Other columns are ignored. Raises :class:`SchemaError` naming the column.
     """
     have = {f.name: f.dataType for f in raw_df.schema.fields}
+    if ID_ALIAS in have:
+        if not isinstance(have[ID_ALIAS], T.StringType):
+            raise SchemaError(f"{source}: column {ID_ALIAS!r} has type {simple_type_name(have[ID_ALIAS])}, expected string")
+        if DOC_ID in have and not isinstance(have[DOC_ID], T.StringType):
+            raise SchemaError(f"{source}: column {DOC_ID!r} has type {simple_type_name(have[DOC_ID])}, expected string")
+        ident, conflict = id_columns(raw_df)
+        msg = F.concat(F.lit(f"{source}: columns 'doc_id' and 'id' disagree: "), F.col(DOC_ID), F.lit(" vs "),
+                       F.col(ID_ALIAS)) if DOC_ID in have else F.lit("")
+        raw_df = raw_df.withColumn(DOC_ID, F.when(conflict, F.raise_error(msg)).otherwise(ident))
+        have[DOC_ID] = T.StringType()
     want: dict[str, tuple[T.DataType, bool]] = {
         DOC_ID: (T.StringType(), True),
         TEXT: (T.StringType(), False),
@@ -133,7 +159,8 @@ def normalize_raw(raw_df: DataFrame, source: str = "raw documents") -> DataFrame
     for name, (dtype, required) in want.items():
         if name not in have:
             if required:
-                raise SchemaError(f"{source}: column {name!r} is missing (columns: {sorted(have)})")
+                alias = f" (or {ID_ALIAS!r})" if name == DOC_ID else ""
+                raise SchemaError(f"{source}: column {name!r}{alias} is missing (columns: {sorted(have)})")
             cols.append(F.lit(None).cast(dtype).alias(name))
             continue
         got = have[name]

@@ -65,10 +65,13 @@ def featurize(
     taxonomy_path: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
-    unknown_labels: str = "error",
+    unknown_labels: str | None = None,
     overwrite: bool = False,
     fit_exclude_fold: int | None = None,
     class_spaces: str | Path | None = None,
+    on_empty: str | None = None,
+    on_invalid: str | None = None,
+    require_labels: bool | None = None,
 ) -> dict[str, Any]:
     """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
 
@@ -79,6 +82,10 @@ def featurize(
     per MDC class space, derived from the records' label fields; the kept classes are fitted on the
     same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
     aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
+
+    ``unknown_labels``, ``on_empty``, ``on_invalid``, ``require_labels`` (``--input`` only) (None:
+    the ``[featurize]`` keys of ``cfg``) are the reader options of
+    :func:`sparkhc.corpus.readers.read_jsonl`.
     """
     import numpy as np
     import pyarrow.compute as pc
@@ -87,6 +94,11 @@ def featurize(
     from sparkhc.spark.featurize import featurize as featurize_df
 
     t0 = time.perf_counter()
+    fcfg = cfg.featurize
+    read_opts: dict[str, Any] = {"unknown_labels": unknown_labels or fcfg.unknown_labels,
+                                 "on_invalid": on_invalid or fcfg.on_invalid}
+    if on_empty or fcfg.on_empty:  # else the corpus's default (error for --input)
+        read_opts["on_empty"] = on_empty or fcfg.on_empty
     corpus_meta: dict[str, Any] = {}
     spaces = None
     if class_spaces is not None:
@@ -98,8 +110,7 @@ def featurize(
         info = registry.get_corpus(corpus)
         root = registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir)
         taxonomy = info.load_taxonomy(root) if spaces is None else None
-        batches, report = info.read(root, taxonomy=taxonomy, unknown_labels=unknown_labels,  # type: ignore[arg-type]
-                                    labels_from=derive)
+        batches, report = info.read(root, taxonomy=taxonomy, labels_from=derive, **read_opts)
         table = readers.to_table(batches)
         scored = info.scored_labels(taxonomy, table) if taxonomy is not None else None
         fit_on: Any = ("train",) if info.splits else None
@@ -111,8 +122,9 @@ def featurize(
             raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
                                "taxonomy)")
         taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
-        batches, report = readers.read_any(input_path, taxonomy=taxonomy, unknown_labels=unknown_labels,
-                                           labels_from=derive)
+        if not (fcfg.require_labels if require_labels is None else require_labels):
+            read_opts["require_labels"] = False
+        batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
         table = readers.to_table(batches)
         splits = set(table.column(SPLIT).to_pylist())
         fit_on = ("train",) if "train" in splits else None
@@ -195,17 +207,20 @@ def train(
     selection = Selection(split, fold, exclude_fold)
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
-    df = select_rows(df, selection)
+    all_rows, df = df, select_rows(df, selection)
     if warm_start is not None:
         model, wmeta = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
         name = wmeta["model"]
         if model_name is not None and model_name != name:
             raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
-        if not _has_rows(df):
-            raise _no_documents(features, selection)
+        if df.isEmpty():
+            raise selection_error(all_rows, features, selection, "training documents")
     else:
         name = model_name or cfg.train.model
-        model = new_model(name, cfg, taxonomy, spec.n_features, df, source=str(features), selection=selection)
+        try:
+            model = new_model(name, cfg, taxonomy, spec.n_features, df, source=str(features), selection=selection)
+        except EmptySelectionError:
+            raise selection_error(all_rows, features, selection, "training documents") from None
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = out.parent / f".{out.name}.checkpoints"
@@ -231,12 +246,23 @@ def train(
             "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
 
 
-def _no_documents(source: str | Path, selection: Selection) -> InputDataError:
-    return InputDataError(f"{source}: no training documents: the selection ({selection.describe()}) matches no row")
+def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:
+    """The error for a selection that matches no row of ``df``: it names the splits and folds
+    present, so the user can choose ``--split`` / ``--fold`` / ``--exclude-fold`` (one Spark job)."""
+    present = df.groupBy(SPLIT, FOLD).count().collect()
+    splits = sorted({r[SPLIT] for r in present}, key=lambda x: (x is not None, x or ""))
+    folds = sorted({r[FOLD] for r in present if r[FOLD] is not None})
+    n_all = sum(int(r["count"]) for r in present)
+    return InputDataError(
+        f"{source}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
+        f"{n_all} document(s) with split(s) {', '.join('none' if x is None else repr(x) for x in splits) or 'none'} "
+        f"and fold(s) {', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, "
+        "--exclude-fold K)"
+    )
 
 
-def _has_rows(df: DataFrame) -> bool:
-    return bool(df.limit(1).count())
+class EmptySelectionError(InputDataError):
+    """The training rows are empty (:func:`selection_error` says what the features hold)."""
 
 
 def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: DataFrame,
@@ -249,7 +275,8 @@ def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: D
     cls = get_model_class(name)
     combos = label_combinations(df)
     if not combos:
-        raise _no_documents(source, selection or Selection())
+        raise EmptySelectionError(f"{source}: no training documents: the selection "
+                                  f"({(selection or Selection()).describe()}) matches no document")
     mtax = model_taxonomy(taxonomy, combos, self_leaves=cfg.train.self_leaves and not cls.native_partial_paths)
     if mtax is not taxonomy:
         log.info("virtual /_self leaves for %d internal labels", int(mtax.virtual.sum()))
@@ -310,7 +337,11 @@ def predict(
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = weights_hash(Path(model_dir))
-    df = select_rows(df, Selection(split, fold, exclude_fold))
+    selection = Selection(split, fold, exclude_fold)
+    selected = select_rows(df, selection)
+    if selected.isEmpty():
+        raise selection_error(df, features, selection, "document")
+    df = selected
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
     preds = predict_df(df, model, version)

@@ -37,19 +37,33 @@ partition caught between the two renames) under a lock file, so two runs never w
 output at once. Paths must be on a file system shared by the driver and the executors (as for
 ``featurize``); the renames are done by the driver.
 
+Ids: a record's id is its ``doc_id`` or its ``id`` field (both are accepted, as by ``featurize``;
+a record with both is invalid unless they are equal); the predictions name it ``doc_id``.
+
+Bad records (a malformed JSON line, no id, ``doc_id`` and ``id`` disagreeing, an id repeated in the
+partition): by default the partition fails with an error naming the file and line (or Parquet row)
+of the first one and the counts by reason; with ``on_invalid="quarantine"`` (``--on-invalid
+quarantine``) the other records are classified and the bad ones are written aside, one JSON line
+each (file and line, reason, record), to ``<partition>/_quarantined.jsonl``, counted in the marker
+and the run summary. A cheap Spark aggregate finds them; only a partition where it found some is
+read again on the driver to name the lines.
+
 Failures: when the Spark job of a batch fails, its partitions are retried one by one; an error
 in one partition is logged and recorded in the run summary, the partition is left as it was, and
 the run goes on with the others; the caller exits non-zero.
 
-Progress: one log line per partition and per batch (``batch 2/5: ... (16/40 partitions
-done)``), on the driver: in local runs on the console, on clusters in the driver log.
+Progress: one log line per partition and per batch (``batch 2/5: ... (16/40 partitions done,
+1 failed)``; a failed partition is not counted as done), on the driver: in local runs on the
+console, on clusters in the driver log.
 
-Fault injection (tests only, off by default): ``fault="WHERE:VALUE"`` or the environment
-variable ``SPARKHC_RECLASSIFY_FAULT``, for the partition whose value is ``VALUE`` (``*`` = every
-partition). ``WHERE`` is ``task`` (raise inside the Spark task right after it handed a record batch of
-that partition to the writer), ``driver`` (raise after the files were written, before the rename),
-``crash`` (the same point, but like a killed process: nothing is cleaned up) or ``kill``
-(``os._exit(137)`` there).
+Fault injection (tests only): an explicit ``fault_hook`` argument of :func:`reclassify` (no
+environment variable, no CLI flag), a callable ``hook(where, partition_value)`` called at two
+points: ``where="task"`` inside the Spark task right after it handed a record batch of the
+partition to the writer (so the hook must be picklable; raising there fails the task), and
+``where="driver"`` on the driver after the partition's files were written, before the rename into
+place. A hook that raises an ``Exception`` fails the partition as a real error would (cleanup
+runs); one that raises a ``BaseException`` or calls ``os._exit`` simulates a crash or a kill
+(nothing is cleaned up).
 """
 
 from __future__ import annotations
@@ -75,14 +89,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkhc import model_store
+from sparkhc.batch import ID_ALIAS
 from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
-from sparkhc.spark.featurize import features_from_raw_partition, normalize_raw
+from sparkhc.spark.featurize import features_from_raw_partition, id_columns, normalize_raw
 from sparkhc.spark.predict import PRED_DDL, PRED_LABELS, PRED_SCORES, make_predict_fn
 from sparkhc.spark.schemas import DOC_ID, FEATURES_SCHEMA, LABELS, RAW_SCHEMA, SPLIT
 from sparkhc.text.spec import FeatureSpec
@@ -91,8 +106,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_PARTITION_COLUMN",
-    "FAULT_ENV",
-    "InjectedCrash",
+    "FaultHook",
     "MARKER_FILE",
     "OUTPUT_COLUMNS",
     "RUNS_DIR",
@@ -106,8 +120,8 @@ __all__ = [
 DEFAULT_PARTITION_COLUMN = "ingest_date"
 MARKER_FILE = "_CLASSIFIED.json"
 RUNS_DIR = "_runs"
+QUARANTINE_FILE = "_quarantined.jsonl"  # records set aside with on_invalid="quarantine" (hidden from readers)
 LOCK_FILE = ".reclassify.lock"
-FAULT_ENV = "SPARKHC_RECLASSIFY_FAULT"
 SCORES = "scores"
 MODEL_VERSION = "model_version"
 TAXONOMY_FINGERPRINT = "taxonomy_fingerprint"
@@ -121,8 +135,8 @@ _PART = re.compile(r"^part-(\d+)-.*\.parquet$")
 _HIDDEN = ("_", ".")
 
 
-class InjectedCrash(BaseException):  # noqa: N818 - named for what it simulates
-    """Raised by the ``crash`` fault: a BaseException so that no cleanup runs, like a kill."""
+#: Fault injection for tests: ``hook(where, partition_value)`` with ``where`` in {"task", "driver"}.
+FaultHook = Callable[[str, str], None]
 
 
 # ---------------------------------------------------------------------- input partitions
@@ -205,6 +219,7 @@ def discover_partitions(input_dir: str | Path, column: str = DEFAULT_PARTITION_C
 #: JSON lines that do not parse (or are not UTF-8) land here instead of becoming all-null rows
 _CORRUPT = "_corrupt_record"
 _JSON_SCHEMA = T.StructType([*(T.StructField(f.name, f.dataType, True) for f in RAW_SCHEMA.fields),
+                             T.StructField(ID_ALIAS, T.StringType(), True),  # doc_id or id (or both, equal)
                              T.StructField(_CORRUPT, T.StringType(), True)])
 
 
@@ -243,31 +258,6 @@ def resolve_model(models_root: str | Path | None = None, version: str = model_st
     assert models_root is not None
     d = model_store.resolve(models_root, version)
     return ResolvedModel(d, model_store.weights_hash(d), d.name, Path(models_root))
-
-
-# ---------------------------------------------------------------------- faults (tests)
-def _parse_fault(fault: str | None) -> tuple[str, str] | None:
-    spec = fault if fault is not None else os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    where, sep, value = spec.partition(":")
-    if not sep or where not in ("task", "driver", "crash", "kill"):
-        raise SparkhcError(f"fault injection {spec!r}: expected task|driver|crash|kill:PARTITION_VALUE")
-    return where, value
-
-
-def _fault_matches(fault: tuple[str, str] | None, where: tuple[str, ...], value: str) -> bool:
-    return fault is not None and fault[0] in where and fault[1] in ("*", value)
-
-
-def _fire(fault: tuple[str, str], value: str) -> None:
-    msg = f"injected fault ({fault[0]}) in partition {value}"
-    log.warning("%s", msg)
-    if fault[0] == "kill":
-        os._exit(137)
-    if fault[0] == "crash":
-        raise InjectedCrash(msg)
-    raise RuntimeError(msg)
 
 
 # ---------------------------------------------------------------------- output helpers
@@ -372,7 +362,8 @@ def reclassify(
     partitions: list[str] | None = None,
     dry_run: bool = False,
     batch_partitions: int = 8,
-    fault: str | None = None,
+    fault_hook: FaultHook | None = None,
+    on_invalid: str = "error",
     progress: Callable[[dict[str, Any]], None] | None = None,
     master: str | None = None,
 ) -> dict[str, Any]:
@@ -405,15 +396,22 @@ def reclassify(
     batch_partitions : int
         Partitions classified by one Spark job (default 8): fewer jobs for many small daily
         partitions; a failed batch is retried partition by partition to isolate the culprit.
-    fault : str, optional
-        Fault injection for tests (see the module docstring).
+    on_invalid : {"error", "quarantine"}
+        Records that cannot be classified (a malformed JSON line, no ``doc_id``/``id``, ``doc_id``
+        and ``id`` disagreeing, an id repeated in the partition): fail the partition with an error
+        naming the file and line (default), or classify the other records and set these aside in
+        ``<partition>/_quarantined.jsonl`` (file, line, reason, record), counted in the marker and
+        in the run summary (``--on-invalid quarantine``).
+    fault_hook : callable, optional
+        Fault injection for tests: ``fault_hook(where, partition_value)`` (see the module docstring).
     progress : callable, optional
         Called with a dict after each batch (for progress bars); logging happens anyway.
     """
+    if on_invalid not in ("error", "quarantine"):
+        raise SparkhcError(f"on_invalid must be 'error' or 'quarantine', got {on_invalid!r}")
     t0 = time.perf_counter()
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
-    faults = _parse_fault(fault)
     out = Path(out).absolute()
     resolved = resolve_model(models_root, model_version, model_dir)
     model, meta = load_model(resolved.path)
@@ -500,7 +498,7 @@ def reclassify(
             spec_bc = spark.sparkContext.broadcast(spec)
             job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
                                                    state_bc, version),
-                       spec_bc, version, tax_fp, run_id, started, faults)
+                       spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid)
             reasons = {p.name: r for p, r in todo}
             size = max(1, int(batch_partitions))
             batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
@@ -514,19 +512,21 @@ def reclassify(
                                              "detail": str(res)[-4000:]})
                             log.error("reclassify: %s failed: %s", p.name, msg)
                             continue
-                        rows, labels, files = res
+                        rows, labels, files, bad = res
                         label_counts.update(labels)
                         entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
-                                 "reason": reasons[p.name]}
+                                 "reason": reasons[p.name], **_quarantine_counts(bad)}
                         done.append(entry)
-                        log.info("reclassify: %s: %d documents (%s)", p.name, rows, reasons[p.name])
+                        log.info("reclassify: %s: %d documents (%s)%s", p.name, rows, reasons[p.name],
+                                 f", {len(bad)} bad record(s) set aside in {QUARANTINE_FILE}" if bad else "")
                     secs = time.perf_counter() - t1
-                    n_done = len(done) + len(failures)
-                    log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done)",
-                             b, len(batches), len(parts), secs, n_done, len(todo))
+                    # a failed partition is not done: it is counted on its own
+                    log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done, %d failed)",
+                             b, len(batches), len(parts), secs, len(done), len(todo), len(failures))
                     if progress is not None:
-                        progress({"batch": b, "batches": len(batches), "partitions_done": n_done,
-                                  "partitions_total": len(todo), "seconds": round(secs, 3)})
+                        progress({"batch": b, "batches": len(batches), "partitions_done": len(done),
+                                  "partitions_failed": len(failures), "partitions_total": len(todo),
+                                  "seconds": round(secs, 3)})
             finally:
                 state_bc.unpersist()
                 spec_bc.unpersist()
@@ -539,6 +539,7 @@ def reclassify(
         summary.update({
             "finished_at": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "documents": sum(d["documents"] for d in done),
+            "quarantined": sum(d.get("quarantined", 0) for d in done),
             "label_counts": dict(sorted(label_counts.items())),
             "per_partition": done,
             "failures": failures,
@@ -585,7 +586,7 @@ def discover_partitions_quiet(input_dir: str | Path, column: str) -> list[InputP
 
 _SLOT = "_slot"  # staging partition column: the index of the input partition in its batch
 
-PartitionResult = tuple[int, Counter[str], list[str]] | BaseException
+PartitionResult = tuple[int, Counter[str], list[str], "list[BadRecord]"] | BaseException
 
 
 @dataclass
@@ -602,8 +603,10 @@ class _Job:
     tax_fp: str
     run_id: str
     classified_at: _dt.datetime
-    faults: tuple[str, str] | None
+    fault_hook: FaultHook | None
+    on_invalid: str = "error"
     _n: int = 0
+    _bad: dict[str, list[BadRecord]] = field(default_factory=dict)  # partition name -> records set aside
 
     def run(self, parts: list[InputPartition]) -> Iterator[tuple[InputPartition, PartitionResult]]:
         self._n += 1
@@ -632,9 +635,12 @@ class _Job:
 
     def _write(self, parts: list[InputPartition], staging: Path) -> None:
         inputs = [read_partition(self.spark, p) for p in parts]
-        check_partitions(parts, inputs)
+        found = check_partitions(parts, inputs, self.on_invalid)
         raws = []
-        for i, (p, df) in enumerate(zip(parts, inputs, strict=True)):
+        for i, (p, df, check) in enumerate(zip(parts, inputs, found, strict=True)):
+            self._bad[p.name] = check.bad
+            if check.keep is not None:
+                df = df.where(check.keep)
             raw = normalize_raw(df, source=str(p.path))
             # the split column (not needed to classify) carries the partition through decoding
             raws.append(raw.withColumn(SPLIT, F.lit(str(i))))
@@ -644,9 +650,8 @@ class _Job:
             functools.partial(features_from_raw_partition, spec_bc=self.spec_bc, taxonomy_bc=None), FEATURES_SCHEMA
         )
         fn = self.predict_fn
-        targets = {str(i): p.value for i, p in enumerate(parts) if _fault_matches(self.faults, ("task",), p.value)}
-        if targets:
-            fn = functools.partial(_failing_in, fn, targets)
+        if self.fault_hook is not None:
+            fn = functools.partial(_with_task_hook, fn, self.fault_hook, {str(i): p.value for i, p in enumerate(parts)})
         preds = feats.mapInArrow(fn, PRED_DDL)
         result = preds.select(
             F.col(DOC_ID),
@@ -665,7 +670,7 @@ class _Job:
             .parquet(str(staging))  # a plain path: as_uri() would escape "=" in names
         )
 
-    def _install(self, part: InputPartition, written: Path) -> tuple[int, Counter[str], list[str]]:
+    def _install(self, part: InputPartition, written: Path) -> tuple[int, Counter[str], list[str], list[BadRecord]]:
         final = self.out / part.name
         tmp = self.out / f".{part.name}.tmp-{self.run_id}"
         try:
@@ -673,11 +678,14 @@ class _Job:
                 os.rename(written, tmp)
             else:  # a partition without documents: no rows, no files, just the marker
                 tmp.mkdir()
-            if _fault_matches(self.faults, ("driver", "crash", "kill"), part.value):
-                assert self.faults is not None
-                _fire(self.faults, part.value)
+            if self.fault_hook is not None:
+                self.fault_hook("driver", part.value)
             files = _rename_parts(tmp)
             rows, labels = _count(tmp, files)
+            bad = self._bad.get(part.name, [])
+            if bad:  # set aside: one JSON line per record, next to the partition's predictions
+                with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8") as f:
+                    f.writelines(json.dumps(b.to_dict(), ensure_ascii=False) + "\n" for b in bad)
             write_json_atomic(tmp / MARKER_FILE, {
                 MODEL_VERSION: self.version,
                 TAXONOMY_FINGERPRINT: self.tax_fp,
@@ -687,71 +695,201 @@ class _Job:
                 CLASSIFIED_AT: self.classified_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "documents": rows,
                 "files": files,
+                **_quarantine_counts(bad),
             })
             replace_dir(tmp, final)
         except Exception:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        return rows, labels, files
+        return rows, labels, files, bad
 
 
-def _local(uri: str) -> str:
-    """A path from ``input_file_name()`` (``file:///a/b%3D1/c`` -> ``/a/b=1/c``)."""
-    return urllib.parse.unquote(urllib.parse.urlparse(uri).path) if uri.startswith("file:") else uri
+def _quarantine_counts(bad: list[BadRecord]) -> dict[str, Any]:
+    """The marker's / summary's account of the records set aside (empty when there are none)."""
+    if not bad:
+        return {}
+    return {"quarantined": len(bad), "quarantine_reasons": dict(sorted(Counter(b.reason for b in bad).items())),
+            "quarantine_file": QUARANTINE_FILE}
 
 
-def check_partitions(parts: list[InputPartition], inputs: list[DataFrame]) -> None:
-    """Refuse input partitions with malformed JSON lines, null or missing ``doc_id`` or duplicate
-    ``doc_id`` (one Spark job for the batch; a second one for a sample when something is wrong).
-    Raises :class:`InputDataError` naming the partition's file and a sample record: in a batch the
-    partitions are then retried one by one, so each bad partition is reported with its own error."""
+@dataclass(frozen=True)
+class BadRecord:
+    """A record of an input partition that cannot be classified (found by :func:`scan_bad_records`)."""
+
+    where: str  # "FILE, line N" (JSON Lines) or "FILE, row N" (Parquet)
+    reason: str  # "malformed JSON" | "missing id" | "conflicting ids" | "duplicate id"
+    detail: str
+    doc_id: str | None = None
+    record: str | None = None  # the raw line (JSON Lines), at most 2,000 characters
+    order: tuple[int, int] = (0, 0)  # (file index, line or row): file order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "reason": self.reason, "detail": self.detail, "doc_id": self.doc_id,
+                "record": self.record}
+
+
+def _id_text(v: Any) -> str | None:
+    """An id value as Spark's JSON reader gives it for a string column (null stays None)."""
+    if v is None:
+        return None
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _check_ids(ids: dict[str, str], where: str, record: str | None, seen: dict[str, list[BadRecord]],
+               order: tuple[int, int]) -> BadRecord | None:
+    if not ids:
+        return BadRecord(where, "missing id", f"record with a null or missing {DOC_ID} (or {ID_ALIAS})",
+                         None, record, order)
+    if len(set(ids.values())) > 1:
+        return BadRecord(where, "conflicting ids", "fields " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
+                         + " disagree", ids.get(DOC_ID), record, order)
+    doc_id = next(iter(ids.values()))
+    seen.setdefault(doc_id, []).append(BadRecord(where, "duplicate id", "", doc_id, record, order))
+    return None
+
+
+def scan_bad_records(part: InputPartition) -> list[BadRecord]:
+    """Every record of a partition that cannot be classified, read on the driver with its file and
+    line (JSON Lines) or row (Parquet) number: malformed lines (not UTF-8, not JSON, not an
+    object), records without an id, with ``doc_id`` and ``id`` disagreeing, and every record of an
+    id that occurs more than once (the same rules as the Spark check of :func:`check_partitions`).
+    Called only for partitions where that check found something."""
+    from sparkhc.corpus.readers import iter_lines
+
+    bad: list[BadRecord] = []
+    seen: dict[str, list[BadRecord]] = {}
+    for k, path in enumerate(part.files):
+        if part.format == "json":
+            for no, _off, raw in iter_lines(path):
+                if not raw.strip():
+                    continue
+                where = f"{path}, line {no}"
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e:
+                    bad.append(BadRecord(where, "malformed JSON", f"malformed line: not valid UTF-8 (byte "
+                                         f"0x{raw[e.start]:02x} at column {e.start + 1})",
+                                         None, raw.decode("utf-8", "replace")[:2000], (k, no)))
+                    continue
+                try:
+                    obj = json.loads(line.removeprefix("\ufeff"))
+                except json.JSONDecodeError as e:
+                    bad.append(BadRecord(where, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}",
+                                         None, line[:2000], (k, no)))
+                    continue
+                if not isinstance(obj, dict):
+                    bad.append(BadRecord(where, "malformed JSON", "malformed line: not a JSON object", None,
+                                         line[:2000], (k, no)))
+                    continue
+                ids = {name: v for name in (DOC_ID, ID_ALIAS) if (v := _id_text(obj.get(name))) is not None}
+                b = _check_ids(ids, where, line[:2000], seen, (k, no))
+                if b is not None:
+                    bad.append(b)
+        else:
+            pf = pq.ParquetFile(path)
+            cols = [c for c in (DOC_ID, ID_ALIAS) if c in pf.schema_arrow.names]
+            row = 0
+            for batch in pf.iter_batches(columns=cols) if cols else ():
+                data = {c: batch.column(c).to_pylist() for c in cols}
+                for i in range(batch.num_rows):
+                    row += 1
+                    ids = {c: str(data[c][i]) for c in cols if data[c][i] is not None}
+                    b = _check_ids(ids, f"{path}, row {row}", None, seen, (k, row))
+                    if b is not None:
+                        bad.append(b)
+            if not cols:  # no id column at all: every row lacks an id
+                for r in range(1, pf.metadata.num_rows + 1):
+                    b = _check_ids({}, f"{path}, row {r}", None, seen, (k, r))
+                    assert b is not None
+                    bad.append(b)
+    for doc_id, recs in seen.items():
+        if len(recs) > 1:
+            places = ", ".join(r.where.rsplit(", ", 1)[-1] for r in recs[:5])
+            bad.extend(BadRecord(r.where, r.reason, f"duplicate {DOC_ID} {doc_id!r} ({len(recs)} records: "
+                                 f"{places}{', ...' if len(recs) > 5 else ''}); every document of a partition "
+                                 "must have its own id", doc_id, r.record, r.order) for r in recs)
+    return sorted(bad, key=lambda b: b.order)
+
+
+@dataclass
+class PartitionCheck:
+    """What :func:`check_partitions` found in one partition: the rows to classify (a filter) and,
+    with ``on_invalid="quarantine"``, the records set aside."""
+
+    keep: Column | None = None  # None: every row
+    bad: list[BadRecord] = field(default_factory=list)
+
+
+def check_partitions(parts: list[InputPartition], inputs: list[DataFrame],
+                     on_invalid: str = "error") -> list[PartitionCheck]:
+    """Find malformed JSON lines, records without an id (``doc_id`` or ``id``), records whose
+    ``doc_id`` and ``id`` disagree and duplicate ids (one Spark job for the batch). Where something
+    is found, the partition's files are read again on the driver (:func:`scan_bad_records`) to name
+    every bad record's file and line. ``on_invalid="error"``: raise :class:`InputDataError` naming
+    the first one and the counts (in a batch the partitions are then retried one by one, so each bad
+    partition is reported with its own error); ``"quarantine"``: the other records are classified,
+    the bad ones are returned (written aside by the caller)."""
+    if on_invalid not in ("error", "quarantine"):
+        raise SparkhcError(f"on_invalid must be 'error' or 'quarantine', got {on_invalid!r}")
     checks = []
+    exprs = []
     for i, df in enumerate(inputs):
         corrupt_col = F.col(_CORRUPT) if _CORRUPT in df.columns else F.lit(None).cast(T.StringType())
-        doc_id = F.col(DOC_ID) if DOC_ID in df.columns else F.lit(None).cast(T.StringType())
-        checks.append(df.select(F.lit(i).alias("slot"), doc_id.alias(DOC_ID), corrupt_col.alias(_CORRUPT),
-                                F.input_file_name().alias("file")))
+        ident, conflict = id_columns(df)
+        exprs.append((ident, conflict, corrupt_col))
+        checks.append(df.select(F.lit(i).alias("slot"), ident.alias(DOC_ID), conflict.alias("_conflict"),
+                                corrupt_col.alias(_CORRUPT), F.input_file_name().alias("file")))
     rows = functools.reduce(DataFrame.unionByName, checks)
+    parsed = F.col(_CORRUPT).isNull()
     stats = rows.groupBy("slot").agg(
         F.count(F.lit(1)).alias("n"),
-        F.sum(F.col(_CORRUPT).isNotNull().cast("long")).alias("corrupt"),
-        F.sum((F.col(_CORRUPT).isNull() & F.col(DOC_ID).isNull()).cast("long")).alias("null_ids"),
-        F.count_distinct(DOC_ID).alias("distinct"),
+        F.sum((~parsed).cast("long")).alias("corrupt"),
+        F.sum((parsed & F.col(DOC_ID).isNull()).cast("long")).alias("null_ids"),
+        F.sum((parsed & F.col("_conflict")).cast("long")).alias("conflicts"),
+        F.count_distinct(F.when(parsed & ~F.col("_conflict"), F.col(DOC_ID))).alias("distinct"),
     ).collect()
+    out = [PartitionCheck() for _ in parts]
     for r in sorted(stats, key=lambda r: r["slot"]):
-        part, sel = parts[r["slot"]], rows.where(F.col("slot") == r["slot"])
-        corrupt, null_ids = int(r["corrupt"] or 0), int(r["null_ids"] or 0)
-        s: Any
-        dups = int(r["n"]) - corrupt - null_ids - int(r["distinct"])
-        if corrupt:
-            # (a query referencing only the corrupt-record column is refused by Spark: doc_id too)
-            s = sel.where(F.col(_CORRUPT).isNotNull()).select("file", DOC_ID, _CORRUPT).first()
-            assert s is not None
-            raise InputDataError(f"{_local(s['file'])}: {corrupt} malformed JSON line(s) (not JSON, "
-                                 f"not an object or not UTF-8), e.g. {s[_CORRUPT][:80]!r}")
-        if null_ids:
-            s = sel.where(F.col(DOC_ID).isNull()).select("file").first()
-            assert s is not None
-            raise InputDataError(f"{_local(s['file'])}: {null_ids} record(s) with a null or missing "
-                                 f"doc_id")
-        if dups:
-            ids = [x[DOC_ID] for x in sel.groupBy(DOC_ID).count().where(F.col("count") > 1)
-                   .orderBy(DOC_ID).limit(5).collect()]
-            raise InputDataError(f"{part.path}: {dups} duplicate doc_id row(s), e.g. {ids}; every document of a "
-                                 "partition must have its own id")
+        part = parts[r["slot"]]
+        corrupt, null_ids, conflicts = (int(r[k] or 0) for k in ("corrupt", "null_ids", "conflicts"))
+        dups = int(r["n"]) - corrupt - null_ids - conflicts - int(r["distinct"])
+        if not (corrupt or null_ids or conflicts or dups):
+            continue
+        bad = scan_bad_records(part)
+        counts = Counter(b.reason for b in bad)
+        if on_invalid == "error" or not bad:
+            if bad:
+                first = bad[0]
+                raise InputDataError(
+                    f"{first.where}: {first.detail}; {len(bad)} bad record(s) in partition {part.name} "
+                    f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); pass --on-invalid quarantine "
+                    "(on_invalid='quarantine') to classify the others and set these aside")
+            # the Spark check and the driver's scan disagree: name what Spark saw
+            raise InputDataError(f"{part.path}: {corrupt} malformed JSON line(s), {null_ids} record(s) with a null or "
+                                 f"missing {DOC_ID}, {conflicts} with disagreeing {DOC_ID} and {ID_ALIAS}, {dups} "
+                                 "duplicate id row(s)")
+        ident, conflict, corrupt_col = exprs[r["slot"]]  # the same tests on the partition's own columns
+        keep = corrupt_col.isNull() & ident.isNotNull() & ~conflict
+        dup_ids = sorted({b.doc_id for b in bad if b.reason == "duplicate id" and b.doc_id is not None})
+        if dup_ids:
+            keep = keep & ~ident.isin(dup_ids)
+        out[r["slot"]] = PartitionCheck(keep, bad)
+        log.warning("reclassify: %s: %d bad record(s) set aside (%s)", part.name, len(bad),
+                    ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return out
 
 
-def _failing_in(
-    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], targets: dict[str, str],
+def _with_task_hook(
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], hook: FaultHook, values: dict[str, str],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Fault injection: fail the task right after it handed the writer a record batch of one of
-    the target partitions (``{slot: partition value}``), so some of its rows may be in files."""
+    """Fault injection (tests): call ``hook("task", value)`` right after the task handed the writer
+    a record batch of the partition ``value`` (``values`` maps the slot to it), so a hook that
+    raises leaves some of the partition's rows in files."""
     for rb in fn(batches):
         yield rb
-        hit = sorted(set(rb.column(SPLIT).to_pylist()) & set(targets))
-        if hit:
-            raise RuntimeError(f"injected fault (task) in partition {targets[hit[0]]}")
+        for slot in sorted(set(rb.column(SPLIT).to_pylist())):
+            hook("task", values[slot])
 
 
 # ---------------------------------------------------------------------- reading the output

@@ -31,7 +31,8 @@ from tests.jobs.conftest import (
 )
 
 JOB_FLAGS = {
-    "featurize": ["--input", "--taxonomy", "--corpus", "--unknown-labels", "--out"],
+    "featurize": ["--input", "--taxonomy", "--corpus", "--unknown-labels", "--on-empty", "--on-invalid",
+                  "--allow-unlabelled", "--fit-exclude-fold", "--out"],
     "train": ["--features", "--out", "--model", "--checkpoint-dir", "--exclude-fold"],
     "predict": ["--model", "--features", "--out", "--split", "--fold"],
     "evaluate": ["--predictions", "--features", "--out"],
@@ -48,6 +49,17 @@ def test_job_takes_the_cli_flags(job, capsys, monkeypatch):
     assert out.startswith(f"usage: sparkhc {job}")
     for flag in [*JOB_FLAGS[job], "--config", "--set"]:
         assert flag in out, f"{job}: {flag} missing from --help"
+
+
+def test_reclassify_job_flags(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(JOBS_DIR / "reclassify.py"), "--help"])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(JOBS_DIR / "reclassify.py"), run_name="__main__")
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: sparkhc reclassify")
+    for flag in ("--input", "--out", "--models", "--model", "--on-invalid", "--summary-json"):
+        assert flag in out, f"reclassify: {flag} missing from --help"
 
 
 def test_user_error_exits_2_under_spark_submit(tmp_path):

@@ -556,13 +556,14 @@ def test_PR_13_nan_feature_value(nan_runs):
     assert code == 2 and re.search(r"non-finite feature value nan", error_line(err)), err[-3000:]
 
 
-def test_PR_14_empty_selection_writes_an_empty_prediction_set(base, tmp_path):
-    """An empty selection is not an error for predict: 0 rows, recorded in _MODEL.json (evaluate
-    then refuses it, EV-05)."""
-    assert run(["predict", "--model", str(base.model), "--features", str(base.features), "--out",
-                str(tmp_path / "p"), "--split", "nosuch"]) == 0
-    assert json.loads((tmp_path / "p" / "_MODEL.json").read_text())["documents"] == 0
-    assert pq.read_table(tmp_path / "p" / "data").num_rows == 0
+def test_PR_14_empty_selection_is_a_user_error(base, tmp_path, capsys):
+    """An empty selection is an error for predict (issue 16): exit 2 naming the splits and folds
+    that are there; nothing is written."""
+    expect_user_error(capsys, ["predict", "--model", base.model, "--features", base.features, "--out",
+                               tmp_path / "p", "--split", "nosuch"],
+                      r"selection \(split 'nosuch', fold None, exclude_fold None\) matches no document; the features "
+                      r"hold 41 document\(s\) with split\(s\) 'test', 'train' and fold\(s\) none")
+    assert not (tmp_path / "p").exists() and leftovers(tmp_path) == []
 
 
 # ======================================================================================= evaluate
@@ -601,9 +602,11 @@ def test_EV_04_predictions_of_unlabelled_documents(base, tmp_path, capsys):
 
 
 def test_EV_05_no_prediction_rows(base, tmp_path, capsys):
-    p = tmp_path / "p"
-    assert run(["predict", "--model", str(base.model), "--features", str(base.features), "--out", str(p),
-                "--split", "nosuch"]) == 0
+    p = copy(base.predictions, tmp_path / "p")  # predict refuses an empty selection (PR-14): empty it by hand
+    t = pq.read_table(p / "data")
+    shutil.rmtree(p / "data")
+    (p / "data").mkdir()
+    pq.write_table(t.slice(0, 0), p / "data" / "part-00000.parquet")
     expect_user_error(capsys, ["evaluate", "--predictions", p], r"p: no prediction rows; nothing to evaluate")
 
 

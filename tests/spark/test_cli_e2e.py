@@ -90,6 +90,63 @@ def test_model_refuses_features_of_another_taxonomy(spark, rcv1_features, tmp_pa
         run(["predict", "--model", str(model), "--features", str(other), "--out", str(tmp_path / "p"), "--split", "all"])
 
 
+def test_predict_selecting_no_document_is_a_user_error(spark, rcv1_features, tmp_path, capsys):
+    """RCV1 documents carry folds but no split: predict's default selection (split 'test') is empty.
+    That is an error (exit 2) naming the splits and folds present, and nothing is written."""
+    from sparkhc.cli import main
+
+    model = tmp_path / "model"
+    assert run(["train", "--features", str(rcv1_features), "--out", str(model), "--split", "all",
+                "--set", "train.epochs=1", "--set", "train.shards=1", "--model", "flat"]) == 0
+    capsys.readouterr()
+    pred = tmp_path / "pred"
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "split 'test'" in err and "matches no document" in err
+    assert "2316 document(s) with split(s) none and fold(s) 0, 1, 2, 3, 4" in err
+    assert not pred.exists()
+    with pytest.raises(SystemExit) as e:  # a fold that does not exist
+        main(["predict", "--model", str(model), "--features", str(rcv1_features), "--out", str(pred),
+              "--split", "all", "--fold", "7"])
+    assert e.value.code == 2 and "fold 7" in capsys.readouterr().err and not pred.exists()
+
+
+def test_featurize_fit_exclude_fold(spark, rcv1_features, tmp_path):
+    """--fit-exclude-fold 0 fits vocabulary and idf on folds 1-4 only: checked against document
+    frequencies counted by brute force over the raw documents of folds 1-4."""
+    from collections import Counter
+
+    from sparkhc.corpus import readers, registry
+    from sparkhc.text.spec import FeatureSpec
+
+    out = tmp_path / "features_cv0"
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(out),
+                "--fit-exclude-fold", "0", "--set", "featurize.partitions=2"]) == 0
+    spec = FeatureSpec.load(out / "feature_spec.json")
+    every = FeatureSpec.load(rcv1_features / "feature_spec.json")
+    assert spec.fit_exclude_folds == (0,) and every.fit_exclude_folds is None
+    assert every.n_fit_docs == 2316 and spec.n_fit_docs == 2316 - _fold_size(rcv1_features, 0)
+
+    info = registry.get_corpus("rcv1v2_subset")
+    batches, _ = info.read(registry.find_corpus("rcv1v2_subset", data_dir=str(DATA_DIR)))
+    raw = readers.to_table(batches).to_pylist()
+    df: Counter[str] = Counter()
+    n = 0
+    for doc in raw:
+        if doc["fold"] != 0:
+            n += 1
+            df.update(set(spec.tokenize_document(doc["text"], doc["tokens"])))
+    assert n == spec.n_fit_docs
+    expect = sorted((t, d) for t, d in df.items() if 2 <= d <= 0.5 * n)  # min_df 2, max_df 0.5 (defaults)
+    assert list(spec.vocabulary or ()) == [t for t, _ in expect]
+    assert list(spec.df or ()) == [d for _, d in expect]
+    assert spec.vocabulary != every.vocabulary  # the fold-0 documents changed the fit
+    # the fold-0 documents are still featurized (with the folds-1-4 vocabulary)
+    assert pq.read_table(out / "features").num_rows == 2316
+
+
 def _fold_size(features: Path, k: int) -> int:
     folds = pq.read_table(features / "features", columns=["fold"]).column("fold").to_pylist()
     return sum(1 for f in folds if f == k)

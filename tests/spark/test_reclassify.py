@@ -14,10 +14,35 @@ import pytest
 
 from sparkhc import model_store
 from sparkhc.errors import SchemaError
-from sparkhc.spark.reclassify import InjectedCrash, discover_partitions, read_output, reclassify
+from sparkhc.spark.reclassify import discover_partitions, read_output, reclassify
 from tests.unit.test_model_store import tiny_docs, train_tiny_model
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+class InjectedCrash(BaseException):  # noqa: N818 - named for what it simulates
+    """A crash: a BaseException, so that no cleanup runs, as when the process is killed."""
+
+
+class Fault:
+    """Fault hook passed to ``reclassify(fault_hook=...)``: at ``where`` ("task" or "driver") for the
+    partition ``value``, raise (``how="raise"``), crash without cleanup (``how="crash"``) or kill
+    the process (``how="kill"``, exit status 137). Picklable: the task hook runs on the executors."""
+
+    def __init__(self, where: str, value: str, how: str = "raise"):
+        self.where, self.value, self.how = where, value, how
+
+    def __call__(self, where: str, value: str) -> None:
+        if where != self.where or value != self.value:
+            return
+        msg = f"injected fault ({where}) in partition {value}"
+        if self.how == "kill":
+            import os
+
+            os._exit(137)
+        if self.how == "crash":
+            raise InjectedCrash(msg)
+        raise RuntimeError(msg)
 
 
 def write_day(collection: Path, day: str, n: int, seed: int, fmt: str = "parquet") -> list[dict]:
@@ -128,7 +153,8 @@ def test_reclassify_end_to_end(spark, setup):
     # new files are written but not moved in) and before it reaches the new day 5
     write_day(coll, "2024-01-05", 8, seed=30)
     with pytest.raises(InjectedCrash):
-        reclassify(spark, coll, out, model_dir=base / "model_a", all_partitions=True, fault="crash:2024-01-02")
+        reclassify(spark, coll, out, model_dir=base / "model_a", all_partitions=True,
+                   fault_hook=Fault("driver", "2024-01-02", "crash"))
     assert partition_versions(out) == {"2024-01-01": {v1}, "2024-01-02": {v2}, "2024-01-03": {v2},
                                        "2024-01-04": {v2}}
     assert read_output(out).num_rows == 46
@@ -138,7 +164,7 @@ def test_reclassify_end_to_end(spark, setup):
 
     # ---- a task failing in the middle of writing day 5: the batch (day 1 stale, day 5 new) is
     # retried partition by partition; day 1 succeeds, day 5 is recorded as failed and stays absent
-    s5 = reclassify(spark, coll, out, models_root=models, fault="task:2024-01-05")
+    s5 = reclassify(spark, coll, out, models_root=models, fault_hook=Fault("task", "2024-01-05"))
     assert s5["partitions"]["to_classify"] == ["2024-01-01", "2024-01-05"]
     assert s5["partitions"]["classified"] == ["2024-01-01"] and s5["partitions"]["failed"] == ["2024-01-05"]
     assert s5["failures"][0]["error"].endswith("RuntimeError: injected fault (task) in partition 2024-01-05")
@@ -179,6 +205,9 @@ def test_reclassify_cli_and_job_entry(spark, setup, capsys, monkeypatch):
         with open(p / "part.jsonl", "a") as f:
             f.write(json.dumps({"doc_id": d["doc_id"], "text": d["text"]}) + "\n")
     monkeypatch.setenv("SPARKHC_MODELS", str(models))
+    # faults reach the product only through reclassify(fault_hook=...): the environment variable
+    # that used to inject them (and could os._exit a production run) has no effect any more
+    monkeypatch.setenv("SPARKHC_RECLASSIFY_FAULT", "task:*")
     args = ["reclassify", "--input", str(coll), "--out", str(out), "--partition-column", "day"]
     assert run(parse([*args, "--dry-run"]), spark=spark) == 0
     plan = json.loads(capsys.readouterr().out)
@@ -227,11 +256,18 @@ def test_real_kill_mid_partition_then_recovery(spark, setup):
     coll, out = base / "kill_collection", base / "kill_out"
     for i, day in enumerate(DAYS):
         write_day(coll, day, 6, seed=40 + i)
-    job = Path(__file__).resolve().parents[2] / "jobs" / "reclassify.py"
-    env = {**os.environ, "SPARKHC_RECLASSIFY_FAULT": f"kill:{DAYS[1]}", "SPARKHC_MASTER": "local[1]",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.run([sys.executable, str(job), "--input", str(coll), "--out", str(out), "--models",
-                           str(models)], env=env, capture_output=True, text=True, timeout=600)
+    root = Path(__file__).resolve().parents[2]
+    # the run in its own process, with the kill hook passed in explicitly (no environment variable)
+    script = (
+        "import sys\n"
+        "from sparkhc.spark.reclassify import reclassify\n"
+        "from tests.spark.test_reclassify import Fault\n"
+        "reclassify(None, sys.argv[1], sys.argv[2], models_root=sys.argv[3], master='local[1]',\n"
+        f"           fault_hook=Fault('driver', {DAYS[1]!r}, 'kill'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-c", script, str(coll), str(out), str(models)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 137, proc.stderr[-3000:]
     assert (out / f"ingest_date={DAYS[0]}").is_dir()  # published before the kill
     assert not (out / f"ingest_date={DAYS[1]}").exists() and not (out / f"ingest_date={DAYS[2]}").exists()

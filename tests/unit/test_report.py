@@ -127,6 +127,10 @@ def test_build_report_writes_html_markdown_and_plots(tmp_path, model_dir):
         assert f"<h2>{heading}</h2>" in html and f"## {heading}" in md
     assert "BEP" in html  # taken from metrics.json (needs every label's score)
     assert "| football | tennis | sports | 1 | 0.3333 |" in md
+    # every file the report cites (a *.md or *.py path) is in the repository
+    repo = Path(__file__).resolve().parents[2]
+    cited = set(re.findall(r"[\w./-]+\.(?:md|py)\b", md))
+    assert cited and all((repo / c).is_file() for c in cited), sorted(c for c in cited if not (repo / c).is_file())
     # no scores -> no PR plot, a note instead; no model -> no bf plot
     preds2 = make_predictions(tmp_path / "b", None, scores=False)
     res2 = build_report(preds2)

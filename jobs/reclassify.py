@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-from sparkhc.cli_production import reclassify_main
+from sparkhc.cli.reclassify import reclassify_main
 
 if __name__ == "__main__":
     sys.exit(reclassify_main(sys.argv[1:]))

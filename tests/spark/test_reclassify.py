@@ -194,7 +194,8 @@ def test_discover_partitions_errors(tmp_path):
 
 
 def test_reclassify_cli_and_job_entry(spark, setup, capsys, monkeypatch):
-    from sparkhc.cli_production import reclassify_main, run
+    from sparkhc.cli import dispatch as run
+    from sparkhc.cli.reclassify import reclassify_main
     from tests.unit.test_model_store import parse
 
     base, models, _ = setup

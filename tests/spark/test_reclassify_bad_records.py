@@ -128,7 +128,7 @@ def test_bad_records_named_by_file_and_line_and_failed_partitions_not_done(spark
 
 
 def test_quarantine_sets_bad_records_aside_with_counts(spark, model, tmp_path, capsys):
-    from sparkhc.cli_production import run
+    from sparkhc.cli import dispatch as run
 
     coll, out = tmp_path / "c", tmp_path / "o"
     good = bad_collection(coll)

@@ -16,6 +16,8 @@ def core_modules() -> list[str]:
     mods = []
     for f in sorted((ROOT / "sparkhc").rglob("*.py")):
         parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__main__":  # running it runs the program
+            continue
         if parts[-1] == "__init__":
             parts = parts[:-1]
         name = ".".join(parts)

@@ -215,17 +215,13 @@ def test_register_move_and_concurrent_registrations_get_distinct_versions(tmp_pa
 
 # ----------------------------------------------------------------------------- CLI
 def parse(argv: list[str]):
-    import argparse
+    from sparkhc.cli import build_parser
 
-    from sparkhc import cli_production
-
-    parser = argparse.ArgumentParser(prog="sparkhc")
-    cli_production.add_parsers(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def test_models_cli(tmp_path, models, capsys, monkeypatch):
-    from sparkhc.cli_production import run
+    from sparkhc.cli import dispatch as run
 
     root = tmp_path / "reg"
     assert run(parse(["models", "register", str(models["a"]), "--root", str(root), "--note", "n"])) == 0
@@ -256,4 +252,3 @@ def test_models_cli(tmp_path, models, capsys, monkeypatch):
 
     with pytest.raises(SparkhcError, match="pass --root ROOT or set \\$SPARKHC_MODELS"):
         run(parse(["models", "list"]))
-    assert run(parse(["report", "--predictions", "x"]).__class__(command="featurize")) is None

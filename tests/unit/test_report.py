@@ -157,7 +157,7 @@ def test_report_errors(tmp_path, model_dir):
 
 
 def test_report_cli(tmp_path, model_dir, capsys):
-    from sparkhc.cli_production import run
+    from sparkhc.cli import dispatch as run
     from tests.unit.test_model_store import parse
 
     preds = make_predictions(tmp_path, model_dir)

@@ -1,0 +1,75 @@
+"""Flags and set-up shared by the verbs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from typing import Any
+
+DEFAULT_DATA_DIR = os.environ.get("SPARKHC_DATA_DIR")
+MODELS_ENV = "SPARKHC_MODELS"
+
+
+def verbose_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def master_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default=None,
+                   help="Spark master for local runs (default $SPARKHC_MASTER or local[*]; spark-submit's wins)")
+
+
+def common_flags(p: argparse.ArgumentParser, spark: bool = True) -> None:
+    p.add_argument("--config", action="append", default=[], metavar="FILE", help="TOML configuration (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="override a configuration key, e.g. --set train.epochs=5")
+    if spark:
+        master_flag(p)
+    verbose_flag(p)
+
+
+def data_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help="folder holding staged corpora (e.g. ../shared/data); else the download cache")
+    p.add_argument("--cache-dir", default=None, help="download cache (default $SPARKHC_CACHE or ~/.cache/sparkhc)")
+
+
+def selection_flags(p: argparse.ArgumentParser, default_split: str | None) -> None:
+    p.add_argument("--split", default=default_split,
+                   help=f"use documents of this split (default {default_split!r}; 'all' for every document)")
+    p.add_argument("--fold", type=int, default=None, help="use only this fold")
+    p.add_argument("--exclude-fold", type=int, default=None, help="use every fold but this one")
+
+
+def selection_of(args: argparse.Namespace) -> dict[str, Any]:
+    split = None if args.split in (None, "all") else args.split
+    return {"split": split, "fold": args.fold, "exclude_fold": args.exclude_fold}
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if verbose < 2:
+        for noisy in ("py4j", "pyspark"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def config(args: argparse.Namespace) -> Any:
+    from sparkhc.config import load_config
+
+    return load_config(args.config, args.overrides)
+
+
+def session(args: argparse.Namespace, spark: Any = None) -> Any:
+    """``spark`` if given, else the session of this verb (``sparkhc-<verb>``)."""
+    if spark is not None:
+        return spark
+    from sparkhc.spark.session import get_session
+
+    return get_session(app_name=f"sparkhc-{args.command}", master=args.master)
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True, default=str))

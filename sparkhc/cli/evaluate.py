@@ -1,0 +1,28 @@
+"""``sparkhc evaluate``: metrics of predictions against their gold labels."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkhc.cli._common import common_flags, config, session
+
+HELP = "metrics of predictions against their gold labels"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--predictions", required=True)
+    p.add_argument("--features", default=None,
+                   help="features folder (for the taxonomy and scored labels; default: from the model metadata)")
+    p.add_argument("--out", default=None, help="metrics JSON (default: PREDICTIONS/metrics.json)")
+    common_flags(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.spark import pipelines
+
+    config(args)  # a bad configuration fails before Spark starts
+    _, table = pipelines.evaluate(session(args, spark), predictions=args.predictions, features=args.features,
+                                  out=args.out)
+    print(table)
+    return 0

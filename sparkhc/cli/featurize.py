@@ -1,0 +1,54 @@
+"""``sparkhc featurize``: tokenize a corpus into sparse Parquet features."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkhc.cli._common import common_flags, config, data_flags, print_json, session
+
+HELP = "tokenize a corpus into sparse Parquet features"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="a named corpus (see `sparkhc fetch --list`)")
+    src.add_argument("--input", help="JSON Lines (.jsonl[.gz]), a directory per label, or Parquet of raw documents")
+    p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child or RCV1 format); required with --input")
+    p.add_argument("--class-spaces", default=None, metavar="FILE",
+                   help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
+                        "field into one class per document (see sparkhc/models/jia_zhang/spaces.py); replaces the taxonomy")
+    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
+                   help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
+                        "(default: featurize.unknown_labels of the configuration, 'error')")
+    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
+                   help="documents with no text and no tokens: fail, keep them or set them aside, counted "
+                        "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    p.add_argument("--allow-unlabelled", action="store_const", const=False, default=None, dest="require_labels",
+                   help="--input: read records without labels as unlabelled documents (to predict) instead of "
+                        "invalid ones (default: featurize.require_labels of the configuration, true)")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
+                   help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
+                        "counted (default: featurize.on_invalid of the configuration, 'error')")
+    p.add_argument("--fit-exclude-fold", type=int, default=None, metavar="K",
+                   help="cross-validation: fit the vocabulary and idf on every fold but K (the test fold of "
+                        "your round), so no statistic of the test fold leaks into the features")
+    p.add_argument("--out", required=True, help="output folder (written atomically)")
+    p.add_argument("--overwrite", action="store_true")
+    data_flags(p)
+    common_flags(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.spark import pipelines
+
+    cfg = config(args)  # a bad configuration fails before Spark starts
+    summary = pipelines.featurize(
+        session(args, spark), cfg, out=args.out, corpus=args.corpus, input_path=args.input,
+        taxonomy_path=args.taxonomy, data_dir=args.data_dir, cache_dir=args.cache_dir,
+        unknown_labels=args.unknown_labels, on_empty=args.on_empty, on_invalid=args.on_invalid,
+        require_labels=args.require_labels, overwrite=args.overwrite, class_spaces=args.class_spaces,
+        fit_exclude_fold=args.fit_exclude_fold,
+    )
+    print_json(summary)
+    return 0

@@ -1,0 +1,29 @@
+"""``sparkhc predict``: decode documents with a saved model (Parquet output)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkhc.cli._common import common_flags, config, print_json, selection_flags, selection_of, session
+
+HELP = "decode documents with a saved model (Parquet output)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--features", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
+    selection_flags(p, "test")
+    common_flags(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.spark import pipelines
+
+    cfg = config(args)  # a bad configuration fails before Spark starts
+    result = pipelines.predict(session(args, spark), cfg, model_dir=args.model, features=args.features,
+                               out=args.out, overwrite=args.overwrite, **selection_of(args))
+    print_json(result)
+    return 0

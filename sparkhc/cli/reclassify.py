@@ -1,0 +1,92 @@
+"""``sparkhc reclassify``: classify the partitions of a date-partitioned collection not yet classified
+by the model (the model store's current version by default); ``jobs/reclassify.py`` is its
+spark-submit entry point (:func:`reclassify_main`)::
+
+    sparkhc reclassify --input COLLECTION --out PREDICTIONS (--models ROOT [--model-version V] | --model DIR)
+                       [--partition-column ingest_date] [--format auto|parquet|json] [--all]
+                       [--partitions V ...] [--batch-partitions 8] [--dry-run] [--on-invalid error|quarantine]
+                       [--summary-json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sparkhc.cli._common import MODELS_ENV, master_flag, print_json, setup_logging, verbose_flag
+from sparkhc.errors import SparkhcError
+
+HELP = "classify new partitions of a date-partitioned document collection"
+DESCRIPTION = ("Classify the partitions of a collection not yet classified by the model (the registry's current "
+               "version by default); write predictions partitioned the same way and a run summary in OUT/_runs/.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True,
+                   help="document collection: COLUMN=VALUE partition folders of Parquet or JSON Lines files")
+    p.add_argument("--out", required=True, help="predictions root, partitioned like the input")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--models", default=None, metavar="ROOT",
+                     help=f"model registry root (default ${MODELS_ENV}); the model is its --model-version")
+    src.add_argument("--model", default=None, metavar="DIR", help="a model directory instead of the registry")
+    p.add_argument("--model-version", default="current", help="registry version to apply (default: current)")
+    p.add_argument("--partition-column", default="ingest_date", help="partition column (default ingest_date)")
+    p.add_argument("--format", default="auto", choices=["auto", "parquet", "json"], dest="input_format",
+                   help="input file format (default: detected per partition)")
+    p.add_argument("--all", action="store_true", dest="all_partitions",
+                   help="reclassify every partition, also those already done by this model version")
+    p.add_argument("--partitions", nargs="+", default=None, metavar="VALUE",
+                   help="only these partition values")
+    p.add_argument("--batch-partitions", type=int, default=8, metavar="N",
+                   help="partitions classified per Spark job (default 8)")
+    p.add_argument("--dry-run", action="store_true", help="show what would be classified; write nothing")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default="error",
+                   help="records that cannot be classified (malformed JSON line, no doc_id/id, duplicate id): "
+                        "fail the partition naming file and line (default), or classify the others and set "
+                        "these aside in PARTITION/_quarantined.jsonl, counted in the run summary")
+    p.add_argument("--summary-json", default=None, metavar="PATH",
+                   help="also write the run summary to PATH (atomically; for schedulers: under spark-submit, log "
+                        "lines reach stdout too, so stdout is not machine-readable)")
+    master_flag(p)
+    verbose_flag(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.spark.reclassify import reclassify
+
+    models_root = args.models
+    if models_root is None and args.model is None:
+        models_root = os.environ.get(MODELS_ENV)
+        if not models_root:
+            raise SparkhcError(f"no model: pass --models ROOT (or set ${MODELS_ENV}) or --model DIR")
+    # spark=None: the session starts only when there is something to classify
+    summary = reclassify(
+        spark, args.input, args.out, models_root=models_root, model_version=args.model_version,
+        model_dir=args.model, partition_column=args.partition_column, input_format=args.input_format,
+        all_partitions=args.all_partitions, partitions=args.partitions, dry_run=args.dry_run,
+        batch_partitions=args.batch_partitions, master=args.master, on_invalid=args.on_invalid,
+    )
+    if args.summary_json:
+        from sparkhc.persistence import write_json_atomic
+
+        write_json_atomic(Path(args.summary_json), summary)
+    print_json(summary)
+    return 1 if summary.get("failures") else 0
+
+
+def reclassify_main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit jobs/reclassify.py ...``: exit 0 ok, 1 when a partition failed or on a bug,
+    2 for a user error (bad input, model, flags)."""
+    parser = argparse.ArgumentParser(prog="sparkhc reclassify", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        return run(args)
+    except SparkhcError as e:
+        print(f"sparkhc: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,30 @@
+"""``sparkhc report``: an HTML and Markdown report of an evaluation, with plots."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkhc.cli._common import print_json, verbose_flag
+
+HELP = "HTML and Markdown report of an evaluation, with plots"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--predictions", required=True, help="output folder of sparkhc predict (+ evaluate)")
+    p.add_argument("--out", default=None, help="report folder (default PREDICTIONS/report)")
+    p.add_argument("--model", default=None, help="model directory (default: from PREDICTIONS/_MODEL.json)")
+    p.add_argument("--features", default=None, help="features folder (default: from PREDICTIONS/_MODEL.json)")
+    p.add_argument("--title", default=None)
+    p.add_argument("--top", type=int, default=15, help="rows of the confused-pairs table")
+    p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
+    verbose_flag(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.report import build_report
+
+    res = build_report(args.predictions, out=args.out, model_dir=args.model, features=args.features,
+                       title=args.title, top=args.top, plots=not args.no_plots)
+    print_json(res)
+    return 0

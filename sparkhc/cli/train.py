@@ -1,0 +1,35 @@
+"""``sparkhc train``: train a model on featurized documents, the way the model declares."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sparkhc.cli._common import common_flags, config, print_json, selection_flags, selection_of, session
+
+HELP = "train a model on featurized documents"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--features", required=True)
+    p.add_argument("--out", required=True, help="model directory (written atomically)")
+    p.add_argument("--model", default=None, help="model name (default: train.model of the configuration)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--checkpoint-dir", default=None, help="per-epoch checkpoints (resume after a crash)")
+    p.add_argument("--warm-start", default=None, metavar="MODEL",
+                   help="continue training a saved model on the selected (new) documents")
+    selection_flags(p, "train")
+    common_flags(p)
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.spark import pipelines
+
+    cfg = config(args)  # a bad configuration fails before Spark starts
+    result = pipelines.train(
+        session(args, spark), cfg, features=args.features, out=args.out, model_name=args.model,
+        overwrite=args.overwrite, checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start,
+        **selection_of(args),
+    )
+    print_json(result)
+    return 0

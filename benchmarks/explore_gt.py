@@ -214,6 +214,40 @@ def parse_variant(v: str) -> dict[str, Any]:
     return {k.strip(): ast.literal_eval(x) for k, x in (kv.split("=", 1) for kv in v.split(","))}
 
 
+def sim_mix(base: ModelState, states: Sequence[ModelState], updates: Sequence[float], rule: str) -> ModelState:
+    """Mixing rules tried against the mean (``sim_mix=...``; prototypes, not in the product), on the
+    shards' changes ``d_k = state_k - base``: ``"updates"`` weights each shard by its number of
+    updates (McDonald et al. 2010); ``"sum"`` adds the changes; ``"touched"`` divides each entry's
+    sum by the number of shards that changed it; ``"ratio_arr"``/``"ratio_col"``/``"ratio_ent"``
+    scale the sum by ``gamma = clip(sum_k ||d_k||^2 / ||sum_k d_k||^2, 1/K, 1)`` per array, per
+    column of ``W`` (the other arrays per array), or per entry (CoCoA+'s ``1 / sigma'`` measured on
+    the epoch's changes: 1/K for identical changes, 1 for orthogonal ones)."""
+    K = len(states)
+    arrays = {}
+    for n, a in base.arrays.items():
+        ds = [s.arrays[n].astype(np.float64) - a for s in states]
+        tot = np.sum(ds, axis=0)
+        if rule == "updates":
+            w = np.asarray(updates, dtype=np.float64)
+            g: Any = 1.0 / K if w.sum() <= 0 else None
+            tot = tot * g if g is not None else np.sum([wi / w.sum() * d for wi, d in zip(w, ds, strict=True)], axis=0)
+        elif rule == "touched":
+            tot = tot / np.maximum(1, np.sum([d != 0 for d in ds], axis=0))
+        elif rule.startswith("ratio"):
+            sq = np.sum([d * d for d in ds], axis=0)
+            if rule == "ratio_ent":
+                num, den = sq, tot * tot
+            elif rule == "ratio_col" and n == "W":
+                num, den = sq.sum(axis=0), (tot * tot).sum(axis=0)
+            else:
+                num, den = sq.sum(), (tot * tot).sum()
+            tot = tot * np.clip(num / np.maximum(den, 1e-300), 1.0 / K, 1.0)
+        elif rule != "sum":
+            raise ValueError(f"unknown sim_mix rule {rule!r}")
+        arrays[n] = (a + tot).astype(a.dtype)
+    return ModelState(arrays, {}, base.combine)
+
+
 # ------------------------------------------------------------------------------------- training
 def train(
     tr: SparseBatch, mtax: Taxonomy, n_features: int, params: dict[str, Any], epochs: int, shards: int = 1,
@@ -255,47 +289,8 @@ def train(
                     out = m.partial_fit(sub, seed=seed * 100 + k, epoch=e)
                 states.append(m.get_state())
                 weights.append(float(out.get("updates", 1.0)))
-            if sim.get("mix") in ("ratio", "ratio_arr", "ratio_col"):
-                base = model.get_state()
-                dsall = {n: [s.arrays[n].astype(np.float64) - a for s in states] for n, a in base.arrays.items()}
-                K = len(states)
-
-                def gam(num: Any, den: Any) -> Any:
-                    return np.clip(num / np.maximum(den, 1e-300), 1.0 / K, 1.0)
-
-                g_all = gam(sum(float(sum((d * d).sum() for d in ds)) for ds in dsall.values()),
-                            sum(float((np.sum(ds, axis=0) ** 2).sum()) for ds in dsall.values()))
-                arrays = {}
-                for n, a in base.arrays.items():
-                    ds = dsall[n]
-                    tot = np.sum(ds, axis=0)
-                    if sim["mix"] == "ratio":
-                        g = g_all
-                    elif sim["mix"] == "ratio_arr" or tot.ndim == 1 or n != "W":
-                        g = gam(sum(float((d * d).sum()) for d in ds), float((tot * tot).sum()))
-                    else:
-                        g = gam(sum((d * d).sum(axis=0) for d in ds), (tot * tot).sum(axis=0))
-                    arrays[n] = (a + g * tot).astype(a.dtype)
-                if e in (0, 4, 9):
-                    print("gamma", e, g_all, flush=True)
-                model.set_state(ModelState(arrays))
-            elif sim.get("mix") in ("sum", "touched"):
-                base = model.get_state()
-                arrays = {}
-                for n, a in base.arrays.items():
-                    ds = [s.arrays[n].astype(np.float64) - a for s in states]
-                    tot = np.sum(ds, axis=0)
-                    if sim["mix"] == "touched":
-                        tot /= np.maximum(1, np.sum([d != 0 for d in ds], axis=0))
-                    arrays[n] = (a + tot).astype(a.dtype)
-                model.set_state(ModelState(arrays))
-            elif sim.get("mix") == "updates" and sum(weights) > 0:
-                base = model.get_state()
-                tot = sum(weights)
-                arrays = {n: (a.astype(np.float64) + sum(w / tot * (s.arrays[n].astype(np.float64) - a)
-                                                         for w, s in zip(weights, states, strict=True))
-                              ).astype(a.dtype) for n, a in base.arrays.items()}
-                model.set_state(ModelState(arrays))
+            if sim.get("mix"):
+                model.set_state(sim_mix(model.get_state(), states, weights, str(sim["mix"])))
             else:
                 model.set_state(combine_states(states))
         if on_epoch is not None:
@@ -372,11 +367,13 @@ def select(
 def select_and_test(
     rnd: Round, variants: Sequence[str], epochs: int, shards: int = 1, seed: int = 0, val_fraction: float = 0.2,
     inner_folds: int = 0, metric: str = "hF", select_epochs: bool = True, flat: bool = False,
-    log: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None, also_epochs: int | None = None,
 ) -> tuple[Selection, Any, dict[str, float]]:
     """Select on validation data carved out of ``rnd.train`` (:func:`select`), retrain the
     selected variant for the selected epochs on all of ``rnd.train``, and score it on
-    ``rnd.test`` once: the test labels are read by that last call only."""
+    ``rnd.test`` once: the test labels are read after the selection only. ``also_epochs``: the
+    retraining continues to that many epochs when it is more, and the test scores after it are
+    returned too, as ``"fixed_" + key`` (a fixed epoch count for comparison, not a choice)."""
     flat_fn = None
     if flat:
         def flat_fn(b: SparseBatch) -> tuple[SparseBatch, Taxonomy]:
@@ -384,8 +381,26 @@ def select_and_test(
                     rnd.mtax)
     sel = select(rnd.train, rnd.tax, rnd.mask, rnd.n_features, variants, epochs, shards, seed, val_fraction,
                  inner_folds, metric, select_epochs, flat_fn, log)
-    model = train(rnd.train, rnd.mtax, rnd.n_features, parse_variant(sel.variant), sel.epochs, shards, seed)
-    return sel, model, evaluate(model, rnd.test, rnd.tax, rnd.mask)
+    if also_epochs is None or also_epochs == sel.epochs:
+        model = train(rnd.train, rnd.mtax, rnd.n_features, parse_variant(sel.variant), sel.epochs, shards, seed)
+        test = evaluate(model, rnd.test, rnd.tax, rnd.mask)
+        if also_epochs is not None:
+            test.update({"fixed_" + k: v for k, v in list(test.items())})
+        return sel, model, test
+    kept: dict[str, Any] = {}
+
+    def keep(e: int, m: Any) -> None:
+        if e + 1 == sel.epochs:
+            kept["sel"] = evaluate(m, rnd.test, rnd.tax, rnd.mask), m.get_state().copy()
+        if e + 1 == also_epochs:
+            kept["fixed"] = evaluate(m, rnd.test, rnd.tax, rnd.mask)
+
+    model = train(rnd.train, rnd.mtax, rnd.n_features, parse_variant(sel.variant), max(sel.epochs, also_epochs),
+                  shards, seed, on_epoch=keep)
+    test, state = kept["sel"]
+    model.set_state(state)
+    test.update({"fixed_" + k: v for k, v in kept["fixed"].items()})
+    return sel, model, test
 
 
 def main() -> None:

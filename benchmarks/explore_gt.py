@@ -231,6 +231,13 @@ def sim_mix(base: ModelState, states: Sequence[ModelState], updates: Sequence[fl
             w = np.asarray(updates, dtype=np.float64)
             g: Any = 1.0 / K if w.sum() <= 0 else None
             tot = tot * g if g is not None else np.sum([wi / w.sum() * d for wi, d in zip(w, ds, strict=True)], axis=0)
+        elif rule == "colnnz" and n == "W":  # per column, shards weighted by their changed entries in it
+            w = np.array([np.count_nonzero(d, axis=0) for d in ds], dtype=np.float64)  # (K, cols)
+            tw = w.sum(axis=0)
+            tot = np.where(tw > 0, np.sum([wi * d for wi, d in zip(w, ds, strict=True)], axis=0)
+                           / np.maximum(tw, 1), tot / K)
+        elif rule == "colnnz":
+            tot = tot / K
         elif rule == "touched":
             tot = tot / np.maximum(1, np.sum([d != 0 for d in ds], axis=0))
         elif rule.startswith("ratio"):

@@ -92,7 +92,7 @@ def make_epoch_fn(
         out = model.get_state()
         out.counters = {k: float(v) for k, v in counters.items()}
         # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, state_bc.value, {"W": getattr(model, "touched_rows_", None)})
+        delta = deltas.encode(out, state_bc.value, _touched(model))
         payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
@@ -100,6 +100,13 @@ def make_epoch_fn(
         )
 
     return run
+
+
+def _touched(model: HierModel) -> dict[str, Any]:
+    """The rows the epoch may have changed, per feature-major array (``W`` and, for averaged
+    weights, ``Wa``, written together), for :func:`deltas.encode`."""
+    rows = getattr(model, "touched_rows_", None)
+    return {"W": rows, "Wa": rows}
 
 
 def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
@@ -405,7 +412,7 @@ def _make_barrier_fn(
                     fault_hook(k, epoch)
                 out = model.get_state()
                 out.counters = {c: float(v) for c, v in counters.items()}
-                delta = deltas.encode(out, base.arrays, {"W": getattr(model, "touched_rows_", None)})
+                delta = deltas.encode(out, base.arrays, _touched(model))
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
                 write_state_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed

@@ -51,7 +51,8 @@ def _model(tax: Taxonomy, name: str = "global", **params):
 
 
 @pytest.mark.parametrize("mixing", ["barrier", "jobs"])
-@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {})])
+@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {}),
+                                         ("global", {"branching": True, "average": True})])
 def test_one_partition_equals_serial(spark, name, params, mixing):
     from sparkhc.spark.ipm import train_ipm
 
@@ -68,7 +69,8 @@ def test_one_partition_equals_serial(spark, name, params, mixing):
     assert m_spark.get_state().arrays.keys() == m_serial.get_state().arrays.keys()
 
 
-def test_several_partitions_equal_mean_of_local_shards(spark):
+@pytest.mark.parametrize("params", [{"branching": True}, {"branching": True, "average": True}])
+def test_several_partitions_equal_mean_of_local_shards(spark, params):
     from sparkhc.spark.ipm import run_epoch, shard_features
 
     tax, table = _data()
@@ -77,7 +79,7 @@ def test_several_partitions_equal_mean_of_local_shards(spark):
     # what each partition holds, in order
     parts = shards_df.rdd.glom().map(lambda rows: [r["doc_id"] for r in rows]).collect()
     assert sum(len(p) for p in parts) == table.num_rows and all(p == sorted(p) for p in parts)
-    start = _model(tax, "global", branching=True)
+    start = _model(tax, "global", **params)
     # one warm-up epoch so the epoch starts from non-zero weights
     full = SparseBatch.from_arrow(table, V)
     start.partial_fit(full, seed=1, epoch=0)
@@ -90,7 +92,7 @@ def test_several_partitions_equal_mean_of_local_shards(spark):
             continue
         rows = np.flatnonzero(np.isin(ids, doc_ids))
         sub = SparseBatch.from_arrow(table.take(pa.array(rows)).sort_by("doc_id"), V)
-        m = _model(tax, "global", branching=True)
+        m = _model(tax, "global", **params)
         m.set_state(w0.copy())
         c = m.partial_fit(sub, seed=11 + 1000003 * shard, epoch=1)
         st = m.get_state()
@@ -136,8 +138,8 @@ def test_mixing_is_a_no_op_on_identical_states():
         np.testing.assert_array_equal(mixed.arrays[k], v)
 
 
-@pytest.mark.parametrize("shards", [2, 5])
-def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, tmp_path):
+@pytest.mark.parametrize("shards,average", [(2, False), (5, False), (5, True)])
+def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_path):
     """Every epoch in one barrier stage (5 shards on the 2 task slots of local[2]: tasks run
     several shards each) gives the mixture of one Spark job per epoch, whose epochs the test
     above checks against shard results computed locally; counters and epoch records agree."""
@@ -145,7 +147,7 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, tmp_path):
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
-    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "average": average}
     logs: dict[str, list] = {"jobs": [], "barrier": []}
     out = {}
     for mode in ("jobs", "barrier"):

@@ -226,7 +226,7 @@ def train(
     incrementally on old then new documents).
     """
     from sparkhc.spark.io import read_features
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.ipm import resolve_shards, select_epochs, train_ipm
     from sparkhc.spark.node_parallel import supports_node_parallel, train_node_parallel
 
     t0 = time.perf_counter()
@@ -266,6 +266,8 @@ def train(
         ckpt = out.parent / f".{out.name}.checkpoints"
     # counting models (fmm, hcm, wbm, cos) read raw term counts and are trained by one pass
     epochs = 1 if getattr(model, "single_pass", False) else cfg.train.epochs
+    shards = resolve_shards(spark, cfg.train.shards)
+    epoch_selection = None
     if node_parallel:
         def _log(info: dict[str, Any]) -> None:
             epochs_log.append({"epoch": info["epochs"], "epochs": info["epochs"], "node_parallel": True,
@@ -288,11 +290,19 @@ def train(
 
         if warm_start is not None:
             raise ModelError(f"--warm-start is not supported for the EM-trained model {name!r}")
-        fit_em_spark(spark, df, model, shards=cfg.train.shards, progress=epochs_log.append)
+        fit_em_spark(spark, df, model, shards=shards, progress=epochs_log.append)
         epochs = len(epochs_log)
     else:
+        if cfg.train.select_epochs and epochs > 1:
+            if warm_start is not None:
+                raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
+            epoch_selection = select_epochs(
+                spark, df, model, epochs, shards, seed=cfg.train.seed, fraction=cfg.train.validation_fraction,
+                with_counts=bool(getattr(model, "needs_counts", False)), mixing=cfg.train.mixing,
+                exchange_dir=cfg.train.exchange_dir or None)
+            epochs = epoch_selection["epochs"]
         train_ipm(
-            spark, df, model, epochs=epochs, shards=cfg.train.shards, seed=cfg.train.seed,
+            spark, df, model, epochs=epochs, shards=shards, seed=cfg.train.seed,
             checkpoint_dir=ckpt, progress=epochs_log.append, fault_hook=fault_hook,
             warm_start=warm_start is not None,
             with_counts=bool(getattr(model, "needs_counts", False)),
@@ -308,7 +318,8 @@ def train(
             "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold},
             "documents": n_docs,
             "epochs": epochs,
-            "shards": None if node_parallel or getattr(model, "multi_dimensional", False) else cfg.train.shards,
+            "shards": None if node_parallel or getattr(model, "multi_dimensional", False) else shards,
+            "epoch_selection": epoch_selection,
             "node_parallel": node_parallel,
             "seed": cfg.train.seed,
             # no wall-clock times: the same data, configuration and seed give byte-identical files

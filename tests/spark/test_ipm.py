@@ -188,3 +188,48 @@ def test_label_combinations_and_self_leaves(spark):
     # B alone stops at an internal node; {A, AB}: AB is deeper; {A, B}: both internal and deepest
     assert internal_deepest_labels(got, tax) == ["A", "B"]
     assert label_combinations(df.limit(0)) == []
+
+
+def test_auto_shards_are_the_task_slots(spark):
+    from sparkhc.spark.ipm import resolve_shards
+
+    assert resolve_shards(spark, 0) == spark.sparkContext.defaultParallelism == 2  # local[2]
+    assert resolve_shards(spark, 7) == 7
+    with pytest.raises(ValueError):
+        resolve_shards(spark, -1)
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "barrier"])
+def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spark, mixing, tmp_path):
+    """The curve equals hF computed locally, after every epoch, on the held-out documents of a model
+    trained serially (one shard) on the others; the choice is its first maximum; the held-out
+    documents are a seeded share of the documents given (the training part), the same every run."""
+    from sparkhc.batch import label_matrix
+    from sparkhc.metrics import MetricCounts
+    from sparkhc.spark.ipm import select_epochs, validation_split
+
+    tax, table = _data(n=160, seed=5)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    got = select_epochs(spark, df, _model(tax, "global", **params), max_epochs=5, shards=1, seed=2, fraction=0.25,
+                        mixing=mixing, exchange_dir=tmp_path / "x")
+    fit_df, val_df = validation_split(df, 0.25, seed=2)
+    val_ids = sorted(r["doc_id"] for r in val_df.select("doc_id").collect())
+    fit_ids = sorted(r["doc_id"] for r in fit_df.select("doc_id").collect())
+    assert sorted(val_ids + fit_ids) == sorted(table.column("doc_id").to_pylist())
+    assert 0.1 < len(val_ids) / table.num_rows < 0.4 and got["validation_documents"] == len(val_ids)
+    assert val_ids == sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=2)[1].select("doc_id").collect())
+    assert val_ids != sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=3)[1].select("doc_id").collect())
+    ids = np.array(table.column("doc_id").to_pylist())
+    fit = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, fit_ids)))).sort_by("doc_id"), V)
+    val = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, val_ids)))).sort_by("doc_id"), V)
+    m = _model(tax, "global", **params)
+    curve = []
+    for e in range(5):
+        m.partial_fit(fit, seed=2, epoch=e)
+        counts = MetricCounts(tax)
+        counts.add(label_matrix(val.labels, tax), label_matrix(m.predict(val), tax))
+        curve.append(counts.compute()["hF"])
+    assert got["validation_hF"] == pytest.approx(curve, abs=1e-12)
+    assert got["epochs"] == int(np.argmax(curve)) + 1
+    assert got["fraction"] == 0.25

@@ -6,6 +6,17 @@ folder, to see what closes the gap to LIBLINEAR (issue 3).
     python benchmarks/explore_gt.py FEATURES --test-split test --shards 2 \
         --variant "branching=True" --variant "branching=True,update='cost_augmented',bias=0.3"
 
+    python benchmarks/explore_gt.py FEATURES --test-fold 0 --shards 10 --epochs 50 --select \
+        --variant "branching=True,update='cost_augmented',bias=0.3" --variant "...,average=True"
+
+``--select`` (issue 17): every choice on validation data carved out of the TRAINING part (a seeded
+``--val-fraction`` slice, or ``--inner-folds`` k folds): each variant is trained on the rest and
+scored on it after every epoch; the variant and the epoch count (``--fixed-epochs``: the variant
+only) with the best validation ``--metric`` are retrained on the whole training part and only that
+model is scored on the test part (``select_and_test``; a test checks that poisoned test labels
+change nothing but the test score). Variant keys ``sim_mix=RULE`` / ``sim_cscale=True`` try mixing
+rules other than the mean in the simulation (``sim_mix``).
+
 Prints EBF, LB micro-F1, hF and model size of each variant (with --epoch-average also of the
 weights averaged over the epochs' end states). ``--shards K`` simulates iterative parameter mixing in
 one process: K shards (a seeded random split of the training documents), each epoch every shard

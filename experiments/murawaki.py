@@ -83,7 +83,10 @@ def run(
 ) -> dict[str, Any]:
     """Run the comparison; write ``<out>/<corpus>.md`` and ``<out>/<corpus>.json``."""
     from sparkhc.corpus import registry
+    from sparkhc.spark.ipm import resolve_shards
 
+    # the shard count the rows were trained with (train.shards = 0: the task slots), in the report too
+    cfg = replace(cfg, train=replace(cfg.train, shards=resolve_shards(spark, cfg.train.shards)))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(work) if work is not None else out / f".work-{corpus}"

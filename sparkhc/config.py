@@ -42,9 +42,12 @@ class FeaturizeConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     model: str = "global"
-    epochs: int = 10
-    shards: int = 10
+    epochs: int = 10  # with select_epochs: the largest number of epochs tried
+    shards: int = 0  # 0 = auto: the task slots Spark reports (spark.default.parallelism)
     seed: int = 0
+    # choose the number of epochs on a seeded validation slice of the training documents
+    select_epochs: bool = False
+    validation_fraction: float = 0.1
     self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
     checkpoint: bool = True
     # node-independent models (h_svm, svm, h_rls, ah_bay, perc, h_perc with mistake="node"):
@@ -82,7 +85,7 @@ _SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": Pred
 _MINIMUM = {
     ("featurize", "partitions"): 1,
     ("train", "epochs"): 1,
-    ("train", "shards"): 1,
+    ("train", "shards"): 0,  # 0 = auto
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
 }
 
@@ -113,6 +116,8 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
         choices = _CHOICES.get((section, k))
         if choices is not None and v not in choices:
             raise ConfigError(f"{where}: key {k!r} must be one of {', '.join(map(repr, choices))}, got {v!r}")
+        if (section, k) == ("train", "validation_fraction") and not 0.0 < v < 1.0:
+            raise ConfigError(f"{where}: key {k!r} must be a float in (0, 1), got {v!r}")
         low = _MINIMUM.get((section, k))
         if low is not None and v < low:
             raise ConfigError(f"{where}: key {k!r} must be an int >= {low}, got {v!r}")

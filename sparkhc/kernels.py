@@ -170,9 +170,11 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 # ------------------------------------------------------------------------------------- GT epoch
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
-    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2,
+    g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
 ):
     n_nodes = fc.shape[0]
+    n_order = order.shape[0]
+    bfa_flat = bfa.reshape(bfa.size)
     n_edges = n_nodes - 1
     bf_flat = bf.reshape(bf.size)
     s = np.empty(n_edges, dtype=W.dtype)
@@ -286,6 +288,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                 tau_sum += tau
                 n_upd += 1
                 nc = n_plus + n_minus
+                tw = t0 + oi / n_order  # the step's time (averaging): epochs before it, fractional
                 for t in range(a, b):
                     f = indices[t]
                     touched[f] = True
@@ -296,11 +299,21 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                     for j in range(n_plus, nc):
                         e = cols[j]
                         W[f, e] = np.float64(W[f, e]) + (-vt)
+                    if avg:
+                        vtw = vt * tw
+                        for j in range(n_plus):
+                            e = cols[j]
+                            Wa[f, e] = np.float64(Wa[f, e]) + vtw
+                        for j in range(n_plus, nc):
+                            e = cols[j]
+                            Wa[f, e] = np.float64(Wa[f, e]) + (-vtw)
                 if use_bf and bf_n2 > 0.0:
                     for j in range(nu):
                         u = ulist[j]
                         if net[u] != 0.0:
                             bf_flat[u] = np.float64(bf_flat[u]) + tau * net[u]
+                            if avg:
+                                bfa_flat[u] = np.float64(bfa_flat[u]) + tau * net[u] * tw
         for j in range(nu):
             u = ulist[j]
             net[u] = 0.0
@@ -473,6 +486,9 @@ def gt_epoch(
     touched: np.ndarray | None = None,
     aug: float = 0.0,
     pa2: bool = False,
+    Wa: np.ndarray | None = None,
+    bfa: np.ndarray | None = None,
+    t0: float = 0.0,
 ) -> dict[str, float]:
     """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
 
@@ -480,20 +496,25 @@ def gt_epoch(
     given); ``touched`` (bool, ``(n_features,)``), when given, is set for every feature row of ``W``
     the epoch wrote. ``aug > 0``: cost-augmented updates (``GlobalPA`` ``update="cost_augmented"``,
     ``margin=aug``). ``pa2``: PA-II steps ``tau = l / (||Delta||^2 + 1 / (2C))`` (``GlobalPA``
-    ``pa="II"``) instead of PA-I ``min(C, l / ||Delta||^2)``. Returns the counters of
-    ``GlobalPA.partial_fit``.
+    ``pa="II"``) instead of PA-I ``min(C, l / ||Delta||^2)``. ``Wa`` (and ``bfa`` with branching
+    features), when given: the time-weighted sums of the updates (``GlobalPA`` ``average=True``),
+    the update of the ``j``-th example of ``order`` (0-based) weighted by ``t0 + j / len(order)``.
+    Returns the counters of ``GlobalPA.partial_fit``.
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
-    bfa, use_bf = _bf_arg(bf, W.dtype)
+    bfarg, use_bf = _bf_arg(bf, W.dtype)
+    avg = Wa is not None
+    Wa_arg = Wa if Wa is not None else np.zeros((1, 1), dtype=W.dtype)
+    bfa_arg = bfa if (avg and bfa is not None and use_bf) else np.zeros((1, 1), dtype=W.dtype)
     if touched is None:
         touched = np.zeros(W.shape[0], dtype=np.bool_)
     out = np.zeros(6, dtype=np.float64)
     _gt_epoch_j(
-        indptr, indices, dataw, data64, _i64(order), W, bfa, use_bf, int(R),
+        indptr, indices, dataw, data64, _i64(order), W, bfarg, use_bf, int(R),
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
-        touched, out, float(aug), bool(pa2),
+        touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0),
     )
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}

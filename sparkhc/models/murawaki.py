@@ -595,13 +595,26 @@ class GlobalPA(_PAModel):
         hinge loss). ``"II"`` (an extension, not in the paper): PA-II (Crammer et al. 2006),
         ``tau = l / (||Delta||^2 + 1 / (2C))`` (squared slack, as the squared hinge of LIBLINEAR's
         default SVM).
+    average : bool, default False
+        Averaged weights (the averaged perceptron of Collins 2002, for PA): the model predicts
+        with the mean of the weights after every training example of every epoch instead of the
+        last weights. Kept with the lazy-update trick (Daume 2006): ``Wa`` accumulates every
+        update multiplied by its time ``t_e + j / n`` (``t_e`` the epochs completed before it,
+        ``j`` its 0-based position among the ``n`` examples of the shard's epoch) and ``t``
+        counts the epochs, so that the average is ``W - Wa / t``. Every state array changes only
+        where ``W`` changes (row-sparse deltas) and mixes by the mean, so with iterative
+        parameter mixing the average is the time average of the mixed trajectory (each shard's
+        epoch spread over the same unit of time); with one shard it equals Collins' average
+        over the ``t * n`` examples exactly.
 
-    State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``.
+    State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
+    with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
     """
 
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
+        "average": False,
     }
 
     def validate_params(self) -> None:
@@ -615,6 +628,7 @@ class GlobalPA(_PAModel):
         self._check_param("margin", _is_real(m) and math.isfinite(float(m)) and float(m) > 0,
                           "a float in the range (0, inf)")
         self._check_param("pa", self.params["pa"] in ("I", "II"), "'I' or 'II'")
+        self._check_param("average", isinstance(self.params["average"], bool | np.bool_), "a bool")
 
     @property
     def _pa2(self) -> bool:
@@ -630,12 +644,68 @@ class GlobalPA(_PAModel):
     def _R(self) -> int | None:
         return int(self.params["R"]) if self.params["branching"] else None
 
+    @property
+    def _avg(self) -> bool:
+        return bool(self.params["average"])
+
     def init_state(self) -> ModelState:
         state = super().init_state()
         R = self._R
         if R is not None:
             state.arrays["bf"] = np.zeros((self._index.n_nodes + 1, R + 1), dtype=self._dtype)
+        if self._avg:
+            state.arrays["Wa"] = np.zeros_like(state.arrays["W"])
+            if R is not None:
+                state.arrays["bfa"] = np.zeros_like(state.arrays["bf"])
+            state.arrays["t"] = np.zeros(1, dtype=np.float64)
         return state
+
+    def _avg_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """``(Wa, bfa, t)`` of an averaging model's state (``None`` without ``average``)."""
+        if not self._avg:
+            return None, None, None
+        Wa = self._weights("Wa", (self._n_rows, self._index.n_edges))
+        R = self._R
+        bfa = self._weights("bfa", (self._index.n_nodes + 1, R + 1)) if R is not None else None
+        return Wa, bfa, self._weights("t", (1,))
+
+    def averaged_arrays(self) -> dict[str, np.ndarray]:
+        """The weights the model predicts with: ``W`` (and ``bf``), or with ``average`` their
+        averages ``W - Wa / t`` (``bf - bfa / t``), in the weights' dtype."""
+        W = self._weights("W", (self._n_rows, self._index.n_edges))
+        bf = self._bf()
+        out = {"W": W} if bf is None else {"W": W, "bf": bf}
+        Wa, bfa, t = self._avg_arrays()
+        if t is None or float(t[0]) <= 0:
+            return out
+        f = 1.0 / float(t[0])
+        out["W"] = (W - Wa * W.dtype.type(f)).astype(W.dtype, copy=False)
+        if bf is not None and bfa is not None:
+            out["bf"] = (bf - bfa * bf.dtype.type(f)).astype(bf.dtype, copy=False)
+        return out
+
+    def decode(
+        self, batch: SparseBatch, return_scores: bool = True
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Predicted leaf sets and per-node scores (the edge scores; see :class:`_PAModel`), with
+        the averaged weights when ``average``."""
+        self.__dict__["_eff"] = self.averaged_arrays() if self._avg else None
+        try:
+            return super().decode(batch, return_scores)
+        finally:
+            self.__dict__.pop("_eff", None)
+
+    def model_size(self, tol: float = 1e-7) -> int:
+        """Number of weights the model predicts with whose ``|w| > tol``."""
+        return sum(int(np.count_nonzero(np.abs(v) > tol)) for v in self.averaged_arrays().values())
+
+    def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
+        eff = self.__dict__.get("_eff")
+        return edge_scores(X, eff["W"]) if eff is not None else super()._scores_block(X)
+
+    def _decode_bf(self) -> np.ndarray | None:
+        eff = self.__dict__.get("_eff")
+        return eff.get("bf") if eff is not None else self._bf()
 
     def _bf(self) -> np.ndarray | None:
         R = self._R
@@ -659,16 +729,21 @@ class GlobalPA(_PAModel):
         idx = self._index
         W = self._weights("W", (self._n_rows, idx.n_edges))
         bf = self._bf()
+        Wa, bfa, t = self._avg_arrays()
+        t0 = float(t[0]) if t is not None else 0.0
         C = float(self.params["C"])
         order = shuffled_order(len(batch), seed, epoch)
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
-                                    aug=self._aug, pa2=self._pa2)
+                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0)
             self.__dict__["touched_rows_"] = touched
-            return out
-        self.__dict__["touched_rows_"] = None
-        return self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2)
+        else:
+            self.__dict__["touched_rows_"] = None
+            out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0)
+        if t is not None:
+            t[0] = t0 + 1.0
+        return out
 
     @staticmethod
     def _gt_epoch_numpy(
@@ -682,10 +757,17 @@ class GlobalPA(_PAModel):
         C: float,
         aug: float = 0.0,
         pa2: bool = False,
+        Wa: np.ndarray | None = None,
+        bfa: np.ndarray | None = None,
+        t0: float = 0.0,
     ) -> dict[str, float]:
         """The numpy reference of one GT epoch (also used when numba is absent); ``pa2``: PA-II
-        steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``."""
+        steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``;
+        ``Wa``/``bfa`` (averaging): every update is also added to them multiplied by its time
+        ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``)."""
         bf_flat = bf.reshape(-1) if bf is not None else None
+        bfa_flat = bfa.reshape(-1) if bfa is not None else None
+        n_order = len(order)
         n_nodes = idx.n_nodes
         leaves = idx.leaves
         internal = ~idx.is_leaf
@@ -698,7 +780,7 @@ class GlobalPA(_PAModel):
         loss_sum = cost_sum = tau_sum = 0.0
         gm = np.zeros(n_nodes, dtype=bool)
         Rb = R if R is not None else 3
-        for i in order:
+        for j, i in enumerate(order):
             a, b = indptr[i], indptr[i + 1]
             fi = indices[a:b]
             fv = data[a:b]
@@ -741,12 +823,18 @@ class GlobalPA(_PAModel):
             tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
             tau_sum += tau
             n_upd += 1
+            tw = t0 + j / n_order
             if fi.size:
                 cols = np.concatenate([plus, minus]) - 1
                 sign = np.concatenate([np.full(plus.size, tau), np.full(minus.size, -tau)])
-                W[fi[:, None], cols] += np.multiply.outer(fv.astype(np.float64), sign)
+                upd = np.multiply.outer(fv.astype(np.float64), sign)
+                W[fi[:, None], cols] += upd
+                if Wa is not None:
+                    Wa[fi[:, None], cols] += upd * tw
             if bf_flat is not None and bf_n2 > 0:
                 bf_flat[u] += tau * net
+                if bfa_flat is not None:
+                    bfa_flat[u] += tau * net * tw
         return {
             "examples": float(len(order)),
             "updates": float(n_upd),
@@ -760,7 +848,7 @@ class GlobalPA(_PAModel):
         S = self._scores_block(X)
         idx = self._index
         R = self._R
-        res = dp_solve(idx, S, bf=self._bf(), R=R if R is not None else 3)
+        res = dp_solve(idx, S, bf=self._decode_bf(), R=R if R is not None else 3)
         scores = np.zeros((X.shape[0], idx.n_nodes), dtype=np.float32)
         scores[:, 1:] = S
         return res.leaf_sets(idx), scores

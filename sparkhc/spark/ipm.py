@@ -92,7 +92,7 @@ def make_epoch_fn(
         out = model.get_state()
         out.counters = {k: float(v) for k, v in counters.items()}
         # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, state_bc.value, {"W": getattr(model, "touched_rows_", None)})
+        delta = deltas.encode(out, state_bc.value, _touched(model))
         payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
@@ -100,6 +100,13 @@ def make_epoch_fn(
         )
 
     return run
+
+
+def _touched(model: HierModel) -> dict[str, Any]:
+    """The rows the epoch may have changed, per feature-major array (``W`` and, for averaged
+    weights, ``Wa``, written together), for :func:`deltas.encode`."""
+    rows = getattr(model, "touched_rows_", None)
+    return {"W": rows, "Wa": rows}
 
 
 def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
@@ -194,6 +201,7 @@ def train_ipm(
     checkpoint_key: dict[str, Any] | None = None,
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
+    on_epoch_state: Callable[[int, ModelState], None] | None = None,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
 
@@ -209,8 +217,13 @@ def train_ipm(
     removes the per-epoch job, broadcast and result transfer; ``"auto"`` (default) uses barrier
     mixing in local mode (:func:`mixing_mode`). Both give the same mixture of the same shards
     (up to the order of float64 summation).
+
+    ``on_epoch_state(epoch, state)``, when given, is called on the driver with the mixed state
+    after every epoch, in order (barrier mixing: after the stage, which then keeps every epoch's
+    state in the exchange directory). ``shards`` 0 means :func:`resolve_shards`.
     """
     model.validate_params()
+    shards = resolve_shards(spark, shards)
     if mixing not in ("auto", "barrier", "jobs"):
         raise ValueError(f"mixing must be 'auto', 'barrier' or 'jobs', not {mixing!r}")
     start_epoch = 0
@@ -226,7 +239,7 @@ def train_ipm(
         return model
     if mixing_mode(spark, mixing, model) == "barrier":
         _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
-                       fault_hook, progress, checkpoint_key, exchange_dir)
+                       fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
         return model
     shards_df = shard_features(features, shards).cache()
     try:
@@ -234,6 +247,8 @@ def train_ipm(
             t0 = time.perf_counter()
             mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook)
             model.set_state(mixed)
+            if on_epoch_state is not None:
+                on_epoch_state(epoch, mixed)
             info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
             log_epoch(info)
             if progress is not None:
@@ -243,6 +258,73 @@ def train_ipm(
     finally:
         shards_df.unpersist()
     return model
+
+
+def resolve_shards(spark: SparkSession, shards: int) -> int:
+    """The number of shards of ``train.shards``: itself when positive; 0 (auto): the task slots
+    Spark reports (``defaultParallelism``: the executors' cores, or N of ``local[N]``). Shards
+    beyond the slots do not run at the same time, so they add no speed, and every extra shard costs
+    accuracy per epoch: the mixed model moves by the mean of the shards' changes, so each
+    document's correction reaches it divided by the number of shards (docs/benchmarks.md,
+    "Accuracy against the number of shards")."""
+    if int(shards) < 0:
+        raise ValueError(f"shards must be >= 0 (0 = auto), not {shards}")
+    return int(shards) if int(shards) > 0 else max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def validation_split(features: DataFrame, fraction: float, seed: int) -> tuple[DataFrame, DataFrame]:
+    """(fit, validation): a seeded share ``fraction`` of the documents by a hash of their id
+    (``pmod(hash(doc_id, seed + 17), 10000) < fraction * 10000``), the same rows on every run."""
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the validation fraction must be in (0, 1), not {fraction}")
+    cut = int(round(float(fraction) * 10000))
+    val = F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000) < {cut}")
+    return features.where(~val), features.where(val)
+
+
+def select_epochs(
+    spark: SparkSession,
+    features: DataFrame,
+    model: HierModel,
+    max_epochs: int,
+    shards: int,
+    seed: int = 0,
+    fraction: float = 0.1,
+    with_counts: bool = False,
+    mixing: str = "auto",
+    exchange_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """The number of epochs chosen on validation data carved out of ``features`` (the training
+    documents; nothing else is read): a fresh copy of ``model`` (same class, taxonomy and
+    parameters) is trained by :func:`train_ipm` on the other documents for ``max_epochs`` epochs,
+    scored (hF over the model taxonomy's real nodes) on the held-out ones after every epoch, and the
+    first epoch count with the best score is returned with the curve:
+    ``{"epochs", "validation_hF", "validation_documents", "fraction"}``."""
+    from sparkhc.batch import label_matrix
+    from sparkhc.metrics import MetricCounts
+    from sparkhc.models import get_model_class
+
+    fit_df, val_df = validation_split(features, fraction, seed)
+    val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
+    if len(val) == 0:
+        raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document")
+    tax = model.taxonomy
+    gold = label_matrix(val.labels or [], tax)
+    probe = get_model_class(model.name)(tax, model.n_features, **model.params)
+    curve: list[float] = []
+
+    def score(epoch: int, state: ModelState) -> None:
+        probe.set_state(state)
+        counts = MetricCounts(tax)
+        counts.add(gold, label_matrix(probe.predict(val), tax))
+        curve.append(float(counts.compute()["hF"]))
+        log.info("select_epochs: epoch %d, validation hF %.4f (%d documents)", epoch + 1, curve[-1], len(val))
+
+    fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
+    train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
+              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score)
+    best = int(np.argmax(curve)) + 1  # the first of equal scores: the fewest epochs
+    return {"epochs": best, "validation_hF": curve, "validation_documents": len(val), "fraction": float(fraction)}
 
 
 def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float) -> dict[str, Any]:
@@ -363,6 +445,7 @@ def _make_barrier_fn(
     model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, work: str, present: list[int],
     pieces: dict[int, list[int]], tasks: int, seed: int, start_epoch: int, epochs: int, shards: int,
     fault_hook: Callable[[int, int], None] | None, ckpt: str | None, checkpoint_key: dict[str, Any] | None,
+    keep_states: bool = False,
 ) -> Callable[[Iterable[int]], Iterable[int]]:
     """Every epoch in one barrier stage: task ``t`` runs the shards ``present[t::tasks]`` (one after
     another, each from the epoch's base state, exactly as the one-job-per-epoch mode) and writes
@@ -405,7 +488,7 @@ def _make_barrier_fn(
                     fault_hook(k, epoch)
                 out = model.get_state()
                 out.counters = {c: float(v) for c, v in counters.items()}
-                delta = deltas.encode(out, base.arrays, {"W": getattr(model, "touched_rows_", None)})
+                delta = deltas.encode(out, base.arrays, _touched(model))
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
                 write_state_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed
@@ -417,6 +500,8 @@ def _make_barrier_fn(
             base, ep_counters = mix(base, acc, inplace=True)
             del acc
             if t == 0:  # the record first: a checkpointed epoch always has one
+                if keep_states and epoch + 1 < epochs:  # the last one is written below
+                    write_state_atomic(wd / f"state-{epoch + 1:05d}.npz", base)
                 write_json_atomic(wd / f"epoch-{epoch:05d}.json",
                                   epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
                 if ckpt is not None:
@@ -449,7 +534,7 @@ def _train_barrier(
     spark: SparkSession, features: DataFrame, model: HierModel, epochs: int, start_epoch: int, shards: int,
     seed: int, ckpt: Path | None, with_counts: bool, fault_hook: Callable[[int, int], None] | None,
     progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
-    exchange_dir: str | Path | None,
+    exchange_dir: str | Path | None, on_epoch_state: Callable[[int, ModelState], None] | None = None,
 ) -> None:
     """IPM with every epoch in one Spark barrier stage (see :func:`_make_barrier_fn`): no job,
     broadcast or result transfer per epoch; states and deltas go through files."""
@@ -479,7 +564,8 @@ def _train_barrier(
         watcher.start()
         fn = _make_barrier_fn(model.name, model.params, model.taxonomy, model.n_features, work, present, pieces, tasks,
                               seed, start_epoch, epochs, shards, fault_hook,
-                              str(ckpt) if ckpt is not None else None, checkpoint_key)
+                              str(ckpt) if ckpt is not None else None, checkpoint_key,
+                              keep_states=on_epoch_state is not None)
         t1 = time.perf_counter()
         attempts = _max_attempts(spark)
         for attempt in range(1, attempts + 1):
@@ -496,7 +582,12 @@ def _train_barrier(
         stop.set()
         watcher.join()
         infos = [_read_json(Path(work) / f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
+        if on_epoch_state is not None:
+            for ep in range(start_epoch, epochs - 1):
+                on_epoch_state(ep, read_state(Path(work) / f"state-{ep + 1:05d}.npz"))
         model.set_state(read_state(Path(work) / f"state-{epochs:05d}.npz"))  # one copy, no bytes
+        if on_epoch_state is not None:
+            on_epoch_state(epochs - 1, model.get_state())
         if progress is not None:
             for info in infos:
                 progress(info)

@@ -9,6 +9,7 @@ trains by mixing needs no edit here.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -55,6 +56,8 @@ class TrainingResult:
     #: shards of the mixing (None where the strategy has none)
     shards: int | None
     epoch_log: list[dict[str, Any]] = field(default_factory=list)
+    #: ``train.select_epochs``: the validation curve and the chosen number of epochs
+    epoch_selection: dict[str, Any] | None = None
 
     @property
     def documents(self) -> int | None:
@@ -158,11 +161,23 @@ def fit_model(
     A ``single_pass`` model gets one epoch. ``checkpoint_dir`` applies to the strategies that
     checkpoint (mixing). ``warm_start`` continues from the model's current state.
     """
+    from sparkhc.spark.ipm import resolve_shards, select_epochs
+
     strategy = model.training_strategy(node_parallel=train.node_parallel)
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
     epochs = 1 if model.single_pass else int(train.epochs)
+    # train.shards = 0: as many shards as Spark has task slots
+    train = dataclasses.replace(train, shards=resolve_shards(spark, train.shards))
+    epoch_selection = None
+    if train.select_epochs and strategy == "mixing" and epochs > 1:
+        if warm_start:
+            raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
+        epoch_selection = select_epochs(
+            spark, df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
+            with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
+        epochs = int(epoch_selection["epochs"])
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:
@@ -175,4 +190,4 @@ def fit_model(
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
-    return TrainingResult(strategy, epochs_run, shards, log_)
+    return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection)

@@ -51,7 +51,8 @@ def _model(tax: Taxonomy, name: str = "global", **params):
 
 
 @pytest.mark.parametrize("mixing", ["barrier", "jobs"])
-@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {})])
+@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {}),
+                                         ("global", {"branching": True, "average": True})])
 def test_one_partition_equals_serial(spark, name, params, mixing):
     from sparkhc.spark.ipm import train_ipm
 
@@ -68,7 +69,8 @@ def test_one_partition_equals_serial(spark, name, params, mixing):
     assert m_spark.get_state().arrays.keys() == m_serial.get_state().arrays.keys()
 
 
-def test_several_partitions_equal_mean_of_local_shards(spark):
+@pytest.mark.parametrize("params", [{"branching": True}, {"branching": True, "average": True}])
+def test_several_partitions_equal_mean_of_local_shards(spark, params):
     from sparkhc.spark.ipm import run_epoch, shard_features
 
     tax, table = _data()
@@ -77,7 +79,7 @@ def test_several_partitions_equal_mean_of_local_shards(spark):
     # what each partition holds, in order
     parts = shards_df.rdd.glom().map(lambda rows: [r["doc_id"] for r in rows]).collect()
     assert sum(len(p) for p in parts) == table.num_rows and all(p == sorted(p) for p in parts)
-    start = _model(tax, "global", branching=True)
+    start = _model(tax, "global", **params)
     # one warm-up epoch so the epoch starts from non-zero weights
     full = SparseBatch.from_arrow(table, V)
     start.partial_fit(full, seed=1, epoch=0)
@@ -90,7 +92,7 @@ def test_several_partitions_equal_mean_of_local_shards(spark):
             continue
         rows = np.flatnonzero(np.isin(ids, doc_ids))
         sub = SparseBatch.from_arrow(table.take(pa.array(rows)).sort_by("doc_id"), V)
-        m = _model(tax, "global", branching=True)
+        m = _model(tax, "global", **params)
         m.set_state(w0.copy())
         c = m.partial_fit(sub, seed=11 + 1000003 * shard, epoch=1)
         st = m.get_state()
@@ -136,8 +138,8 @@ def test_mixing_is_a_no_op_on_identical_states():
         np.testing.assert_array_equal(mixed.arrays[k], v)
 
 
-@pytest.mark.parametrize("shards", [2, 5])
-def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, tmp_path):
+@pytest.mark.parametrize("shards,average", [(2, False), (5, False), (5, True)])
+def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_path):
     """Every epoch in one barrier stage (5 shards on the 2 task slots of local[2]: tasks run
     several shards each) gives the mixture of one Spark job per epoch, whose epochs the test
     above checks against shard results computed locally; counters and epoch records agree."""
@@ -145,7 +147,7 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, tmp_path):
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
-    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "average": average}
     logs: dict[str, list] = {"jobs": [], "barrier": []}
     out = {}
     for mode in ("jobs", "barrier"):
@@ -187,3 +189,48 @@ def test_label_combinations_and_self_leaves(spark):
     # B alone stops at an internal node; {A, AB}: AB is deeper; {A, B}: both internal and deepest
     assert self_leaf_labels(got, tax) == ["A", "B"]
     assert label_combinations(df.limit(0)) == []
+
+
+def test_auto_shards_are_the_task_slots(spark):
+    from sparkhc.spark.ipm import resolve_shards
+
+    assert resolve_shards(spark, 0) == spark.sparkContext.defaultParallelism == 2  # local[2]
+    assert resolve_shards(spark, 7) == 7
+    with pytest.raises(ValueError):
+        resolve_shards(spark, -1)
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "barrier"])
+def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spark, mixing, tmp_path):
+    """The curve equals hF computed locally, after every epoch, on the held-out documents of a model
+    trained serially (one shard) on the others; the choice is its first maximum; the held-out
+    documents are a seeded share of the documents given (the training part), the same every run."""
+    from sparkhc.batch import label_matrix
+    from sparkhc.metrics import MetricCounts
+    from sparkhc.spark.ipm import select_epochs, validation_split
+
+    tax, table = _data(n=160, seed=5)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    got = select_epochs(spark, df, _model(tax, "global", **params), max_epochs=5, shards=1, seed=2, fraction=0.25,
+                        mixing=mixing, exchange_dir=tmp_path / "x")
+    fit_df, val_df = validation_split(df, 0.25, seed=2)
+    val_ids = sorted(r["doc_id"] for r in val_df.select("doc_id").collect())
+    fit_ids = sorted(r["doc_id"] for r in fit_df.select("doc_id").collect())
+    assert sorted(val_ids + fit_ids) == sorted(table.column("doc_id").to_pylist())
+    assert 0.1 < len(val_ids) / table.num_rows < 0.4 and got["validation_documents"] == len(val_ids)
+    assert val_ids == sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=2)[1].select("doc_id").collect())
+    assert val_ids != sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=3)[1].select("doc_id").collect())
+    ids = np.array(table.column("doc_id").to_pylist())
+    fit = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, fit_ids)))).sort_by("doc_id"), V)
+    val = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, val_ids)))).sort_by("doc_id"), V)
+    m = _model(tax, "global", **params)
+    curve = []
+    for e in range(5):
+        m.partial_fit(fit, seed=2, epoch=e)
+        counts = MetricCounts(tax)
+        counts.add(label_matrix(val.labels, tax), label_matrix(m.predict(val), tax))
+        curve.append(counts.compute()["hF"])
+    assert got["validation_hF"] == pytest.approx(curve, abs=1e-12)
+    assert got["epochs"] == int(np.argmax(curve)) + 1
+    assert got["fraction"] == 0.25

@@ -10,7 +10,8 @@ from sparkhc.errors import ConfigError
 
 def test_defaults_load():
     cfg = load_config()
-    assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 10
+    assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 0  # 0 = auto
+    assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "bias": 0.3}
@@ -24,6 +25,15 @@ def test_file_then_overrides(tmp_path):
     assert cfg.model_params("global") == {"C": 0.5, "branching": False, "update": "cost_augmented", "margin": 1.0,
                                           "bias": 0.3}
     assert cfg.featurize.max_df == 1.0 and isinstance(cfg.featurize.max_df, float)
+
+
+@pytest.mark.parametrize("item,msg", [("train.validation_fraction=1.0", "must be a float in"),
+                                      ("train.validation_fraction=0", "must be a float in"),
+                                      ("train.shards=-1", "must be an int >= 0")])
+def test_training_ranges(item, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, [item])
+    assert load_config(None, ["train.validation_fraction=0.3", "train.select_epochs=true"]).train.select_epochs
 
 
 def test_override_values_are_toml_literals():

@@ -179,3 +179,29 @@ def test_switch_off_by_flag(monkeypatch):
     assert not kernels.available()
     monkeypatch.setattr(kernels, "ENABLED", True)
     assert kernels.available()
+
+
+@pytest.mark.parametrize("branching,dtype,update", [(False, "float64", "prediction"), (True, "float64", "cost_augmented"),
+                                                   (True, "float32", "cost_augmented")])
+def test_gt_averaged_epochs_equal_reference(reference, branching, dtype, update):
+    rng = np.random.default_rng(11)
+    tax = random_taxonomy(30, rng, wide=True)
+    batch = make_batch(tax, 70, 50, rng)
+    params: dict = {"branching": branching, "dtype": dtype, "update": update, "average": True, "bias": 0.3}
+    got, gc = _run(GlobalPA, params, tax, batch, 50, 3)
+    ref, rc = reference(lambda: _run(GlobalPA, params, tax, batch, 50, 3))
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    arrays = ref.get_state().arrays
+    assert sorted(arrays) == sorted(["W", "Wa", "t"] + (["bf", "bfa"] if branching else []))
+    for name, arr in arrays.items():
+        np.testing.assert_allclose(got.get_state().arrays[name], arr, rtol=tol, atol=tol, err_msg=name)
+    assert float(arrays["t"][0]) == 3.0
+    assert np.abs(arrays["Wa"]).sum() > 0
+    for a, b in zip(gc, rc, strict=True):
+        for k in b:
+            assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), k
+    # the rows marked touched cover the rows of Wa the epoch changed as well
+    Wa0 = got.get_state().arrays["Wa"].copy()
+    got.partial_fit(batch, seed=3, epoch=3)
+    np.testing.assert_array_equal(got.get_state().arrays["Wa"][~got.touched_rows_], Wa0[~got.touched_rows_])
+    assert got.predict(batch) == reference(lambda: got.predict(batch))

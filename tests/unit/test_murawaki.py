@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.models import get_model_class
-from sparkhc.models.base import ModelState, combine_states
+from sparkhc.models.base import ModelState, combine_states, shuffled_order
 from sparkhc.models.murawaki import FlatPA, GlobalPA, TreePA
 from sparkhc.taxonomy import Taxonomy
 
@@ -600,3 +600,67 @@ def test_decode_before_fit():
 
     with pytest.raises(NotFittedError):
         GlobalPA(seven(), 2).decode(batch([[1.0, 0.0]], [["AA"]]))
+
+
+# ------------------------------------------------------------------------------ averaged weights
+@pytest.mark.parametrize("numpy_reference", [False, True])
+@pytest.mark.parametrize("branching", [False, True])
+def test_averaged_weights_equal_the_mean_of_every_intermediate_state(branching, numpy_reference, monkeypatch):
+    """Brute force: the plain model stepped one document at a time in the same order, its weights
+    recorded after every example of every epoch; their mean is the averaged model (Collins 2002)."""
+    from sparkhc import kernels
+
+    if numpy_reference:
+        monkeypatch.setattr(kernels, "ENABLED", False)
+    tax, b = separable(n=30, seed=4)
+    params = {"branching": branching, "update": "cost_augmented", "bias": 0.5, "dtype": "float64"}
+    avg = GlobalPA(tax, b.n_features, average=True, **params).fit(b, epochs=3, seed=2)
+    plain = GlobalPA(tax, b.n_features, **params)
+    plain.set_state(plain.init_state())
+    snaps: dict[str, list[np.ndarray]] = {"W": [], "bf": []}
+    for e in range(3):
+        for i in shuffled_order(len(b), 2, e):
+            plain.partial_fit(b.subset(np.array([i])), seed=0, epoch=0)
+            for k in snaps:
+                if k in plain.get_state().arrays:
+                    snaps[k].append(plain.get_state().arrays[k].copy())
+    assert len(snaps["W"]) == 3 * len(b)
+    eff = avg.averaged_arrays()
+    for k, s in snaps.items():
+        if s:
+            # training itself is unchanged: the raw weights are the plain model's
+            np.testing.assert_allclose(avg.get_state().arrays[k], plain.get_state().arrays[k], atol=1e-12)
+            np.testing.assert_allclose(eff[k], np.mean(s, axis=0), atol=1e-12)
+    assert not np.allclose(eff["W"], avg.get_state().arrays["W"])
+    # prediction uses the averaged weights
+    expect = GlobalPA(tax, b.n_features, **params)
+    expect.set_state(ModelState(dict(eff)))
+    assert avg.predict(b) == expect.predict(b)
+    assert avg.model_size() == expect.model_size()
+
+
+def test_averaged_weights_by_hand():
+    """Two documents, one epoch: with updates u_0, u_1 in the order of the shuffle, W_1 = u_0 and
+    W_2 = u_0 + u_1, whose average is u_0 + u_1 / 2; Wa = 0 * u_0 + (1/2) * u_1 (the time of the
+    j-th example is j / 2) and t = 1, so W - Wa / t = u_0 + u_1 / 2."""
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B")])
+    b = batch([[1.0, 0.0], [0.0, 1.0]], [["A"], ["B"]])
+    m = GlobalPA(tax, 2, average=True, dtype="float64")
+    m.set_state(m.init_state())
+    order = shuffled_order(2, 0, 0)
+    m.partial_fit(b, seed=0, epoch=0)
+    st = m.get_state().arrays
+    # from W = 0 every prediction ties: the DP takes the first child, A; d0 (gold A) is right,
+    # d1 (gold B) gets tau = min(1, (0 - 0 + sqrt(1)) / 2) = 0.5: +0.5 on edge B, -0.5 on edge A
+    W = np.zeros((2, 2))
+    Wa = np.zeros((2, 2))
+    for pos, i in enumerate(order):
+        if i == 1 and pos == 0:
+            W[1] += [-0.5, 0.5]
+        elif i == 1:
+            W[1] += [-0.5, 0.5]
+            Wa[1] += np.array([-0.5, 0.5]) * 0.5
+    np.testing.assert_allclose(st["W"], W)
+    np.testing.assert_allclose(st["Wa"], Wa)
+    assert st["t"].tolist() == [1.0]
+    np.testing.assert_allclose(m.averaged_arrays()["W"], W - Wa)

@@ -26,7 +26,7 @@ from pyspark.ml.tuning import CrossValidator, CrossValidatorModel, ParamGridBuil
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.errors import ConfigError
-from sparkhc.ml.classifier import HierarchicalClassifier
+from sparkhc.ml.classifier import HierarchicalClassificationModel, HierarchicalClassifier
 from sparkhc.ml.evaluator import HierarchicalEvaluator
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,9 @@ def tune(
     if scored is not None:
         est.set(est.scoredLabels, list(scored))
     cv, table, best = cross_validate(df, est, grid, metric, num_folds, seed, parallelism)
-    writer = cv.bestModel.write()
+    best_model = cv.bestModel
+    assert isinstance(best_model, HierarchicalClassificationModel)
+    writer = best_model.write()
     (writer.overwrite() if overwrite else writer).save(str(out))
     info = {"features": str(Path(features).resolve()), "selection": selection.to_dict(), "folds": num_folds,
             "seed": seed, "model": model, "seconds": round(time.perf_counter() - t0, 2)}

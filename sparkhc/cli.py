@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sparkhc import cli_production
 
     cli_production.add_parsers(sub)  # reclassify; models list|show|register|promote|algorithms; report
+    from sparkhc import cli_tune
+
+    cli_tune.add_parser(sub)  # tune (sparkhc.ml.tuning)
     return parser
 
 
@@ -153,6 +156,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     from sparkhc import cli_production
 
     code = cli_production.run(args)  # None: not one of its verbs
+    if code is None:
+        from sparkhc import cli_tune
+
+        code = cli_tune.run(args)
     if code is not None:
         return code
     if cmd == "fetch":

@@ -7,7 +7,7 @@
 2. a Pipeline: RegexTokenizer -> StopWordsRemover -> CountVectorizer -> IDF -> HierarchicalClassifier;
 3. tuned with Spark's CrossValidator + HierarchicalEvaluator on the *training* split only;
 4. the chosen Pipeline refitted on the training split and saved (its last stage is a sparkhc model
-   folder: ``sparkhc predict`` and ``sparkhc reclassify`` read it too);
+   folder: ``sparkhc predict`` reads it too, on features written by ``sparkhc.ml.write_features``);
 5. batch prediction: the saved Pipeline loaded again, the test split decoded and written as
    Parquet, and scored with HierarchicalEvaluator.
 

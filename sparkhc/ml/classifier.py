@@ -4,8 +4,9 @@
 (:func:`sparkhc.spark.training.fit_model`, the model built by
 :func:`sparkhc.spark.pipelines.new_model`), ``transform`` decodes on the executors with the
 broadcast model (:func:`sparkhc.spark.predict.decode_batch`), and a saved model is a sparkhc model
-folder (:func:`sparkhc.persistence.save_model`) that ``sparkhc predict`` and ``sparkhc reclassify``
-read; Spark's Param metadata is kept in its ``metadata/`` sub-folder (what ``PipelineModel.load``
+folder (:func:`sparkhc.persistence.save_model`) that ``sparkhc predict`` reads (and ``sparkhc
+reclassify``, when the model was trained on :func:`sparkhc.ml.read_features` output, which keeps
+``feature_spec.json``); Spark's Param metadata is kept in its ``metadata/`` sub-folder (what ``PipelineModel.load``
 reads to find the class).
 """
 

@@ -167,3 +167,16 @@ def test_evaluator_hand_computed(spark):
     assert ev.setMetricName("hLoss").evaluate(df) == 1.0
     # exact match of the label sets: one of two documents wrong
     assert ev.setMetricName("zeroOne").evaluate(df) == 0.5
+
+
+def test_estimator_and_evaluator_save_and_load(spark, tmp_path):
+    clf = HierarchicalClassifier(taxonomy=PAIRS, model="tree", epochs=3, C=0.5, modelParams={"decoder": "ls"})
+    clf.write().save(str(tmp_path / "clf"))
+    back = HierarchicalClassifier.load(str(tmp_path / "clf"))
+    assert back.uid == clf.uid
+    assert {p.name: back.getOrDefault(p) for p in back.params if back.isDefined(p)} == \
+        {p.name: clf.getOrDefault(p) for p in clf.params if clf.isDefined(p)}
+    ev = HierarchicalEvaluator(metricName="macroF1", taxonomy=PAIRS, scoredLabels=LEAVES)
+    ev.write().save(str(tmp_path / "ev"))
+    ev2 = HierarchicalEvaluator.load(str(tmp_path / "ev"))
+    assert ev2.getMetricName() == "macroF1" and ev2.getOrDefault("scoredLabels") == LEAVES

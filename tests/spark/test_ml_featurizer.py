@@ -30,6 +30,7 @@ def docs(spark):
     return newsgroups_df(spark, N_TRAIN, N_TEST).cache()
 
 
+@pytest.mark.slow
 def test_featurizer_equals_sparkhc_featurize(spark, features, docs, tmp_path):
     model = SparkhcFeaturizer().fit(docs.where(F.col("split") == "train"))
     # featurize fits on split 'train' (fit_on); the featurizer on every row it is given (the same rows)
@@ -44,6 +45,7 @@ def test_featurizer_equals_sparkhc_featurize(spark, features, docs, tmp_path):
     assert again.spec.fingerprint == spec.fingerprint and again.getOrDefault("minDF") == model.getOrDefault("minDF")
 
 
+@pytest.mark.slow
 def test_featurizer_and_classifier_pipeline_trains_like_sparkhc_train(spark, features, docs, tmp_path):
     assert run(["train", "--features", str(features), "--out", str(tmp_path / "cli"), "--set", "train.epochs=1",
                 "--set", "train.shards=2"]) == 0

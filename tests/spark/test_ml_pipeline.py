@@ -58,6 +58,7 @@ def _preds(df):
     return df.select("doc_id", "prediction", "scores")
 
 
+@pytest.mark.slow
 def test_pipeline_fit_transform_save_load_and_cli_predict(spark, data, fitted, leaves, tmp_path):
     _, test = data
     out = fitted.transform(test).cache()

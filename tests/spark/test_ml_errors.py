@@ -180,3 +180,23 @@ def test_estimator_and_evaluator_save_and_load(spark, tmp_path):
     ev.write().save(str(tmp_path / "ev"))
     ev2 = HierarchicalEvaluator.load(str(tmp_path / "ev"))
     assert ev2.getMetricName() == "macroF1" and ev2.getOrDefault("scoredLabels") == LEAVES
+
+
+@pytest.mark.parametrize("model", ["h_svm", "pcem", "fmm"])  # node-parallel, EM, single-pass counting
+def test_every_training_strategy_fits_and_predicts(spark, toy, model):
+    fitted = HierarchicalClassifier(taxonomy=PAIRS, model=model, epochs=2, shards=2).fit(toy)
+    got = {r["doc_id"]: list(r["prediction"]) for r in fitted.transform(toy).collect()}
+    assert got == {f"d{i}": [LEAVES[i % 4]] for i in range(16)}
+
+
+def test_multi_dimensional_model_and_hamming_score(spark):
+    # two class spaces (a: a1|a2, b: b1|b2); feature 0/1 tells a's class, feature 2/3 b's
+    rows = [(f"d{i}", [f"a{i % 2 + 1}", f"b{i // 2 % 2 + 1}"], Vectors.sparse(4, [i % 2, 2 + i // 2 % 2], [1.0, 1.0]))
+            for i in range(16)]
+    df = spark.createDataFrame(rows, _schema())
+    fitted = HierarchicalClassifier(taxonomy=PAIRS, model="m3mdc").fit(df)
+    out = fitted.transform(df)
+    got = {r["doc_id"]: sorted(r["prediction"]) for r in out.collect()}
+    assert got == {d: sorted(labs) for d, labs, _ in rows}
+    assert HierarchicalEvaluator(metricName="hammingScore").evaluate(out) == 1.0
+    assert HierarchicalEvaluator().evaluateAll(out)["exact_match"] == 1.0

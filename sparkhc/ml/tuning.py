@@ -124,12 +124,10 @@ def write_report(out: Path, table: list[dict[str, Any]], best: int, metric: str,
     (out / TUNING_JSON).write_text(json.dumps({**info, "metric": metric, "chosen": best,
                                                "chosen_params": table[best]["params"], "candidates": table},
                                               indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global backend state
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(table) + 2), 3.5))
+    fig = Figure(figsize=(max(4.0, 0.9 * len(table) + 2), 3.5))
+    ax = fig.add_subplot()
     xs = range(len(table))
     ax.bar(xs, [r["mean"] for r in table], yerr=[r["std"] or 0.0 for r in table],
            color=["tab:orange" if r["candidate"] == best else "tab:blue" for r in table], capsize=3)
@@ -140,7 +138,6 @@ def write_report(out: Path, table: list[dict[str, Any]], best: int, metric: str,
     ax.set_title("sparkhc tune: candidates (chosen in orange)")
     fig.tight_layout()
     fig.savefig(out / TUNING_PNG, dpi=100)
-    plt.close(fig)
 
 
 def tune(

@@ -161,6 +161,10 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         who = "HierarchicalClassifier"
         name, cls, cfg = self.training_config(who)
         taxonomy = load_taxonomy(self.getOrDefault(self.taxonomy), who)
+        if self.isDefined(self.scoredLabels):
+            bad = [n for n in self.getOrDefault(self.scoredLabels) if n not in taxonomy or n == taxonomy.root_name]
+            if bad:
+                raise ConfigError(f"{who}: Param scoredLabels: {bad[:10]} are not labels of the taxonomy {taxonomy.source}")
         check_labels_column(dataset, self.getLabelsCol(), who)
         inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who)
         # the model checks its own parameters before any Spark job

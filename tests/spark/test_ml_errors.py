@@ -111,6 +111,7 @@ def test_empty_dataframe(spark):
     ({"modelParams": {"epochs": 3}}, r"modelParams may not hold 'epochs': set the Param epochs"),
     ({"modelParams": {"margin": -2.0}}, r"The 'margin' parameter of GlobalPA must be"),
     ({"model": "fmm", "C": 1.0}, r"Param C is set, but the model 'fmm' has no parameter C"),
+    ({"scoredLabels": ["a1", "zz"]}, r"Param scoredLabels: \['zz'\] are not labels of the taxonomy"),
 ])
 def test_param_out_of_range(toy, params, message):
     with pytest.raises(ConfigError, match=message):

@@ -5,8 +5,8 @@
 :func:`sparkhc.spark.pipelines.new_model`), ``transform`` decodes on the executors with the
 broadcast model (:func:`sparkhc.spark.predict.decode_batch`), and a saved model is a sparkhc model
 folder (:func:`sparkhc.persistence.save_model`) that ``sparkhc predict`` reads (and ``sparkhc
-reclassify``, when the model was trained on :func:`sparkhc.ml.read_features` output, which keeps
-``feature_spec.json``); Spark's Param metadata is kept in its ``metadata/`` sub-folder (what ``PipelineModel.load``
+reclassify``, when the model was trained on sparkhc's features, whose ``feature_spec.json`` the
+folder keeps); Spark's Param metadata is kept in its ``metadata/`` sub-folder (what ``PipelineModel.load``
 reads to find the class).
 """
 
@@ -188,13 +188,17 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
 
 
 def _spec_json(df: DataFrame, inp: FeatureInput) -> str | None:
-    """The feature_spec.json of a features folder read by :func:`sparkhc.ml.read_features`."""
+    """The feature_spec.json of the features: a folder read by :func:`sparkhc.ml.read_features`, or
+    the output of a :class:`SparkhcFeaturizerModel` of this driver."""
     if inp.kind != "layout":
         return None
     md = (df.schema[inp.column].metadata or {}).get(META_KEY) or {}
     path = md.get("features_path")
     if not path:
-        return None
+        from sparkhc.ml.featurizer import spec_of
+
+        spec = spec_of(inp.spec_fingerprint)
+        return spec.to_json() if spec is not None else None
     from sparkhc.text.spec import SPEC_FILE
 
     f = Path(path) / SPEC_FILE

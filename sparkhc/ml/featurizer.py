@@ -41,6 +41,23 @@ from sparkhc.ml._input import META_KEY
 from sparkhc.persistence import replace_dir
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
+#: FeatureSpecs of the featurizer models of this driver, by fingerprint (the last few): a
+#: HierarchicalClassifier fitted on their output saves the spec in its model folder
+_SPECS: dict[str, FeatureSpec] = {}
+_MAX_SPECS = 16
+
+
+def _remember(spec: FeatureSpec) -> None:
+    _SPECS[spec.fingerprint] = spec
+    while len(_SPECS) > _MAX_SPECS:
+        del _SPECS[next(iter(_SPECS))]
+
+
+def spec_of(fingerprint: str | None) -> FeatureSpec | None:
+    """The FeatureSpec of a featurizer model of this driver with this fingerprint, if any."""
+    return _SPECS.get(fingerprint) if fingerprint else None
+
+
 _OUT = f"struct<{INDICES}: array<int>, {VALUES}: array<float>, {COUNTS}: array<float>>"
 
 
@@ -175,6 +192,7 @@ class SparkhcFeaturizerModel(Model, _FeaturizerParams, MLReadable, MLWritable):
     def _create(cls, spec: FeatureSpec) -> SparkhcFeaturizerModel:
         m = cls()
         m._spec = spec
+        _remember(spec)
         return m
 
     @property

@@ -20,7 +20,7 @@ from typing import Any
 from sparkhc.cli._common import setup_logging
 from sparkhc.errors import SparkhcError
 
-VERBS = ("featurize", "train", "predict", "evaluate", "demo", "experiment", "fetch", "reclassify",
+VERBS = ("featurize", "train", "predict", "evaluate", "demo", "tune", "experiment", "fetch", "reclassify",
          "models", "report")
 
 

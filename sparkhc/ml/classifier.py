@@ -1,0 +1,382 @@
+"""``HierarchicalClassifier`` (an Estimator) and ``HierarchicalClassificationModel`` (its Model).
+
+``fit`` trains any registered model with the training code of ``sparkhc train``
+(:func:`sparkhc.spark.training.fit_model`, the model built by
+:func:`sparkhc.spark.pipelines.new_model`), ``transform`` decodes on the executors with the
+broadcast model (:func:`sparkhc.spark.predict.decode_batch`), and a saved model is a sparkhc model
+folder (:func:`sparkhc.persistence.save_model`) that ``sparkhc predict`` reads (and ``sparkhc
+reclassify``, when the model was trained on sparkhc's features, whose ``feature_spec.json`` the
+folder keeps); Spark's Param metadata is kept in its ``metadata/`` sub-folder (what ``PipelineModel.load``
+reads to find the class).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.ml import Estimator, Model
+from pyspark.ml.util import (
+    DefaultParamsReadable,
+    DefaultParamsReader,
+    DefaultParamsWritable,
+    DefaultParamsWriter,
+    MLReadable,
+    MLReader,
+    MLWritable,
+    MLWriter,
+)
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sparkhc.batch import LABELS
+from sparkhc.config import Config, from_dict, load_config
+from sparkhc.errors import ConfigError, InputDataError, ModelError
+from sparkhc.features import Selection
+from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
+from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
+from sparkhc.models import get_model_class
+from sparkhc.models.base import HierModel
+from sparkhc.persistence import load_model, replace_dir, save_model, state_to_bytes
+from sparkhc.taxonomy import Taxonomy
+
+log = logging.getLogger(__name__)
+
+#: version of the Spark Param metadata kept in a saved model's ``metadata/`` folder
+ML_FORMAT_VERSION = 1
+PARAMS_DIR = "metadata"
+PARAMS_FILE = "part-00000"
+
+
+def local_path(path: str) -> Path:
+    """A local file-system path (sparkhc model folders are local, as for the CLI)."""
+    s = str(path)
+    if s.startswith("file://"):
+        s = s[len("file://"):]
+    elif s.startswith("file:"):
+        s = s[len("file:"):]
+    elif "://" in s:
+        raise ModelError(f"{s}: only local paths are supported for sparkhc model folders")
+    return Path(s)
+
+
+# ---------------------------------------------------------------------------------------- estimator
+class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, DefaultParamsReadable,
+                             DefaultParamsWritable):
+    """Hierarchical multi-label classifier: one estimator for every registered sparkhc model.
+
+    Example::
+
+        clf = HierarchicalClassifier(taxonomy="taxonomy.tsv", model="global", epochs=10,
+                                     featuresCol="tfidf", labelsCol="labels")
+        model = clf.fit(train_df)
+        model.transform(test_df).select("doc_id", "prediction")
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        self._set(**kwargs)
+
+    def setParams(self, **kwargs: Any) -> HierarchicalClassifier:
+        return self._set(**kwargs)
+
+    # -- settings --------------------------------------------------------------------------------
+    def training_config(self, who: str = "HierarchicalClassifier") -> tuple[str, Any, Config]:
+        """(model name, model class, Config): the CLI defaults with ``[train]`` and
+        ``[model.<name>]`` set from the Params (every value checked)."""
+        self.check_training_params(who)
+        name = self.getOrDefault(self.model)
+        cls = get_model_class(name)
+        data = load_config().to_dict()
+        data["train"].update(model=name, epochs=int(self.getOrDefault(self.epochs)),
+                             shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
+                             checkpoint=False)
+        user = dict(self.getOrDefault(self.modelParams))
+        for key in ("epochs", "seed"):
+            if key in user:
+                raise ConfigError(f"{who}: modelParams may not hold {key!r}: set the Param {key} instead")
+        mp = dict(data["model"].get(name, {}))
+        if self.isSet(self.C):
+            if "C" in user:
+                raise ConfigError(f"{who}: C is set both as the Param C and in modelParams")
+            if "C" not in cls.defaults:
+                raise ConfigError(f"{who}: Param C is set, but the model {name!r} has no parameter C")
+            user["C"] = float(self.getOrDefault(self.C))
+        unknown = sorted(set(user) - set(cls.defaults))
+        if unknown:
+            raise ConfigError(f"{who}: modelParams {unknown} are not parameters of the model {name!r}; known: "
+                              f"{sorted(k for k in cls.defaults if k not in ('epochs', 'seed'))}")
+        mp.update(user)
+        data["model"][name] = mp
+        return name, cls, from_dict(data, source=f"{who} Params")
+
+    def _checked_labels(self, df: DataFrame, taxonomy: Taxonomy, who: str) -> tuple[Column, dict[str, int]]:
+        """The labels column (null = no label), checked against the taxonomy in one Spark job;
+        with handleInvalid='drop' the labels outside the taxonomy are removed and counted."""
+        col = self.getLabelsCol()
+        lab = F.coalesce(F.col(col), F.array().cast("array<string>"))
+        known = F.array(*[F.lit(n) for n in taxonomy.names[1:]])
+        unknown = F.array_except(F.filter(lab, lambda x: x.isNotNull()), known)
+        ids = F.col(self.getDocIdCol()).cast("string") if self.getDocIdCol() in df.columns else F.lit(None)
+        row = df.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.size(F.filter(lab, lambda x: x.isNull())).cast("long")).alias("nulls"),
+            F.sum(F.size(unknown).cast("long")).alias("bad"),
+            F.sum((F.size(unknown) > 0).cast("long")).alias("bad_rows"),
+            F.first(F.when(F.size(unknown) > 0, F.struct(ids.alias("id"), unknown.alias("labels"))),
+                    ignorenulls=True).alias("example"),
+        ).first()
+        assert row is not None  # an aggregate has one row
+        n, bad, bad_rows = int(row["n"]), int(row["bad"] or 0), int(row["bad_rows"] or 0)
+        if n == 0:
+            raise InputDataError(f"{who}: the DataFrame has no rows; nothing to train on")
+        if row["nulls"]:
+            raise InputDataError(f"{who}: labels column {col!r}: {int(row['nulls'])} null label name(s)")
+        counts = {"documents": n, "dropped_labels": 0, "documents_with_dropped_labels": 0}
+        if bad and self.getOrDefault(self.handleInvalid) == "error":
+            ex = row["example"]
+            raise InputDataError(
+                f"{who}: labels column {col!r}: {bad_rows} document(s) have labels outside the taxonomy "
+                f"{taxonomy.source}, e.g. {list(ex['labels'])} (document {ex['id']!r}); set "
+                "handleInvalid='drop' to drop such labels (they are counted)"
+            )
+        if bad:
+            log.warning("%s: dropped %d label(s) outside the taxonomy from %d document(s)", who, bad, bad_rows)
+            counts.update(dropped_labels=bad, documents_with_dropped_labels=bad_rows)
+            lab = F.filter(lab, lambda x: F.array_contains(known, x))
+        return lab, counts
+
+    # -- fit -------------------------------------------------------------------------------------
+    def _fit(self, dataset: DataFrame) -> HierarchicalClassificationModel:
+        from sparkhc.spark.pipelines import model_params, new_model, training_metadata
+        from sparkhc.spark.training import fit_model
+
+        who = "HierarchicalClassifier"
+        name, cls, cfg = self.training_config(who)
+        taxonomy = load_taxonomy(self.getOrDefault(self.taxonomy), who)
+        if self.isDefined(self.scoredLabels):
+            bad = [n for n in self.getOrDefault(self.scoredLabels) if n not in taxonomy or n == taxonomy.root_name]
+            if bad:
+                raise ConfigError(f"{who}: Param scoredLabels: {bad[:10]} are not labels of the taxonomy {taxonomy.source}")
+        check_labels_column(dataset, self.getLabelsCol(), who)
+        inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who)
+        # the model checks its own parameters before any Spark job
+        cls(taxonomy, inp.n_features, **model_params(cls, cfg)).validate_params()
+        labels, counts = self._checked_labels(dataset, taxonomy, who)
+        doc_col = self.getDocIdCol()
+        doc_id = (F.col(doc_col).cast("string") if doc_col in dataset.columns
+                  else F.monotonically_increasing_id().cast("string"))
+        model = new_model(name, cfg, taxonomy, inp.n_features, dataset.select(labels.alias(LABELS)), source=who)
+        rows = training_rows(dataset, inp, labels, doc_id)
+        result = fit_model(dataset.sparkSession, rows, model, cfg.train)
+        meta: dict[str, Any] = {
+            "feature_spec_fingerprint": inp.spec_fingerprint,
+            "features_path": None,
+            "training": {**training_metadata(result, cfg, Selection(), None), "input": inp.kind,
+                         "labels": counts},
+            "scored_labels": self.getOrDefault(self.scoredLabels) if self.isDefined(self.scoredLabels) else None,
+        }
+        out = HierarchicalClassificationModel._create(model, meta, _spec_json(dataset, inp))
+        return self._copyValues(out)
+
+
+def _spec_json(df: DataFrame, inp: FeatureInput) -> str | None:
+    """The feature_spec.json of the features: a folder read by :func:`sparkhc.ml.read_features`, or
+    the output of a :class:`SparkhcFeaturizerModel` of this driver."""
+    if inp.kind != "layout":
+        return None
+    md = (df.schema[inp.column].metadata or {}).get(META_KEY) or {}
+    path = md.get("features_path")
+    if not path:
+        from sparkhc.ml.featurizer import spec_of
+
+        spec = spec_of(inp.spec_fingerprint)
+        return spec.to_json() if spec is not None else None
+    from sparkhc.text.spec import SPEC_FILE
+
+    f = Path(path) / SPEC_FILE
+    return f.read_text(encoding="utf-8") if f.is_file() else None
+
+
+# ---------------------------------------------------------------------------------------- model
+def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_features: int, state_bc: Any,
+               column: str, with_counts: bool, with_scores: bool) -> Any:
+    def run(arrays: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        from sparkhc.ml._input import struct_to_batch
+        from sparkhc.models import get_model_class
+        from sparkhc.persistence import state_from_bytes
+        from sparkhc.spark.predict import decode_batch
+
+        model = get_model_class(model_name)(taxonomy, n_features, **params)
+        model.set_state(state_from_bytes(state_bc.value))
+        for arr in arrays:
+            if len(arr) == 0:
+                labels: list[list[str]] = []
+                scores: list[list[float]] = []
+            else:
+                labels, scores = decode_batch(model, struct_to_batch(arr, n_features, column, with_counts))
+            lab = pa.array(labels, type=pa.list_(pa.string()))
+            if with_scores:
+                yield pa.StructArray.from_arrays([lab, pa.array(scores, type=pa.list_(pa.float32()))],
+                                                 names=["labels", "scores"])
+            else:
+                yield lab
+
+    return run
+
+
+class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParams, MLReadable, MLWritable):
+    """A fitted sparkhc model: ``transform`` adds ``predictionCol`` (the predicted label set,
+    array<string>: the deepest labels, internal nodes reported as ``sparkhc predict`` does) and,
+    when ``scoresCol`` is set, the score of each predicted label."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hier: HierModel | None = None
+        self._meta: dict[str, Any] = {}
+        self._spec_json: str | None = None
+        self._bc: Any = None
+
+    @classmethod
+    def _create(cls, hier: HierModel, meta: dict[str, Any], spec_json: str | None = None
+                ) -> HierarchicalClassificationModel:
+        m = cls()
+        m._hier, m._meta, m._spec_json = hier, dict(meta), spec_json
+        return m
+
+    @property
+    def hierModel(self) -> HierModel:
+        """The fitted sparkhc model (:class:`sparkhc.models.base.HierModel`)."""
+        if self._hier is None:
+            raise ModelError("HierarchicalClassificationModel holds no fitted model")
+        return self._hier
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The model's metadata (what ``metadata.json`` of a saved model holds besides the format)."""
+        return dict(self._meta)
+
+    @property
+    def modelTaxonomy(self) -> Taxonomy:
+        """The taxonomy the model was trained on (virtual ``/_self`` leaves included)."""
+        return self.hierModel.taxonomy
+
+    def _broadcast(self, df: DataFrame) -> Any:
+        if self._bc is None:
+            self._bc = df.sparkSession.sparkContext.broadcast(state_to_bytes(self.hierModel.get_state()))
+        return self._bc
+
+    def prediction_metadata(self) -> dict[str, Any]:
+        """What the prediction column carries for :class:`HierarchicalEvaluator`: the taxonomy (no
+        virtual leaves), the scored labels, and whether the model is multi-dimensional."""
+        hm = self.hierModel
+        return {META_KEY: {
+            "taxonomy": hm.taxonomy.base().to_tsv(include_virtual=False),
+            "scored_labels": self._meta.get("scored_labels"),
+            "model": hm.name,
+            "multi_dimensional": bool(type(hm).multi_dimensional),
+        }}
+
+    def _transform(self, dataset: DataFrame) -> DataFrame:
+        from pyspark.sql.functions import ArrowUDFType, arrow_udf
+
+        who = "HierarchicalClassificationModel"
+        hm = self.hierModel
+        inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who, expected=hm.n_features)
+        pred, scores_col = self.getPredictionCol(), self.getScoresCol()
+        with_scores = bool(scores_col)
+        fn = _decode_fn(hm.name, hm.params, hm.taxonomy, hm.n_features, self._broadcast(dataset), inp.column,
+                        bool(hm.needs_counts), with_scores)
+        rtype = "struct<labels: array<string>, scores: array<float>>" if with_scores else "array<string>"
+        with warnings.catch_warnings():  # the iterator form is given explicitly (the hints are strings here)
+            warnings.simplefilter("ignore", UserWarning)
+            udf = arrow_udf(fn, rtype, ArrowUDFType.SCALAR_ITER)
+        md = self.prediction_metadata()
+        if not with_scores:
+            return dataset.withColumn(pred, udf(inp.struct()).alias(pred, metadata=md))
+        tmp = f"__sparkhc_{uuid.uuid4().hex[:8]}"
+        out = dataset.withColumn(tmp, udf(inp.struct()))
+        return (out.withColumn(pred, F.col(tmp)["labels"].alias(pred, metadata=md))
+                .withColumn(scores_col, F.col(tmp)["scores"]).drop(tmp))
+
+    # -- persistence -----------------------------------------------------------------------------
+    def write(self) -> MLWriter:
+        return _ModelWriter(self)
+
+    @classmethod
+    def read(cls) -> MLReader[HierarchicalClassificationModel]:
+        return _ModelReader(cls)
+
+
+class _ModelWriter(MLWriter):
+    """Writes a sparkhc model folder (one format) plus Spark's Param metadata in ``metadata/``."""
+
+    def __init__(self, instance: HierarchicalClassificationModel) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def save(self, path: str) -> None:
+        # no Hadoop delete first: the folder is replaced atomically (a failed save keeps the old one)
+        self.saveImpl(path)
+
+    def saveImpl(self, path: str) -> None:
+        inst = self.instance
+        out = local_path(path)
+        if out.exists() and not self.shouldOverwrite:
+            raise ModelError(f"{out} already exists; use model.write().overwrite().save(path) to replace it")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = out.parent / f".{out.name}.ml-{uuid.uuid4().hex[:12]}"
+        try:
+            save_model(staging, inst.hierModel, inst.metadata, feature_spec_json=inst._spec_json)
+            params = json.loads(DefaultParamsWriter._get_metadata_to_save(
+                inst, self.sparkSession, extraMetadata={"sparkhc_ml_format_version": ML_FORMAT_VERSION}))
+            params["timestamp"] = 0  # the same model gives the same files
+            (staging / PARAMS_DIR).mkdir()
+            (staging / PARAMS_DIR / PARAMS_FILE).write_text(json.dumps(params, sort_keys=True) + "\n",
+                                                            encoding="utf-8")
+            replace_dir(staging, out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+class _ModelReader(MLReader[HierarchicalClassificationModel]):
+    """Reads a saved model folder: one written by ``write().save()`` (Params restored) or by
+    ``sparkhc train`` (default Params)."""
+
+    def __init__(self, cls: type[HierarchicalClassificationModel]) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def load(self, path: str) -> HierarchicalClassificationModel:
+        root = local_path(path)
+        hier, meta = load_model(root)
+        spec = root / "feature_spec.json"
+        inst = self.cls._create(hier, meta, spec.read_text(encoding="utf-8") if spec.is_file() else None)
+        pfile = root / PARAMS_DIR / PARAMS_FILE
+        if pfile.is_file():
+            try:
+                md = json.loads(pfile.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise ModelError(f"{pfile}: corrupt Param metadata ({e})") from None
+            version = md.get("sparkhc_ml_format_version")
+            if not isinstance(version, int) or version > ML_FORMAT_VERSION:
+                raise ModelError(f"{pfile}: Param metadata version {version!r} is newer than this sparkhc "
+                                 f"understands ({ML_FORMAT_VERSION}); upgrade sparkhc to load it")
+            DefaultParamsReader.getAndSetParams(inst, md)
+            inst._resetUid(md["uid"])
+        else:  # a model folder of `sparkhc train`: its model and training settings as Params
+            tr = meta.get("training") or {}
+            inst._set(model=meta["model"], numFeatures=int(meta["n_features"]),
+                      epochs=int(tr.get("epochs") or 1), seed=int(tr.get("seed") or 0))
+            if meta.get("scored_labels") is not None:
+                inst._set(scoredLabels=list(meta["scored_labels"]))
+        return inst
+

@@ -42,6 +42,7 @@ from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
 from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
+from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import load_model, replace_dir, save_model, state_to_bytes
@@ -51,22 +52,6 @@ log = logging.getLogger(__name__)
 
 #: version of the Spark Param metadata kept in a saved model's ``metadata/`` folder
 ML_FORMAT_VERSION = 1
-PARAMS_DIR = "metadata"
-PARAMS_FILE = "part-00000"
-
-
-def local_path(path: str) -> Path:
-    """A local file-system path (sparkhc model folders are local, as for the CLI)."""
-    s = str(path)
-    if s.startswith("file://"):
-        s = s[len("file://"):]
-    elif s.startswith("file:"):
-        s = s[len("file:"):]
-    elif "://" in s:
-        raise ModelError(f"{s}: only local paths are supported for sparkhc model folders")
-    return Path(s)
-
-
 # ---------------------------------------------------------------------------------------- estimator
 class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, DefaultParamsReadable,
                              DefaultParamsWritable):

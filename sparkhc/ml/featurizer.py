@@ -235,7 +235,7 @@ class _FeaturizerWriter(MLWriter):
         self.saveImpl(path)
 
     def saveImpl(self, path: str) -> None:
-        from sparkhc.ml.classifier import PARAMS_DIR, PARAMS_FILE, local_path
+        from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path
 
         out = local_path(path)
         if out.exists() and not self.shouldOverwrite:
@@ -261,7 +261,7 @@ class _FeaturizerReader(MLReader[SparkhcFeaturizerModel]):
         self.cls = cls
 
     def load(self, path: str) -> SparkhcFeaturizerModel:
-        from sparkhc.ml.classifier import PARAMS_DIR, PARAMS_FILE, local_path
+        from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path
 
         root = local_path(path)
         inst = self.cls._create(FeatureSpec.load(root))

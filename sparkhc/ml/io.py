@@ -19,12 +19,28 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLIT, VALUES
-from sparkhc.errors import SparkhcError
+from sparkhc.errors import ModelError, SparkhcError
 from sparkhc.features import CORPUS_FILE, FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
 from sparkhc.ml._input import META_KEY, check_labels_column, detect_features, training_rows
 from sparkhc.persistence import replace_dir
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+
+#: where a saved stage keeps Spark's Param metadata (inside the sparkhc model folder)
+PARAMS_DIR = "metadata"
+PARAMS_FILE = "part-00000"
+
+
+def local_path(path: str) -> Path:
+    """A local file-system path (sparkhc model folders are local, as for the CLI)."""
+    s = str(path)
+    if s.startswith("file://"):
+        s = s[len("file://"):]
+    elif s.startswith("file:"):
+        s = s[len("file:"):]
+    elif "://" in s:
+        raise ModelError(f"{s}: only local paths are supported for sparkhc model folders")
+    return Path(s)
 
 
 def read_features(spark: SparkSession, path: str | Path) -> DataFrame:

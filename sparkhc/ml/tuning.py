@@ -160,8 +160,7 @@ def tune(
     features folder, refit the chosen candidate on all of them and save it to ``out`` (a sparkhc
     model folder) with the candidates' validation scores as a table and a plot."""
     from sparkhc.features import TAXONOMY_FILE, Selection, features_corpus_info
-    from sparkhc.ml.classifier import local_path
-    from sparkhc.ml.io import read_features
+    from sparkhc.ml.io import local_path, read_features
     from sparkhc.spark.pipelines import select_rows
 
     t0 = time.perf_counter()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -27,7 +26,6 @@ from pyspark.ml.util import (
     DefaultParamsReadable,
     DefaultParamsReader,
     DefaultParamsWritable,
-    DefaultParamsWriter,
     MLReadable,
     MLReader,
     MLWritable,
@@ -42,10 +40,10 @@ from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
 from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
-from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path
+from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path, save_stage
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
-from sparkhc.persistence import load_model, replace_dir, save_model, state_to_bytes
+from sparkhc.persistence import load_model, save_model, state_to_bytes
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
@@ -313,23 +311,12 @@ class _ModelWriter(MLWriter):
 
     def saveImpl(self, path: str) -> None:
         inst = self.instance
-        out = local_path(path)
-        if out.exists() and not self.shouldOverwrite:
-            raise ModelError(f"{out} already exists; use model.write().overwrite().save(path) to replace it")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = out.parent / f".{out.name}.ml-{uuid.uuid4().hex[:12]}"
-        try:
+
+        def body(staging: Path) -> None:
             save_model(staging, inst.hierModel, inst.metadata, feature_spec_json=inst._spec_json)
-            params = json.loads(DefaultParamsWriter._get_metadata_to_save(
-                inst, self.sparkSession, extraMetadata={"sparkhc_ml_format_version": ML_FORMAT_VERSION}))
-            params["timestamp"] = 0  # the same model gives the same files
-            (staging / PARAMS_DIR).mkdir()
-            (staging / PARAMS_DIR / PARAMS_FILE).write_text(json.dumps(params, sort_keys=True) + "\n",
-                                                            encoding="utf-8")
-            replace_dir(staging, out)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+
+        save_stage(inst, self.sparkSession, path, self.shouldOverwrite, body,
+                   extra_metadata={"sparkhc_ml_format_version": ML_FORMAT_VERSION})
 
 
 class _ModelReader(MLReader[HierarchicalClassificationModel]):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import uuid
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +26,6 @@ from pyspark.ml.util import (
     DefaultParamsReadable,
     DefaultParamsReader,
     DefaultParamsWritable,
-    DefaultParamsWriter,
     MLReadable,
     MLReader,
     MLWritable,
@@ -38,7 +37,6 @@ from pyspark.sql import functions as F
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABELS, SPLIT, TEXT, TOKENS, VALUES
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError
 from sparkhc.ml._input import META_KEY
-from sparkhc.persistence import replace_dir
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
 #: FeatureSpecs of the featurizer models of this driver, by fingerprint (the last few): a
@@ -235,24 +233,13 @@ class _FeaturizerWriter(MLWriter):
         self.saveImpl(path)
 
     def saveImpl(self, path: str) -> None:
-        from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path
+        from sparkhc.ml.io import save_stage
 
-        out = local_path(path)
-        if out.exists() and not self.shouldOverwrite:
-            raise ModelError(f"{out} already exists; use write().overwrite().save(path) to replace it")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = out.parent / f".{out.name}.ml-{uuid.uuid4().hex[:12]}"
-        try:
-            (staging / PARAMS_DIR).mkdir(parents=True)
+        def body(staging: Path) -> None:
+            staging.mkdir(parents=True)
             self.instance.spec.save(staging / SPEC_FILE)
-            params = json.loads(DefaultParamsWriter._get_metadata_to_save(self.instance, self.sparkSession))
-            params["timestamp"] = 0
-            (staging / PARAMS_DIR / PARAMS_FILE).write_text(json.dumps(params, sort_keys=True) + "\n",
-                                                            encoding="utf-8")
-            replace_dir(staging, out)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+
+        save_stage(self.instance, self.sparkSession, path, self.shouldOverwrite, body)
 
 
 class _FeaturizerReader(MLReader[SparkhcFeaturizerModel]):

@@ -122,3 +122,28 @@ def write_features(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return summary
+
+
+def save_stage(instance: Any, spark: SparkSession, path: str, overwrite: bool, write_body: Any,
+               extra_metadata: dict[str, Any] | None = None) -> None:
+    """Save a fitted stage as one folder, atomically: ``write_body(staging)`` writes the stage's own
+    files (a sparkhc model folder, a feature spec), then Spark's Param metadata goes to
+    ``metadata/part-00000`` (timestamp 0: the same stage gives the same files); the folder replaces
+    ``path`` by rename, and a failed save leaves any old one intact."""
+    from pyspark.ml.util import DefaultParamsWriter
+
+    out = local_path(path)
+    if out.exists() and not overwrite:
+        raise ModelError(f"{out} already exists; use write().overwrite().save(path) to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.ml-{uuid.uuid4().hex[:12]}"
+    try:
+        write_body(staging)
+        params = json.loads(DefaultParamsWriter._get_metadata_to_save(instance, spark, extraMetadata=extra_metadata))
+        params["timestamp"] = 0
+        (staging / PARAMS_DIR).mkdir(parents=True, exist_ok=True)
+        (staging / PARAMS_DIR / PARAMS_FILE).write_text(json.dumps(params, sort_keys=True) + "\n", encoding="utf-8")
+        replace_dir(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -40,7 +40,7 @@ from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
 from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
-from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, local_path, save_stage
+from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, StageWriter, local_path
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import load_model, save_model, state_to_bytes
@@ -291,32 +291,16 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
 
     # -- persistence -----------------------------------------------------------------------------
     def write(self) -> MLWriter:
-        return _ModelWriter(self)
+        """A sparkhc model folder (one format) plus Spark's Param metadata in ``metadata/``."""
+
+        def body(staging: Path) -> None:
+            save_model(staging, self.hierModel, self.metadata, feature_spec_json=self._spec_json)
+
+        return StageWriter(self, body, extra_metadata={"sparkhc_ml_format_version": ML_FORMAT_VERSION})
 
     @classmethod
     def read(cls) -> MLReader[HierarchicalClassificationModel]:
         return _ModelReader(cls)
-
-
-class _ModelWriter(MLWriter):
-    """Writes a sparkhc model folder (one format) plus Spark's Param metadata in ``metadata/``."""
-
-    def __init__(self, instance: HierarchicalClassificationModel) -> None:
-        super().__init__()
-        self.instance = instance
-
-    def save(self, path: str) -> None:
-        # no Hadoop delete first: the folder is replaced atomically (a failed save keeps the old one)
-        self.saveImpl(path)
-
-    def saveImpl(self, path: str) -> None:
-        inst = self.instance
-
-        def body(staging: Path) -> None:
-            save_model(staging, inst.hierModel, inst.metadata, feature_spec_json=inst._spec_json)
-
-        save_stage(inst, self.sparkSession, path, self.shouldOverwrite, body,
-                   extra_metadata={"sparkhc_ml_format_version": ML_FORMAT_VERSION})
 
 
 class _ModelReader(MLReader[HierarchicalClassificationModel]):

@@ -217,29 +217,17 @@ class SparkhcFeaturizerModel(Model, _FeaturizerParams, MLReadable, MLWritable):
                 .withColumn(VALUES, F.col(tmp)[VALUES]).withColumn(COUNTS, F.col(tmp)[COUNTS]).drop(tmp))
 
     def write(self) -> MLWriter:
-        return _FeaturizerWriter(self)
+        from sparkhc.ml.io import StageWriter
+
+        def body(staging: Path) -> None:
+            staging.mkdir(parents=True)
+            self.spec.save(staging / SPEC_FILE)
+
+        return StageWriter(self, body)
 
     @classmethod
     def read(cls) -> MLReader[SparkhcFeaturizerModel]:
         return _FeaturizerReader(cls)
-
-
-class _FeaturizerWriter(MLWriter):
-    def __init__(self, instance: SparkhcFeaturizerModel) -> None:
-        super().__init__()
-        self.instance = instance
-
-    def save(self, path: str) -> None:
-        self.saveImpl(path)
-
-    def saveImpl(self, path: str) -> None:
-        from sparkhc.ml.io import save_stage
-
-        def body(staging: Path) -> None:
-            staging.mkdir(parents=True)
-            self.instance.spec.save(staging / SPEC_FILE)
-
-        save_stage(self.instance, self.sparkSession, path, self.shouldOverwrite, body)
 
 
 class _FeaturizerReader(MLReader[SparkhcFeaturizerModel]):

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pyspark.ml.util import MLWriter
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -147,3 +148,21 @@ def save_stage(instance: Any, spark: SparkSession, path: str, overwrite: bool, w
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+class StageWriter(MLWriter):
+    """The ``MLWriter`` of every fitted sparkhc stage: :func:`save_stage` with the stage's
+    ``write_body`` (no Hadoop delete first: the folder is replaced atomically)."""
+
+    def __init__(self, instance: Any, write_body: Any, extra_metadata: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.instance = instance
+        self.write_body = write_body
+        self.extra_metadata = extra_metadata
+
+    def save(self, path: str) -> None:
+        self.saveImpl(path)
+
+    def saveImpl(self, path: str) -> None:
+        save_stage(self.instance, self.sparkSession, path, self.shouldOverwrite, self.write_body,
+                   self.extra_metadata)

@@ -339,10 +339,7 @@ def predict(
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = weights_hash(Path(model_dir))
     selection = Selection(split, fold, exclude_fold)
-    selected = select_rows(df, selection)
-    if selected.isEmpty():
-        raise selection_error(df, features, selection, "document")
-    df = selected
+    all_rows, df = df, select_rows(df, selection)
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
     preds = predict_df(df, model, version)
@@ -350,6 +347,8 @@ def predict(
         data_dir = tmp / "data"
         preds.write.mode("overwrite").parquet(str(data_dir))
         n = spark.read.parquet(str(data_dir)).count()
+        if n == 0:  # (no extra Spark job on the normal path; atomic_dir removes what was written)
+            raise selection_error(all_rows, features, selection, "document")
         write_json_atomic(tmp / PRED_META_FILE, {
             "model_dir": str(Path(model_dir).resolve()), "model_version": version, "model": meta["model"],
             "taxonomy_fingerprint": meta["taxonomy_fingerprint"], "features": str(Path(features).resolve()),

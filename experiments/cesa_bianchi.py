@@ -6,34 +6,35 @@ document (:class:`sparkhc.metrics.MetricCounts`), with standard deviations over 
 incremental learners (PERC, H-PERC, H-RLS, AH-BAY) see the training documents once, in corpus
 order (``shuffle=False``, one epoch), as in the paper.
 
-Corpora (``../shared/data/INDEX.md`` protocols):
+Corpora (the corpus registry's protocols, :mod:`sparkhc.corpus.registry`):
 
 * ``rcv1v2_subset``: 2,316 RCV1-v2 documents, 103 topics (4 roots: CCAT, ECAT, GCAT, MCAT),
   labels ancestor-closed with partial paths; 5-fold cross-validation with ``folds.tsv`` (train on
   4 folds, test on 1). The paper used the first 100k RCV1 documents, train/test on adjacent groups.
 * ``reuters21578``: ModApte ``apte_mod`` documents (7,770 train / 3,019 test), labels the 90
-  ApteMod topics under their groups of ``taxonomy_topics.tsv`` (the taxonomy is pruned to those
-  topics and groups, so the forest's roots are the groups); one split, so the table shows the
-  standard deviation over test documents instead.
+  ApteMod topics under their groups of ``taxonomy_topics.tsv`` (the registry prunes the taxonomy
+  to those topics and groups, so the forest's roots are the groups); one split, so the table shows
+  the standard deviation over test documents instead.
 
-Features: the project's :class:`~sparkhc.text.spec.FeatureSpec` with the ``[featurize]`` defaults
-of ``sparkhc/conf/defaults.toml`` (the Spark featurize job's tokenizer and weighting: vocabulary
-mode, ``log(1 + tf) * idf`` with smooth idf, terms in >= 2 and <= 50 % of the training documents,
-English stop words dropped, rows L2-normalised as in the paper), fitted on the training part of
-each split only (:func:`feature_params`). RCV1 uses the corpus ``tokens`` (filtered by the
-tokenizer like pre-tokenised input in featurize); Reuters uses ``title + "\\n" + text``, the text
-the corpus reader gives featurize.
-
-Training: serial ``partial_fit`` in corpus order by default. With ``--spark`` the models whose node
-learners are independent (PERC, H-PERC node rule, H-RLS/AH-BAY, SVM, H-SVM) are trained with
-:func:`sparkhc.spark.node_parallel.train_node_parallel` on a local SparkSession instead (same
-models exactly; the documents get order-preserving ids so the global order is the corpus order).
+Everything runs on the product's data path, as ``sparkhc featurize`` / ``sparkhc train`` do: per
+round the corpus is read by the registry's reader and featurized on Spark
+(:func:`sparkhc.spark.pipelines.featurize`, the ``[featurize]`` defaults: vocabulary mode,
+``log(1 + tf) * idf`` with smooth idf, terms in >= 2 and <= 50 % of the training documents, English
+stop words dropped, rows L2-normalised as in the paper; vocabulary and idf fitted on the training
+part); every row's model is trained by registry name (``perc``, ``h_perc``, ``h_rls``, ``svm``,
+``h_svm``) through :func:`sparkhc.spark.pipelines.train`, i.e. the product's
+:func:`~sparkhc.spark.training.fit_model`: one epoch (``train.epochs = 1``), node-parallel where the
+node learners are independent (exact: equal to serial training), H-PERC (the paper's rule, not
+node-independent) by parameter mixing with one shard (= serial). Both see the training documents
+in ``doc_id`` order (the order of the product's training drivers). AH-BAY decodes the trained H-RLS
+state with the H-BAYES rule. Test documents are decoded in this process
+(``predict_multilabel``) and scored with :class:`sparkhc.metrics.MetricCounts`.
 
 Run::
 
     python -m experiments.cesa_bianchi --corpus rcv1v2_subset --data-dir ../shared/data --out docs/results/cesa_bianchi
     python -m experiments.cesa_bianchi --corpus reuters21578 --data-dir ../shared/data --out docs/results/cesa_bianchi
-    python -m experiments.cesa_bianchi --corpus rcv1v2_subset --quick --spark --out /tmp/cesa   # Spark check
+    sparkhc experiment cesa-bianchi --corpus rcv1v2_subset --quick --data-dir ../shared/data --out /tmp/cesa
 
 Writes ``table1_<corpus>.md`` and ``results_<corpus>.json`` to ``--out``.
 """
@@ -41,15 +42,16 @@ Writes ``table1_<corpus>.md`` and ``results_<corpus>.json`` to ``--out``.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import logging
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +60,14 @@ import scipy.sparse as sp
 
 from experiments import harness
 from sparkhc.batch import SparseBatch
+from sparkhc.config import Config
 from sparkhc.errors import DataUnavailableError, InputDataError
+from sparkhc.features import features_taxonomy
 from sparkhc.metrics import MetricCounts
-from sparkhc.models.cesa_bianchi import (
-    HRLS,
-    HSVM,
-    SVM,
-    ApproxHBayes,
-    CesaModel,
-    HPerc,
-    Perc,
-    eligible_matrix,
-)
+from sparkhc.models.cesa_bianchi import HRLS, ApproxHBayes, CesaModel, eligible_matrix
+from sparkhc.persistence import load_model
+from sparkhc.spark import pipelines
 from sparkhc.taxonomy import Taxonomy
-from sparkhc.text.spec import FeatureSpec
 
 log = logging.getLogger(__name__)
 
@@ -102,159 +98,54 @@ PAPER_RCV1: dict[str, tuple[tuple[float, float], ...]] = {
 
 
 # ============================================================================ data
+#: table row -> (registered model, model parameters)
+ROW_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "PERC": ("perc", {}),
+    "H-PERC": ("h_perc", {"mistake": "decoded"}),
+    "H-PERC (node rule)": ("h_perc", {"mistake": "node"}),
+    "H-RLS": ("h_rls", {}),
+    "SVM": ("svm", {}),
+    "H-SVM": ("h_svm", {}),
+}
+
+
 @dataclass
 class Split:
-    """One train/test split with its features."""
+    """One evaluation round: its features folder and row selections."""
 
     name: str
-    train: SparseBatch
-    test: SparseBatch
+    features: Path
+    train_sel: dict[str, Any]
+    test_sel: dict[str, Any]
     n_features: int
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise DataUnavailableError(f"{path} not found: stage the corpus under --data-dir (see ../shared/data/INDEX.md)")
-    out = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for no, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise InputDataError(f"{path}, line {no}: not JSON ({e})") from None
-    return out
-
-
-def feature_params() -> dict[str, Any]:
-    """FeatureSpec parameters from the ``[featurize]`` defaults (as ``sparkhc featurize`` maps
-    them), fitted here on explicit token lists, so ``fit_on`` is None."""
+def experiment_config(cfg: Config | None = None) -> Config:
+    """The configuration of the runs: ``cfg`` (default: the packaged defaults) with one epoch and
+    one shard (the paper's single sequential pass; node-parallel models do not use shards)."""
     from sparkhc.config import load_config
 
-    fc = load_config().featurize
-    params: dict[str, Any] = {
-        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
-        "stop_words": fc.stop_words, "fit_on": None,
-    }
-    if fc.mode == "vocab":
-        params.update(min_df=fc.min_df, max_df=fc.max_df)
-    else:
-        params.update(hash_bits=fc.hash_bits)
-    if fc.token_pattern:
-        params["token_pattern"] = fc.token_pattern
-    return params
+    cfg = cfg or load_config()
+    return replace(cfg, train=replace(cfg.train, epochs=1, shards=1))
 
 
-def featurize_split(
-    train_tokens: Sequence[Sequence[str]], test_tokens: Sequence[Sequence[str]]
-) -> tuple[sp.csr_matrix, sp.csr_matrix, FeatureSpec]:
-    """Fit the project's FeatureSpec on the training token lists; transform both parts."""
-    spec = FeatureSpec.from_params(feature_params()).fit_documents(train_tokens)
+def featurize_rounds(spark: Any, cfg: Config, corpus: str, data_dir: Path, work: Path,
+                     quick: bool = False) -> tuple[Taxonomy, list[Split], dict[str, Any]]:
+    """Featurize every evaluation round of ``corpus`` (``quick``: the first) on Spark."""
+    from sparkhc.corpus import registry
 
-    def csr(tokens: Sequence[Sequence[str]]) -> sp.csr_matrix:
-        offsets, idx, val, _ = spec.transform_many(list(tokens))
-        return sp.csr_matrix((val, idx, offsets), shape=(len(tokens), spec.n_features))
-
-    return csr(train_tokens), csr(test_tokens), spec
-
-
-def _batch(X: sp.csr_matrix, ids: Sequence[str], labels: list[list[str]]) -> SparseBatch:
-    return SparseBatch(X=sp.csr_matrix(X, dtype=np.float32), doc_ids=np.asarray(ids, dtype=str), labels=labels)
-
-
-def load_rcv1(data_dir: Path, quick: bool = False) -> tuple[Taxonomy, list[Split], dict[str, Any]]:
-    d = data_dir / "rcv1v2_subset"
-    tax = Taxonomy.from_tsv(d / "taxonomy.tsv", root="Root")
-    docs = _read_jsonl(d / "docs.jsonl.gz")
-    folds: dict[str, int] = {}
-    folds_path = d / "folds.tsv"
-    if not folds_path.is_file():
-        raise DataUnavailableError(f"{folds_path} not found")
-    for no, line in enumerate(folds_path.read_text(encoding="utf-8").splitlines(), start=1):
-        if no == 1 or not line.strip():
-            continue
-        doc_id, fold = line.split("\t")
-        folds[doc_id] = int(fold)
-    missing = [doc["id"] for doc in docs if doc["id"] not in folds]
-    if missing:
-        raise InputDataError(f"{folds_path}: {len(missing)} document(s) have no fold, e.g. {missing[:3]}")
-    fold_of = np.array([folds[doc["id"]] for doc in docs])
-    tokenizer = FeatureSpec.from_params(feature_params()).tokenizer
-    tokens = [tokenizer.tokenize_document(None, doc["tokens"]) for doc in docs]
+    info = registry.get_corpus(corpus)
     splits = []
-    for k in sorted(set(fold_of.tolist()))[: 1 if quick else None]:
-        tr = np.flatnonzero(fold_of != k)
-        te = np.flatnonzero(fold_of == k)
-        Xtr, Xte, _ = featurize_split([tokens[i] for i in tr], [tokens[i] for i in te])
-        splits.append(
-            Split(
-                f"fold{k}",
-                _batch(Xtr, [docs[i]["id"] for i in tr], [list(docs[i]["labels"]) for i in tr]),
-                _batch(Xte, [docs[i]["id"] for i in te], [list(docs[i]["labels"]) for i in te]),
-                int(Xtr.shape[1]),
-            )
-        )
-    info = {
-        "documents": len(docs),
-        "protocol": "5-fold cross-validation (folds.tsv): train on 4 folds in corpus order, test on 1",
-    }
-    return tax, splits, info
-
-
-def load_reuters(data_dir: Path, quick: bool = False) -> tuple[Taxonomy, list[Split], dict[str, Any]]:
-    d = data_dir / "reuters21578"
-    docs = [doc for doc in _read_jsonl(d / "docs.jsonl.gz") if doc.get("split") in ("train", "test")]
-    in_train = {lab for doc in docs if doc["split"] == "train" for lab in doc["labels"]}
-    in_test = {lab for doc in docs if doc["split"] == "test" for lab in doc["labels"]}
-    cats = in_train & in_test  # the ApteMod categories
-    apte = [doc for doc in docs if doc.get("apte_mod")]
-    for doc in apte:
-        if not set(doc["labels"]) & cats:
-            raise InputDataError(f"reuters21578 document {doc['id']}: apte_mod but none of the {len(cats)} categories")
-    full = Taxonomy.from_tsv(d / "taxonomy_topics.tsv", root="ROOT")
-    edges = []
-    for c in sorted(cats):
-        g = full.names[int(full.parent[full.id(c)])]
-        edges.append((g, c))
-    groups = sorted({g for g, _ in edges})
-    tax = Taxonomy.from_edges([(full.root_name, g) for g in groups] + edges, root=full.root_name, source=str(d / "taxonomy_topics.tsv") + " (ApteMod topics)")
-    train = sorted((doc for doc in apte if doc["split"] == "train"), key=lambda doc: int(doc["id"]))
-    test = sorted((doc for doc in apte if doc["split"] == "test"), key=lambda doc: int(doc["id"]))
-    if quick:
-        train = train[:2000]
-
-    def text(doc: dict[str, Any]) -> str | None:
-        # as the corpus reader builds it for featurize (text_fields title, text joined by "\n")
-        parts = [doc[f] for f in ("title", "text") if doc.get(f)]
-        return "\n".join(parts) if parts else None
-
-    def labels(doc: dict[str, Any]) -> list[str]:
-        return [lab for lab in doc["labels"] if lab in cats]
-
-    tokenizer = FeatureSpec.from_params(feature_params()).tokenizer
-    Xtr, Xte, _ = featurize_split(
-        [tokenizer.tokenize_document(text(doc), None) for doc in train],
-        [tokenizer.tokenize_document(text(doc), None) for doc in test],
-    )
-    split = Split(
-        "modapte",
-        _batch(Xtr, [str(doc["id"]) for doc in train], [labels(doc) for doc in train]),
-        _batch(Xte, [str(doc["id"]) for doc in test], [labels(doc) for doc in test]),
-        int(Xtr.shape[1]),
-    )
-    info = {
-        "documents": len(train) + len(test),
-        "categories": len(cats),
-        "groups": groups,
-        "protocol": "ModApte apte_mod documents: train (NEWID order) / test, one split",
-    }
-    return tax, [split], info
-
-
-LOADERS: dict[str, Callable[[Path, bool], tuple[Taxonomy, list[Split], dict[str, Any]]]] = {
-    "rcv1v2_subset": load_rcv1,
-    "reuters21578": load_reuters,
-}
+    for r, rnd in enumerate(info.rounds()[: 1 if quick else None]):
+        sel_train, sel_test = harness.round_selections(rnd)
+        feats = work / f"round{r}" / "features"
+        summary = pipelines.featurize(spark, cfg, feats, corpus=corpus, data_dir=str(data_dir), overwrite=True,
+                                      fit_exclude_fold=sel_test.get("fold"))
+        name = f"fold{sel_test['fold']}" if sel_test.get("fold") is not None else "modapte"
+        splits.append(Split(name, feats, sel_train, sel_test, int(summary["n_features"])))
+    tax = features_taxonomy(splits[0].features)
+    meta = {"documents": info.n_docs, "protocol": info.protocol}
+    return tax, splits, meta
 
 
 # ============================================================================ one split
@@ -269,78 +160,50 @@ def _evaluate(tax: Taxonomy, model: CesaModel, test: SparseBatch) -> tuple[dict[
     return {k: float(m[k]) for k in keys} | {f"{k}_std_docs": float(m[f"{k}_std"]) for k in keys}, seconds
 
 
-def spark_features(spark: Any, batch: SparseBatch) -> Any:
-    """The training batch as a Spark DataFrame in the features layout (doc_id, labels, indices,
-    values). ``doc_id`` is ``<position>:<id>`` with a zero-padded position, so the global order of
-    node-parallel training (sorted by doc_id) is the batch order that serial training uses."""
-    import pyarrow as pa
-
-    X = sp.csr_matrix(batch.X, dtype=np.float32)
-    X.sort_indices()
-    offsets = pa.array(X.indptr.astype(np.int32))
-    width = len(str(max(len(batch) - 1, 0)))
-    table = pa.table({
-        "doc_id": pa.array([f"{i:0{width}d}:{d}" for i, d in enumerate(batch.doc_ids)], pa.string()),
-        "labels": pa.array(batch.labels, pa.list_(pa.string())),
-        "indices": pa.ListArray.from_arrays(offsets, pa.array(X.indices.astype(np.int32))),
-        "values": pa.ListArray.from_arrays(offsets, pa.array(X.data.astype(np.float32))),
-    })
-    return spark.createDataFrame(table)
+def _train_row(spark: Any, cfg: Config, split: Split, row: str, work: Path) -> tuple[CesaModel, dict[str, Any]]:
+    """Train the model of table row ``row`` through the product's training pipeline; return it
+    loaded back from its saved version, with its metadata and the training wall time."""
+    name, params = ROW_MODELS[row]
+    syscfg = replace(cfg, model={**cfg.model, name: {**cfg.model_params(name), **params}})
+    mdir = work / f"model-{row.replace(' ', '_').replace('(', '').replace(')', '')}"
+    info = pipelines.train(spark, syscfg, split.features, mdir, model_name=name, overwrite=True, **split.train_sel)
+    model, meta = load_model(mdir)
+    assert isinstance(model, CesaModel)
+    meta["train_seconds"] = float(info["seconds"])
+    return model, meta
 
 
-def _train(model: CesaModel, train: SparseBatch, seed: int, spark: Any, train_df: Any) -> tuple[dict[str, Any], str]:
-    """Train ``model`` for one epoch from scratch: serially, or node-parallel on Spark."""
-    model.validate_params()
-    if spark is not None and model.node_parallel():
-        from sparkhc.spark.node_parallel import train_node_parallel
-
-        info: dict[str, Any] = {}
-        train_node_parallel(spark, train_df, model, epochs=1, seed=seed, progress=info.update)
-        return dict(info.get("counters", {})), "spark node-parallel"
-    model.state_ = model.init_state()
-    return model.partial_fit(train, seed=seed, epoch=0), "serial"
-
-
-def run_split(tax: Taxonomy, split: Split, seed: int = 0, spark: Any = None) -> dict[str, Any]:
-    """Train every model on ``split.train`` and evaluate on ``split.test``; with ``spark`` the
-    node-independent models are trained node-parallel on Spark."""
-    n_feat = split.n_features
-    train_df = spark_features(spark, split.train).cache() if spark is not None else None
+def run_split(spark: Any, cfg: Config, tax: Taxonomy, split: Split, work: Path) -> dict[str, Any]:
+    """Train every row's model on ``split``'s training part and evaluate it on its test part."""
+    train = harness.local_split(split.features, split.train_sel)
+    test = harness.local_split(split.features, split.test_sel)
     res: dict[str, Any] = {
-        "train_docs": len(split.train),
-        "test_docs": len(split.test),
-        "features": n_feat,
+        "train_docs": len(train),
+        "test_docs": len(test),
+        "features": split.n_features,
         "rows": {},
     }
-    factories: list[tuple[str, Callable[[], CesaModel]]] = [
-        ("PERC", lambda: Perc(tax, n_feat)),
-        ("H-PERC", lambda: HPerc(tax, n_feat, mistake="decoded")),
-        ("H-PERC (node rule)", lambda: HPerc(tax, n_feat, mistake="node")),
-        ("H-RLS", lambda: HRLS(tax, n_feat)),
-        ("SVM", lambda: SVM(tax, n_feat)),
-        ("H-SVM", lambda: HSVM(tax, n_feat)),
-    ]
-    for name, make in factories:
-        model = make()
-        t0 = time.perf_counter()
-        counters, how = _train(model, split.train, seed, spark, train_df)
-        fit_s = time.perf_counter() - t0
-        losses, pred_s = _evaluate(tax, model, split.test)
-        row = {**losses, "fit_seconds": round(fit_s, 2), "predict_seconds": round(pred_s, 2), "counters": counters,
-               "trained": how}
+    for name in ROW_MODELS:
+        model, meta = _train_row(spark, cfg, split, name, work / split.name)
+        fit_s = meta["train_seconds"]
+        training = meta.get("training", {})
+        how = ("spark node-parallel" if training.get("node_parallel")
+               else f"spark parameter mixing, {training.get('shards')} shard(s)")
+        losses, pred_s = _evaluate(tax, model, test)
+        row = {**losses, "fit_seconds": round(fit_s, 2), "predict_seconds": round(pred_s, 2),
+               "counters": dict(meta.get("counters") or {}), "trained": how}
+        res["rows"][name] = row
+        _log_row(split.name, name, losses, fit_s)
         if isinstance(model, HRLS):
             stored = model.get_state().arrays["n_stored"]
-            elig = eligible_matrix(tax, split.train.label_matrix(tax))
-            per_node = model.stored_per_node()
+            elig = eligible_matrix(tax, train.label_matrix(tax))
             row["stored_total"] = int(stored.sum())
             row["eligible_total"] = int(elig.sum())
-            row["stored_per_node"] = per_node
-            res["rows"][name] = row
+            row["stored_per_node"] = model.stored_per_node()
             log.info("%s %-8s fit %.1fs stored %d of %d eligible", split.name, name, fit_s, row["stored_total"],
                      row["eligible_total"])
-            _log_row(split.name, name, losses, fit_s)
-            ah = ApproxHBayes(tax, n_feat).set_state(model.get_state())
-            losses, pred_s = _evaluate(tax, ah, split.test)
+            ah = ApproxHBayes(model.taxonomy, model.n_features).set_state(model.get_state())
+            losses, pred_s = _evaluate(tax, ah, test)
             res["rows"]["AH-BAY"] = {
                 **losses,
                 "fit_seconds": round(fit_s, 2),
@@ -349,11 +212,6 @@ def run_split(tax: Taxonomy, split: Split, seed: int = 0, spark: Any = None) -> 
                 "trained": how,
             }
             _log_row(split.name, "AH-BAY", losses, fit_s)
-        else:
-            res["rows"][name] = row
-            _log_row(split.name, name, losses, fit_s)
-    if train_df is not None:
-        train_df.unpersist()
     return res
 
 
@@ -424,7 +282,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         f"Protocol: {results['info']['protocol']}. Taxonomy: {results['taxonomy']}. "
         f"Features: {results['features']}. Training: {results.get('training', 'serial')}.",
-        f"Incremental learners (PERC, H-PERC, H-RLS, AH-BAY): one epoch, corpus order, no shuffling. "
+        f"Incremental learners (PERC, H-PERC, H-RLS, AH-BAY): one epoch, doc_id order, no shuffling. "
         f"SVMs: scikit-learn LinearSVC (liblinear, hinge loss, C = 1, regularised bias) per node. "
         f"Losses are means per test document; in parentheses the {sd_what}.",
         "",
@@ -499,35 +357,47 @@ def run_experiment(
     corpus: str,
     *,
     quick: bool = False,
-    seed: int = 0,
     spark: Any = None,
+    cfg: Config | None = None,
+    work: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Run Table 1 on ``corpus``; write ``table1_<corpus>.md`` and ``results_<corpus>.json`` to
-    ``out_dir`` and return the results. ``quick``: one fold (RCV1) or 2,000 training documents
-    (Reuters), for a smoke run. ``spark``: a SparkSession to train the node-independent models
-    node-parallel (:func:`sparkhc.spark.node_parallel.train_node_parallel`)."""
-    if corpus not in LOADERS:
+    ``out_dir`` and return the results. ``quick``: the first round only, files suffixed
+    ``_quick`` (the quick runs of ``sparkhc experiment --quick`` read a staged slice of the
+    corpus). ``spark``: the session (default: ``local[2]``); ``work``: scratch folder for the
+    features and models (default: a temporary folder, removed afterwards)."""
+    if corpus not in CORPORA:
         raise InputDataError(f"unknown corpus {corpus!r} for the cesa-bianchi experiment; choose from {CORPORA}")
+    if spark is None:
+        from sparkhc.spark.session import get_session
+
+        spark = get_session("sparkhc-experiment-cesa-bianchi", master=os.environ.get("SPARKHC_MASTER", "local[2]"))
+    cfg = experiment_config(cfg)
     t_start = time.perf_counter()
-    tax, splits, info = LOADERS[corpus](Path(data_dir), quick)
-    log.info("%s: %s, %d split(s)", corpus, tax, len(splits))
-    split_results = []
-    for split in splits:
-        r = run_split(tax, split, seed=seed, spark=spark)
-        r["name"] = split.name
-        split_results.append(r)
+    scratch = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="sparkhc-cesa-"))
+    try:
+        tax, splits, info = featurize_rounds(spark, cfg, corpus, Path(data_dir), scratch, quick)
+        log.info("%s: %s, %d split(s)", corpus, tax, len(splits))
+        split_results = []
+        for split in splits:
+            r = run_split(spark, cfg, tax, split, scratch)
+            r["name"] = split.name
+            split_results.append(r)
+    finally:
+        if work is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    fc = cfg.featurize
     results: dict[str, Any] = {
         "corpus": corpus,
         "quick": quick,
         "info": info,
         "taxonomy": f"{tax.n_nodes - 1} nodes, {len(tax.children[0])} roots, depth {tax.max_depth} "
         f"(fingerprint {tax.fingerprint()})",
-        "features": "the project's FeatureSpec ([featurize] defaults: "
-        + ", ".join(f"{k} {v}" for k, v in feature_params().items() if k != "fit_on")
-        + ") fitted on each training part; "
-        + ", ".join(f"{s.name} {s.n_features}" for s in splits) + " features",
-        "training": "node-parallel on Spark for the node-independent models (--spark)" if spark is not None
-        else "serial",
+        "features": f"the product's Spark featurize ([featurize] mode {fc.mode}, weighting {fc.weighting}, "
+        f"min_df {fc.min_df}, max_df {fc.max_df}, stop words {fc.stop_words}, L2 {fc.l2_normalize}) fitted on "
+        "each training part; " + ", ".join(f"{s.name} {s.n_features}" for s in splits) + " features",
+        "training": "sparkhc.spark.pipelines.train by registry name (fit_model): one epoch, node-parallel "
+        "where the node learners are independent, H-PERC by parameter mixing with 1 shard; doc_id order",
         "summary": _summary(split_results),
         "splits": split_results,
         "paper_rcv1": {k: [list(x) for x in v] for k, v in PAPER_RCV1.items()},
@@ -547,11 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--corpus", required=True, choices=CORPORA)
     ap.add_argument("--data-dir", default="../shared/data", help="shared data root")
     ap.add_argument("--out", default="docs/results/cesa_bianchi", help="output directory")
-    ap.add_argument("--quick", action="store_true", help="one fold / 2,000 training documents")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--spark", action="store_true",
-                    help="train PERC, H-PERC (node rule), H-RLS/AH-BAY, SVM, H-SVM node-parallel on a local "
-                    "SparkSession ($SPARKHC_MASTER or local[2]); the tables are the same")
+    ap.add_argument("--quick", action="store_true", help="the first round only (files suffixed _quick)")
     ap.add_argument("--render-only", action="store_true",
                     help="rewrite table1_<corpus>.md from an existing results_<corpus>.json (no training)")
     args = ap.parse_args(argv)
@@ -565,19 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = json.loads(src.read_text(encoding="utf-8"))
         harness.write_markdown(Path(args.out) / f"table1_{args.corpus}{suffix}.md", render_markdown(results))
         return 0
-    spark = None
-    if args.spark:
-        from sparkhc.spark.session import get_session
-
-        spark = get_session("sparkhc-cesa-bianchi", master=os.environ.get("SPARKHC_MASTER", "local[2]"))
     try:
-        run_experiment(args.data_dir, args.out, args.corpus, quick=args.quick, seed=args.seed, spark=spark)
+        run_experiment(args.data_dir, args.out, args.corpus, quick=args.quick)
     except (DataUnavailableError, InputDataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    finally:
-        if spark is not None:
-            spark.stop()
     return 0
 
 

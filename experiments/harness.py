@@ -81,3 +81,27 @@ def save_plot(fig: Any, path: str | Path, **savefig: Any) -> Path:
     fig.savefig(buf, format="png", metadata=meta, **savefig)
     write_file_atomic(p, lambda fh: fh.write(buf.getvalue()))
     return p
+
+
+# ------------------------------------------------------------------------------ protocol rounds
+def round_selections(rnd: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(train, test) row selections (:class:`sparkhc.features.Selection` fields) of an evaluation
+    round of the corpus registry (:meth:`sparkhc.corpus.registry.CorpusInfo.rounds`): one train
+    and one test split, or every fold but the test fold and the test fold."""
+    if rnd.test_splits:
+        if len(rnd.test_splits) != 1 or len(rnd.train_splits) != 1:
+            raise ValueError(f"round {rnd.name}: one train and one test split expected")
+        return ({"split": rnd.train_splits[0], "fold": None, "exclude_fold": None},
+                {"split": rnd.test_splits[0], "fold": None, "exclude_fold": None})
+    if len(rnd.test_folds) != 1:
+        raise ValueError(f"round {rnd.name}: one test fold expected")
+    k = int(rnd.test_folds[0])
+    return ({"split": None, "fold": None, "exclude_fold": k}, {"split": None, "fold": k, "exclude_fold": None})
+
+
+def local_split(features: str | Path, selection: dict[str, Any], with_counts: bool = False) -> Any:
+    """The selected documents of a features folder as one in-process SparseBatch (file order)."""
+    from sparkhc.features import Selection, read_features_local
+
+    batch, _spec = read_features_local(str(features), with_counts=with_counts)
+    return Selection(**selection).subset(batch)

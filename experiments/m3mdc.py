@@ -121,10 +121,13 @@ def _correlation(C: np.ndarray) -> np.ndarray:
     return np.asarray(R)
 
 
-def run_dataset(ds: MDCDataset, solver: PairSolver | None = None) -> dict[str, Any]:
-    """Cross-validate M3MDC, BR and BR with LIBSVM's default C; fit M3MDC on all data for C."""
+def run_dataset(ds: MDCDataset, solver: PairSolver | None = None, n_folds: int | None = None) -> dict[str, Any]:
+    """Cross-validate M3MDC, BR and BR with LIBSVM's default C (``n_folds``: the first folds
+    only, for a smoke run); fit M3MDC on all data for C."""
     folds: list[dict[str, Any]] = []
     for k, tr, te in ds.cv_splits():
+        if n_folds is not None and k >= n_folds:
+            break
         scaler = FeatureScaler(ds.features).fit(ds, tr)
         X_tr, X_te = scaler.transform(ds, tr), scaler.transform(ds, te)
         Y_tr, Y_te = ds.Y[tr], ds.Y[te]
@@ -444,8 +447,10 @@ def run_experiment(
     out_dir: str | Path,
     datasets: Sequence[str] = ("edm", "solar_flare1"),
     spark: Any = None,
+    folds: int | None = None,
 ) -> dict[str, Any]:
-    """Run the cross-validation on ``datasets`` and write table, plots and ``results.json``.
+    """Run the cross-validation on ``datasets`` and write table, plots and ``results.json``
+    (``folds``: the first folds only, a smoke run).
 
     ``data_dir`` is ``../shared/data`` (or its ``mdc`` folder). With a SparkSession ``spark`` the
     pairwise sub-problems run on Spark (same results as the serial solver). Returns the results.
@@ -465,7 +470,7 @@ def run_experiment(
     for name in datasets:
         t1 = time.perf_counter()
         ds = load_mdc(mdc_dir, name)
-        res = run_dataset(ds, solver)
+        res = run_dataset(ds, solver, folds)
         res["seconds"] = time.perf_counter() - t1
         ds_results[name] = res
         _plot_correlation(res, out / f"correlation_{name}.png")
@@ -490,6 +495,7 @@ def run_experiment(
         },
         "paper": {n: PAPER[n] for n in ds_results if n in PAPER},
         "backend": backend,
+        "folds_run": folds,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,

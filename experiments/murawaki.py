@@ -26,11 +26,9 @@ from pyspark.sql import SparkSession
 from experiments import harness
 from sparkhc.config import Config
 from sparkhc.features import (
-    Selection,
     features_corpus_info,
     features_taxonomy,
     model_taxonomy,
-    read_features_local,
     scored_mask,
 )
 from sparkhc.metrics import MetricCounts, format_table
@@ -80,8 +78,10 @@ def run(
     systems: list[str] | None = None,
     rounds: list[int] | None = None,
     svm: bool = True,
+    quick: bool = False,
 ) -> dict[str, Any]:
-    """Run the comparison; write ``<out>/<corpus>.md`` and ``<out>/<corpus>.json``."""
+    """Run the comparison; write ``<out>/<corpus>.md`` and ``<out>/<corpus>.json`` (``quick``: a
+    smoke run, files ``<corpus>_quick.*``, without the 10-shard rows)."""
     from sparkhc.corpus import registry
     from sparkhc.spark.ipm import resolve_shards
 
@@ -90,7 +90,8 @@ def run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(work) if work is not None else out / f".work-{corpus}"
-    systems = systems or list(SYSTEMS)
+    systems = systems or [s for s in SYSTEMS if not (quick and "10 shards" in s)]
+    tag = f"{corpus}_quick" if quick else corpus
     info = registry.get_corpus(corpus)
     eval_rounds = info.rounds()
     chosen = rounds if rounds is not None else list(range(len(eval_rounds)))
@@ -98,7 +99,7 @@ def run(
     t_all = time.perf_counter()
     for r in chosen:
         rnd = eval_rounds[r]
-        sel_train, sel_test = _selections(rnd)
+        sel_train, sel_test = harness.round_selections(rnd)
         rdir = work / f"round{r}"
         feats = rdir / "features"
         fcfg = cfg
@@ -132,10 +133,11 @@ def run(
         if svm:
             results["SVM (LIBLINEAR 1-vs-rest)"] = _svm_row(feats, sel_train, sel_test)
         per_round.append(results)
-        write_json_atomic(out / f"{corpus}.partial.json", {"rounds": per_round})
+        write_json_atomic(out / f"{tag}.partial.json", {"rounds": per_round})
     summary = _summarize(per_round)
     doc = {
         "corpus": corpus,
+        "quick": quick,
         "protocol": info.protocol,
         "rounds": chosen,
         "epochs": cfg.train.epochs,
@@ -145,39 +147,21 @@ def run(
         "summary": summary,
         "seconds": round(time.perf_counter() - t_all, 1),
     }
-    harness.write_json(out / f"{corpus}.json", doc, indent=2, sort_keys=True, default=str)
-    partial = out / f"{corpus}.partial.json"
+    harness.write_json(out / f"{tag}.json", doc, indent=2, sort_keys=True, default=str)
+    partial = out / f"{tag}.partial.json"
     if partial.exists():
         partial.unlink()
-    harness.write_markdown(out / f"{corpus}.md", _markdown(doc))
+    harness.write_markdown(out / f"{tag}.md", _markdown(doc))
     bf = _bf_table(rdir / "model-DP-GT-BF") if "DP-GT-BF" in systems else None
     if bf is not None:
-        harness.write_markdown(out / f"{corpus}_bf_weights.md", bf["markdown"])
-        _bf_plot(bf, out / f"{corpus}_bf_weights.png", corpus)
+        harness.write_markdown(out / f"{tag}_bf_weights.md", bf["markdown"])
+        _bf_plot(bf, out / f"{tag}_bf_weights.png", corpus)
     return doc
-
-
-def _selections(rnd: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(train, test) row selections of an evaluation round (one test split or one test fold)."""
-    if rnd.test_splits:
-        if len(rnd.test_splits) != 1 or len(rnd.train_splits) != 1:
-            raise ValueError(f"round {rnd.name}: one train and one test split expected")
-        return ({"split": rnd.train_splits[0], "fold": None, "exclude_fold": None},
-                {"split": rnd.test_splits[0], "fold": None, "exclude_fold": None})
-    if len(rnd.test_folds) != 1:
-        raise ValueError(f"round {rnd.name}: one test fold expected")
-    k = int(rnd.test_folds[0])
-    return ({"split": None, "fold": None, "exclude_fold": k}, {"split": None, "fold": k, "exclude_fold": None})
-
-
-def _local_split(feats: Path, sel: dict[str, Any]) -> Any:
-    batch, _spec = read_features_local(str(feats), with_counts=False)
-    return Selection(**sel).subset(batch)
 
 
 def _evaluate_local(model: Any, feats: Path, sel: dict[str, Any], train_seconds: float) -> dict[str, float]:
     """Decode the test part in one process (timed) and compute every metric."""
-    test = _local_split(feats, sel)
+    test = harness.local_split(feats, sel)
     t0 = time.perf_counter()
     pred = model.predict(test)
     secs = time.perf_counter() - t0
@@ -206,8 +190,8 @@ def _svm_row(feats: Path, sel_train: dict[str, Any], sel_test: dict[str, Any]) -
     from sparkhc.decoding import flat_select
 
     tax = features_taxonomy(feats)
-    train = _local_split(feats, sel_train)
-    test = _local_split(feats, sel_test)
+    train = harness.local_split(feats, sel_train)
+    test = harness.local_split(feats, sel_test)
     mtax = model_taxonomy(tax, train.labels or [])
     gold_sets = train.leaf_sets(mtax)
     leaves = [int(c) for c in mtax.leaves]

@@ -16,10 +16,13 @@ HELP = "reproduce a paper's comparison"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", choices=["murawaki", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc"])
+    p.add_argument("name", choices=["murawaki", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc", "all"],
+                   help="a paper's experiment, or all: regenerate every page of docs/results (with --quick: "
+                   "every experiment on tiny staged slices, into --out)")
     p.add_argument("--corpus", default=None)
     p.add_argument("--out", default=None, help="output folder (default docs/results/<name>)")
-    p.add_argument("--quick", action="store_true", help="fewer epochs/folds for a smoke run")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run in seconds: a tiny slice of the corpora (from --data-dir), fewer rounds")
     data_flags(p)
     common_flags(p)
 
@@ -36,6 +39,6 @@ def experiments_package() -> Any:
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     out = experiments_package().run(args.name, corpus=args.corpus, data_dir=args.data_dir, out=args.out,
-                                    cfg=config(args), quick=args.quick, master=args.master)
+                                    cfg=config(args), quick=args.quick, master=args.master, spark=spark)
     print(out)
     return 0

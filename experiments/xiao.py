@@ -5,30 +5,36 @@ rcv1v2_subset (5-fold cross-validation: run ``r`` tests on fold ``r``), 5 runs e
 random labeled / unlabeled splits of the training part; micro- and macro-F1 over all real
 non-root nodes (``sparkhc.metrics.MetricCounts``: ``node_micro_F1`` / ``node_macro_F1``).
 
-Features are built here (until the project's featurize job is wired in): scikit-learn
-``CountVectorizer`` fitted on the training part of each run, lower-cased letters-only tokens of at
-least two letters (``\\b[a-zA-Z]{2,}\\b``), scikit-learn's English stop words removed, no
-frequency cut-off; raw counts for the generative models, tf-idf (``TfidfTransformer`` fitted on the
-training part, L2-normalised) for LR / SVM and for the dataless similarities.
+Data and features come from the product: the corpus is read by the registry's reader and
+featurized on Spark (:func:`sparkhc.spark.pipelines.featurize`) per train/test round, twice with
+the vocabulary fitted on the training part: raw term counts for the generative models
+(``weighting="tf"``, no L2, English stop words dropped, no document-frequency cut-off) and the
+product's default weighting (``log(1 + tf) * idf``, L2) of the same vocabulary for LR / SVM and
+for the dataless similarities; both with the product tokenizer (lower-cased runs of >= 2 Unicode
+letters). The models are made by registry name (``flat_nb`` ... ``pcem``) and fitted in this
+process on the (weakly) labeled and unlabeled documents of each cell (``fit_arrays``): the
+semi-supervised and dataless protocols draw their own labeled subsets, about a thousand fits per
+corpus, which the product's ``sparkhc train`` (gold labels of the features) does not express.
 
 Usage::
 
-    python -m experiments.xiao --corpus 20newsgroups --data-dir ../shared/data --out docs/results/xiao
+    sparkhc experiment xiao --corpus 20newsgroups --data-dir ../shared/data --out docs/results/xiao
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import logging
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +43,10 @@ import scipy.sparse as sp
 
 from experiments import harness
 from sparkhc.batch import label_matrix
+from sparkhc.config import Config
 from sparkhc.models import make_model
 from sparkhc.models.xiao import PathSpace, weak_labels
+from sparkhc.spark import pipelines
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
@@ -82,7 +90,6 @@ CURVE_METHODS = (
 DEFAULT_RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.9)
 TABLE_RATE = 0.01
 SETTINGS = ("labeled", "dataless")
-TOKEN_PATTERN = r"(?u)\b[a-zA-Z]{2,}\b"
 
 # Xiao et al. 2019, Table 2 (micro, macro) at 1% labels, for the comparison column
 PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float, float]]] = {
@@ -109,30 +116,26 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float, float]]] = {
 # data
 @dataclass
 class Corpus:
-    """Documents of one staged corpus (see ``../shared/data/<name>/SOURCE.md``)."""
+    """One registered corpus (:mod:`sparkhc.corpus.registry`) and its evaluation rounds."""
 
     name: str
-    texts: list[str]
-    labels: list[list[str]]
+    data_dir: Path
     taxonomy: Taxonomy
     descriptions: dict[str, str]
-    split: np.ndarray | None = None
-    fold: np.ndarray | None = None
+    rounds: list[tuple[dict[str, Any], dict[str, Any], str]]
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def splits(self, rep: int) -> tuple[np.ndarray, np.ndarray, str]:
-        """(train ids, test ids, description) of run ``rep``."""
-        if self.split is not None:
-            return np.flatnonzero(self.split == "train"), np.flatnonzero(self.split == "test"), "bydate"
-        assert self.fold is not None
-        k = int(self.fold.max()) + 1
-        f = rep % k
-        return np.flatnonzero(self.fold != f), np.flatnonzero(self.fold == f), f"fold{f}"
+    def splits(self, rep: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """(train selection, test selection, name) of run ``rep``: the one split, or fold ``rep % k``."""
+        return self.rounds[rep % len(self.rounds)]
+
+    @property
+    def fixed_split(self) -> bool:
+        return len(self.rounds) == 1
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+#: the label-description file of each corpus (registered with the corpus)
+DESCRIPTIONS = {"20newsgroups": "label_descriptions_song_roth2014.tsv", "rcv1v2_subset": "labels.tsv"}
 
 
 def _read_tsv(path: Path, header: bool) -> list[list[str]]:
@@ -142,38 +145,20 @@ def _read_tsv(path: Path, header: bool) -> list[list[str]]:
 
 
 def load_corpus(data_dir: str | Path, corpus: str) -> Corpus:
-    """Load 20newsgroups or rcv1v2_subset from the staged data folder."""
-    root = Path(data_dir) / corpus
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: corpus folder not found (expected ../shared/data/{corpus})")
-    if corpus == "20newsgroups":
-        docs = _read_jsonl(root / "docs.jsonl.gz")
-        tax = Taxonomy.from_tsv(root / "taxonomy.tsv")
-        desc = {r[0]: r[1] for r in _read_tsv(root / "label_descriptions_song_roth2014.tsv", header=True)}
-        return Corpus(
-            corpus,
-            [d["text"] for d in docs],
-            [list(d["labels"]) for d in docs],
-            tax,
-            desc,
-            split=np.array([d["split"] for d in docs]),
-            meta={"descriptions": "label_descriptions_song_roth2014.tsv"},
-        )
-    if corpus == "rcv1v2_subset":
-        docs = _read_jsonl(root / "docs.jsonl.gz")
-        tax = Taxonomy.from_tsv(root / "taxonomy.tsv")
-        desc = {r[0]: r[1] for r in _read_tsv(root / "labels.tsv", header=True)}
-        folds = {r[0]: int(r[1]) for r in _read_tsv(root / "folds.tsv", header=True)}
-        return Corpus(
-            corpus,
-            [" ".join(d["tokens"]) for d in docs],
-            [list(d["labels"]) for d in docs],
-            tax,
-            desc,
-            fold=np.array([folds[d["id"]] for d in docs]),
-            meta={"descriptions": "labels.tsv"},
-        )
-    raise ValueError(f"unknown corpus {corpus!r}; known: {', '.join(CORPORA)}")
+    """20newsgroups or rcv1v2_subset from the corpus registry: taxonomy, label descriptions, rounds."""
+    from sparkhc.corpus import registry
+
+    if corpus not in CORPORA:
+        raise ValueError(f"unknown corpus {corpus!r}; known: {', '.join(CORPORA)}")
+    info = registry.get_corpus(corpus)
+    root = info.corpus_dir(data_dir)
+    desc_file = root / DESCRIPTIONS[corpus]
+    desc = {r[0]: r[1] for r in _read_tsv(desc_file, header=True)}
+    rounds = []
+    for rnd in info.rounds():
+        tr, te = harness.round_selections(rnd)
+        rounds.append((tr, te, "bydate" if te.get("split") else f"fold{te['fold']}"))
+    return Corpus(corpus, root, info.load_taxonomy(root), desc, rounds, meta={"descriptions": DESCRIPTIONS[corpus]})
 
 
 def node_description(tax: Taxonomy, desc: dict[str, str], c: int) -> str:
@@ -204,25 +189,49 @@ class Features:
     vocab: int
 
 
-def build_features(corpus: Corpus, rep: int) -> Features:
-    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+def feature_configs(cfg: Config) -> tuple[Config, Config]:
+    """The two ``[featurize]`` settings of a round: raw counts, and the product's default
+    weighting over the same vocabulary (every term of the training part: no cut-off)."""
+    base = replace(cfg.featurize, min_df=1, max_df=1.0, stop_words=True, mode="vocab")
+    counts = replace(cfg, featurize=replace(base, weighting="tf", l2_normalize=False))
+    tfidf = replace(cfg, featurize=replace(base, weighting="log_tf_idf", l2_normalize=True))
+    return counts, tfidf
 
-    train, test, name = corpus.splits(rep)
-    vec = CountVectorizer(lowercase=True, token_pattern=TOKEN_PATTERN, stop_words="english", dtype=np.float64)
-    x_train = vec.fit_transform([corpus.texts[i] for i in train]).tocsr()
-    x_test = vec.transform([corpus.texts[i] for i in test]).tocsr()
-    tf = TfidfTransformer().fit(x_train)
-    t_train = tf.transform(x_train).tocsr()
-    t_test = tf.transform(x_test).tocsr()
+
+def _sorted_by_id(batch: Any) -> Any:
+    return batch.subset(np.argsort(np.asarray(batch.doc_ids, dtype=str), kind="stable"))
+
+
+def build_features(spark: Any, cfg: Config, corpus: Corpus, rep: int, work: Path) -> Features:
+    """Featurize run ``rep``'s round on Spark (counts and tf-idf), read it back in this process
+    (documents in ``doc_id`` order), and derive the gold and dataless weak node labels."""
+    from sparkhc.text.spec import FeatureSpec
+
+    sel_train, sel_test, name = corpus.splits(rep)
+    parts: dict[str, tuple[Any, Any, FeatureSpec]] = {}
+    for kind, kcfg in zip(("counts", "tfidf"), feature_configs(cfg), strict=True):
+        feats = work / name / kind
+        pipelines.featurize(spark, kcfg, feats, corpus=corpus.name, data_dir=str(corpus.data_dir), overwrite=True,
+                            fit_exclude_fold=sel_test.get("fold"))
+        parts[kind] = (_sorted_by_id(harness.local_split(feats, sel_train)),
+                       _sorted_by_id(harness.local_split(feats, sel_test)), FeatureSpec.load(feats))
+    tr_c, te_c, spec_c = parts["counts"]
+    tr_t, te_t, spec_t = parts["tfidf"]
+    if spec_c.vocabulary != spec_t.vocabulary or list(tr_c.doc_ids) != list(tr_t.doc_ids):
+        raise RuntimeError(f"{corpus.name} {name}: the counts and tf-idf features differ in vocabulary or documents")
+    x_train, x_test = sp.csr_matrix(tr_c.X, dtype=np.float64), sp.csr_matrix(te_c.X, dtype=np.float64)
+    t_train, t_test = sp.csr_matrix(tr_t.X, dtype=np.float64), sp.csr_matrix(te_t.X, dtype=np.float64)
     base = corpus.taxonomy
     texts = [node_description(base, corpus.descriptions, c) for c in range(1, base.n_nodes)]
-    t_desc = tf.transform(vec.transform(texts))
-    sim = np.zeros((len(train), base.n_nodes))
+    off, idx, val, _ = spec_t.transform_many([spec_t.tokenize_document(t, None) for t in texts])
+    t_desc = sp.csr_matrix((val, idx, off), shape=(len(texts), spec_t.n_features), dtype=np.float64)
+    sim = np.zeros((len(tr_t), base.n_nodes))
     sim[:, 1:] = np.asarray((t_train @ t_desc.T).todense())
     w_weak = weak_labels(sim, base)
-    w_gold = label_matrix([corpus.labels[i] for i in train], base, closed=True).toarray()
-    gold_test = label_matrix([corpus.labels[i] for i in test], base, closed=True)
-    return Features(name, train, test, x_train, x_test, t_train, t_test, w_gold, w_weak, gold_test, x_train.shape[1])
+    w_gold = label_matrix(list(tr_c.labels), base, closed=True).toarray()
+    gold_test = label_matrix(list(te_c.labels), base, closed=True)
+    return Features(name, np.arange(len(tr_c)), np.arange(len(te_c)), x_train, x_test, t_train, t_test, w_gold,
+                    w_weak, gold_test, int(x_train.shape[1]))
 
 
 def model_taxonomy(corpus: Corpus) -> Taxonomy:
@@ -328,8 +337,8 @@ def _run_rep(rep: int) -> list[dict[str, Any]]:
     corpus: Corpus = _CTX["corpus"]
     cfg: dict[str, Any] = _CTX["cfg"]
     t0 = time.perf_counter()
-    feats = _CTX.get("features", {}).get(corpus.splits(rep)[2]) or build_features(corpus, rep)
-    t_feat = time.perf_counter() - t0
+    feats = _CTX["features"][corpus.splits(rep)[2]]
+    t_feat = _CTX["feature_seconds"][feats.split_name]
     space = PathSpace.build(model_taxonomy(corpus))
     s_gold = space.node_scores(feats.w_gold_train)
     s_weak = space.node_scores(feats.w_weak_train)
@@ -396,6 +405,9 @@ def run_experiment(
     tol: float = 1e-4,
     seed: int = 0,
     quick: bool = False,
+    spark: Any = None,
+    cfg: Config | None = None,
+    work: str | Path | None = None,
 ) -> list[Path]:
     """Run every setting / rate / method / run and write the reports; returns the written files.
 
@@ -406,13 +418,23 @@ def run_experiment(
     reps : runs per cell (5 in the paper); rcv1v2_subset run ``r`` tests on fold ``r % 5``.
     jobs : worker processes (one run per task).
     quick : a smoke run: 2 runs, rates 1% and 10%, 10 EM iterations; files get a ``_quick`` suffix.
+    spark, cfg : the session (default ``local[2]``) and configuration (default: the packaged one)
+        of the featurization; ``work``: its scratch folder (default: temporary, removed).
     """
     if quick:
         label_rates, reps, max_iter = (0.01, 0.1), 2, 10
     rates = sorted({float(r) for r in label_rates} | {TABLE_RATE})
     t0 = time.perf_counter()
     c = load_corpus(data_dir, corpus)
-    cfg = {
+    if spark is None:
+        from sparkhc.spark.session import get_session
+
+        spark = get_session("sparkhc-experiment-xiao", master=os.environ.get("SPARKHC_MASTER", "local[2]"))
+    if cfg is None:
+        from sparkhc.config import load_config
+
+        cfg = load_config()
+    run_cfg = {
         "rates": rates,
         "table_rate": TABLE_RATE,
         "table_methods": list(TABLE_METHODS),
@@ -426,11 +448,22 @@ def run_experiment(
         "reps": int(reps),
         "quick": bool(quick),
     }
+    # featurize every round the runs use on Spark first (the worker processes inherit the features)
+    features: dict[str, Features] = {}
+    feature_seconds: dict[str, float] = {}
+    scratch = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="sparkhc-xiao-"))
+    try:
+        for rep in range(reps):
+            name = c.splits(rep)[2]
+            if name not in features:
+                t1 = time.perf_counter()
+                features[name] = build_features(spark, cfg, c, rep, scratch)
+                feature_seconds[name] = time.perf_counter() - t1
+    finally:
+        if work is None:
+            shutil.rmtree(scratch, ignore_errors=True)
     _CTX.clear()
-    _CTX.update({"corpus": c, "cfg": cfg, "features": {}})
-    if c.split is not None:  # one fixed split: featurize once, the workers inherit it
-        f = build_features(c, 0)
-        _CTX["features"][f.split_name] = f
+    _CTX.update({"corpus": c, "cfg": run_cfg, "features": features, "feature_seconds": feature_seconds})
     records: list[dict[str, Any]] = []
     if jobs > 1 and reps > 1:
         import multiprocessing as mp
@@ -443,7 +476,7 @@ def run_experiment(
             records.extend(_run_rep(rep))
     wall = time.perf_counter() - t0
     _CTX.clear()
-    return write_reports(Path(out_dir), c, cfg, records, wall)
+    return write_reports(Path(out_dir), c, run_cfg, records, wall)
 
 
 def _sig_mark(p: float) -> str:
@@ -510,7 +543,7 @@ def _module_command(corpus: str, cfg: dict[str, Any]) -> str:
 
 def _protocol(corpus: Corpus, runs: list[dict[str, Any]]) -> str:
     r0 = runs[0]
-    if corpus.split is not None:
+    if corpus.fixed_split:
         split = f"bydate split: train {r0['n_train']:,} / test {r0['n_test']:,} documents (the paper: a random 80/20 split, 15,077 / 3,769)"
     else:
         split = (f"5-fold cross-validation with folds.tsv: run r trains on the other 4 folds (~{r0['n_train']:,} documents) "
@@ -522,9 +555,11 @@ def _protocol(corpus: Corpus, runs: list[dict[str, Any]]) -> str:
         f"- Protocol: {split}; {len(runs)} runs, each a seeded random labeled / unlabeled split of the training "
         f"part; mean over the runs. Significance against PCEM: paired t-test over the {len(runs)} runs "
         "(† p < 0.05, ‡ p < 0.001).\n"
-        f"- Features: raw term counts, scikit-learn CountVectorizer fitted on the training part of each run "
-        f"(lower-cased letters-only tokens `\\b[a-zA-Z]{{2,}}\\b`, English stop words removed, no cut-off); "
-        f"vocabulary {vocab} terms. LR / SVM: tf-idf of the same counts.\n"
+        "- Features: the product's Spark featurize, vocabulary fitted on the training part of each run: raw "
+        "term counts (`weighting=\"tf\"`, no L2; the product tokenizer: lower-cased runs of >= 2 Unicode letters, "
+        f"English stop words removed, no document-frequency cut-off); vocabulary {vocab} terms. LR / SVM and the "
+        "dataless similarities: the product's default weighting (log(1 + tf) * smooth idf, L2) of the same "
+        "vocabulary.\n"
         "- Metric: micro / macro F1 (%) over all real non-root nodes of the taxonomy, ancestor-closed sets "
         "(dummy and virtual nodes removed), sparkhc.metrics node_micro_F1 / node_macro_F1.\n"
         f"- Dataless weak labels ({corpus.meta['descriptions']}): per depth, the node whose description "
@@ -690,7 +725,7 @@ def _model_notes(cfg: dict[str, Any]) -> str:
         "the root with unlabeled documents routed by the levels above. WDNB/WDEM: one NB per depth, win-driven "
         "path decoding (weights 1), hard E-step as in the authors' code. See README.md for every choice.\n"
         "- LR / SVM: scikit-learn LogisticRegression (liblinear dual, one-vs-rest) / LinearSVC (dual), C = 1, "
-        "on tf-idf of the same labeled documents, flat over the (padded) leaves; the predicted leaf and its "
+        "on the tf-idf features (log(1 + tf) * idf, L2) of the same labeled documents, flat over the (padded) leaves; the predicted leaf and its "
         "ancestors are the labels. Dataless: trained on the weak leaf labels.\n"
     )
 

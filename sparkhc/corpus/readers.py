@@ -500,6 +500,7 @@ def read_jsonl(
     tokens_field: str | None = "tokens",
     labels_field: str = "labels",
     split_field: str | None = "split",
+    split_values: Mapping[str, str] | None = None,
     fold_field: str | None = "fold",
     require_labels: bool = True,
     taxonomy: Taxonomy | None = None,
@@ -534,6 +535,9 @@ def read_jsonl(
         A list of label strings. Missing or null is an error when ``require_labels``, else ``[]``.
     split_field, fold_field : str or None
         Optional string / integer fields (``None``: not read, the column is null).
+    split_values : mapping, optional
+        Raw split values -> the split names written (e.g. ``{"TRAIN": "train"}``); a value not in
+        the mapping is kept as it is.
     taxonomy : Taxonomy, optional
         When given, every label must be a (non-root) node; see ``unknown_labels``.
     unknown_labels : {"error", "drop", "quarantine"}
@@ -602,7 +606,7 @@ def read_jsonl(
                     continue
                 yield _jsonl_record(sink, no, obj, id_field, text_fields, tokens_field, labels_field,
                                     split_field, fold_field, require_labels, folds, select, used_fold_ids,
-                                    labels_from)
+                                    labels_from, split_values)
         if folds is not None:
             unused = len(folds) - len(used_fold_ids)
             if unused > 0:
@@ -626,6 +630,7 @@ def _jsonl_record(
     select: Callable[[Mapping[str, Any]], str | None] | None,
     used_fold_ids: set[str],
     labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
+    split_values: Mapping[str, str] | None = None,
 ) -> pa.RecordBatch | None:
     names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
     ids: dict[str, str] = {}
@@ -685,6 +690,8 @@ def _jsonl_record(
         if split is not None and not isinstance(split, str):
             sink.invalid(no, "wrong type", f"field {split_field!r} must be a string, got {_type_name(split)}", doc_id)
             return None
+        if split is not None and split_values is not None:
+            split = split_values.get(split, split)
     fold = None
     if fold_field is not None and folds is None:
         fold = obj.get(fold_field)

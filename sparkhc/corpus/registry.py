@@ -165,8 +165,16 @@ class CorpusInfo:
     scored : {"leaves", "all", "aptemod"}
         Labels scored by the protocol: the taxonomy's leaves, all its nodes, or the 90 ApteMod
         topics.
-    selection : {"apte_mod"} or None
-        A protocol document selection (Reuters ModApte keeps ``apte_mod`` documents).
+    selection : {"apte_mod", "lewis", "topics_modapte"} or None
+        A protocol document selection (:data:`SELECTIONS`): Reuters ModApte keeps ``apte_mod``
+        documents; ``lewis`` the Lewis split's TRAIN stories but TOPICS="BYPASS" and its TEST
+        stories; ``topics_modapte`` the ModApte train / test stories (TOPICS="YES").
+    split_values : tuple of (str, str)
+        Raw values of :attr:`split_field` -> protocol split names (e.g. Lewis ``TRAIN`` -> ``train``);
+        empty: the values are the split names.
+    folder : str or None
+        The staged folder when it is another corpus's (a second protocol over the same files);
+        ``None``: :attr:`name`.
     on_empty : str
         Default handling of empty documents (``meka_imdb`` has 24 documents without any
         vocabulary word; the protocol keeps them).
@@ -201,7 +209,9 @@ class CorpusInfo:
     n_folds: int | None = None
     test_folds: tuple[int, ...] | None = None
     scored: Literal["leaves", "all", "aptemod"] = "leaves"
-    selection: Literal["apte_mod"] | None = None
+    selection: Literal["apte_mod", "lewis", "topics_modapte"] | None = None
+    split_values: tuple[tuple[str, str], ...] = ()
+    folder: str | None = None
     on_empty: OnEmpty = "error"
     n_docs: int | None = None
     split_counts: tuple[tuple[str, int], ...] = ()
@@ -230,13 +240,18 @@ class CorpusInfo:
         d = Path(directory)
         return [f.name for f in self.required_files() if f.find(d) is None]
 
+    @property
+    def folder_name(self) -> str:
+        """The staged folder's name (``data_dir/<folder_name>``)."""
+        return self.folder or self.name
+
     def corpus_dir(self, data_dir: str | Path) -> Path:
-        """The directory holding this corpus: ``data_dir/<name>`` or ``data_dir`` itself."""
+        """The directory holding this corpus: ``data_dir/<folder_name>`` or ``data_dir`` itself."""
         d = Path(data_dir)
-        for cand in (d / self.name, d):
+        for cand in (d / self.folder_name, d):
             if self.has_files(cand):
                 return cand
-        raise DataUnavailableError(self.missing_message([d / self.name]))
+        raise DataUnavailableError(self.missing_message([d / self.folder_name]))
 
     def _path(self, directory: Path, name: str) -> Path:
         spec = next((f for f in self.files if f.name == name), None)
@@ -417,7 +432,7 @@ class CorpusInfo:
             return batches, report
         docs = self._path(d, self.docs_file)
         folds = read_folds(self._path(d, self.folds_file)) if self.folds_file else None
-        select = None
+        select: Callable[[Mapping[str, Any]], str | None] | None = None
         allowed = None
         if protocol and self.selection == "apte_mod":
             cats = apte_mod_categories(docs)
@@ -429,11 +444,14 @@ class CorpusInfo:
                 )
             select = _select_apte_mod
             allowed = cats if labels_from is None else None
+        elif protocol and self.selection is not None:
+            select = SELECTIONS[self.selection]
         batches, report = read_jsonl(
             docs,
             text_fields=self.text_fields,
             tokens_field=self.tokens_field,
             split_field=self.split_field,
+            split_values=dict(self.split_values) or None,
             fold_field=None,
             taxonomy=tax,
             unknown_labels=unknown_labels,
@@ -456,6 +474,26 @@ def _select_apte_mod(obj: Mapping[str, Any]) -> str | None:
     if flag is False:
         return f"not ApteMod (split {obj.get('split')})"
     return "no boolean apte_mod flag"
+
+
+def _select_lewis(obj: Mapping[str, Any]) -> str | None:
+    lewis = obj.get("lewissplit")
+    if lewis == "TEST" or (lewis == "TRAIN" and obj.get("topics_attr") != "BYPASS"):
+        return None
+    return f"not in the Lewis split (LEWISSPLIT {lewis}, TOPICS {obj.get('topics_attr')})"
+
+
+def _select_topics_modapte(obj: Mapping[str, Any]) -> str | None:
+    split = obj.get("split")
+    return None if split in ("train", "test") else f"not in the ModApte split (split {split})"
+
+
+#: protocol document selections (``CorpusInfo.selection``) -> the reader's ``select``
+SELECTIONS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "apte_mod": _select_apte_mod,
+    "lewis": _select_lewis,
+    "topics_modapte": _select_topics_modapte,
+}
 
 
 @functools.lru_cache(maxsize=16)
@@ -698,6 +736,54 @@ register(CorpusInfo(
           "built from the 22 reut2-0NN.sgm files; see its SOURCE.md for the field definitions).",
 ))
 
+# Li & Yamanishi (1997) use the whole collection with the Lewis split, and a ModApte variant over
+# every TOPICS="YES" story (all topics, not only the 90 ApteMod ones): the same staged files.
+register(CorpusInfo(
+    name="reuters21578_lewis",
+    title="Reuters-21578, Lewis split (LEWISSPLIT), every topic",
+    files=(
+        FileSpec("docs.jsonl.gz", "87c9c7cea964c3b0913f0121e58d60af9fbf25511c14ac89873eef64760eedbd", 7486996),
+        FileSpec("taxonomy_topics.tsv", "b1819f0349ce18a588c14664b6fc835500b10fcb48061739e1418142c3abe688", 2546),
+    ),
+    root="ROOT",
+    taxonomy_file="taxonomy_topics.tsv",
+    text_fields=("title", "text"),
+    tokens_field=None,
+    split_field="lewissplit",
+    split_values=(("TRAIN", "train"), ("TEST", "test")),
+    splits=("train", "test"),
+    selection="lewis",
+    on_empty="keep",
+    n_docs=19813,
+    split_counts=(("train", 13625), ("test", 6188)),
+    folder="reuters21578",
+    protocol="Lewis split: LEWISSPLIT=TRAIN stories without TOPICS=\"BYPASS\" (13,625) / LEWISSPLIT=TEST "
+             "(6,188), topics or not (Li & Yamanishi 1997, Table 14); every topic is a label",
+    notes="The staged reuters21578 folder (see that entry).",
+))
+
+register(CorpusInfo(
+    name="reuters21578_topics",
+    title="Reuters-21578, ModApte split over every TOPICS=\"YES\" story, every topic",
+    files=(
+        FileSpec("docs.jsonl.gz", "87c9c7cea964c3b0913f0121e58d60af9fbf25511c14ac89873eef64760eedbd", 7486996),
+        FileSpec("taxonomy_topics.tsv", "b1819f0349ce18a588c14664b6fc835500b10fcb48061739e1418142c3abe688", 2546),
+    ),
+    root="ROOT",
+    taxonomy_file="taxonomy_topics.tsv",
+    text_fields=("title", "text"),
+    tokens_field=None,
+    splits=("train", "test"),
+    selection="topics_modapte",
+    on_empty="keep",
+    n_docs=12902,
+    split_counts=(("train", 9603), ("test", 3299)),
+    folder="reuters21578",
+    protocol="ModApte split train / test (9,603 / 3,299) over every TOPICS=\"YES\" story, with or without "
+             "a topic; every topic is a label",
+    notes="The staged reuters21578 folder (see that entry).",
+))
+
 register(CorpusInfo(
     name="rcv1v2_subset",
     title="RCV1-v2, 2,316-document NeuralClassifier dev subset (tokens), 103-topic hierarchy",
@@ -892,13 +978,13 @@ def find_corpus(
     looked: list[Path] = []
     if data_dir is not None:
         d = Path(data_dir).expanduser()
-        for cand in (d / name, d):
+        for cand in (d / info.folder_name, d):
             if info.has_files(cand):
                 if verify:
                     info.verify(cand)
                 return cand
-        looked.append(d / name)
-    cache = cache_root(cache_dir) / name
+        looked.append(d / info.folder_name)
+    cache = cache_root(cache_dir) / info.folder_name
     if info.has_files(cache):
         if verify:
             info.verify(cache)

@@ -747,3 +747,48 @@ def test_converter_rejects_unexpected_member(tmp_path):
         fetch(fake_20ng(tar), cache)
     assert not (cache / "20newsgroups").exists()
     assert [p.name for p in cache.iterdir()] == ["downloads"]  # only the verified archive is kept
+
+
+def test_jsonl_split_values_rename_the_split(tmp_path):
+    p = write_lines(tmp_path / "d.jsonl", [
+        json.dumps({"id": "a", "text": "x", "labels": [], "lewissplit": "TRAIN"}),
+        json.dumps({"id": "b", "text": "y", "labels": [], "lewissplit": "TEST"}),
+        json.dumps({"id": "c", "text": "z", "labels": [], "lewissplit": "NOT-USED"}),
+    ])
+    t, _ = read_all(read_jsonl(p, split_field="lewissplit", split_values={"TRAIN": "train", "TEST": "test"}))
+    assert t.column("split").to_pylist() == ["train", "test", "NOT-USED"]  # unmapped values kept
+
+
+def test_reuters_lewis_and_topics_protocols_select_by_the_raw_fields(tmp_path):
+    """The two Li & Yamanishi protocols over the Reuters files, on hand-made records: Lewis keeps
+    TRAIN stories unless TOPICS="BYPASS" and every TEST story; the TOPICS ModApte variant keeps
+    the ModApte train / test stories with every topic (not only the 90 ApteMod ones)."""
+    recs = [
+        {"id": 1, "lewissplit": "TRAIN", "topics_attr": "YES", "split": "train", "labels": ["wheat"]},
+        {"id": 2, "lewissplit": "TRAIN", "topics_attr": "BYPASS", "split": "unused", "labels": []},
+        {"id": 3, "lewissplit": "TEST", "topics_attr": "NO", "split": "unused", "labels": []},
+        {"id": 4, "lewissplit": "NOT-USED", "topics_attr": "YES", "split": "test", "labels": ["rare"]},
+    ]
+    d = tmp_path / "reuters21578"
+    d.mkdir()
+    from sparkhc.corpus.readers import write_jsonl_gz
+
+    write_jsonl_gz([{**r, "title": f"t{r['id']}", "text": "b"} for r in recs], d / "docs.jsonl.gz")
+    (d / "taxonomy_topics.tsv").write_text("ROOT\tgrain\ngrain\twheat\nROOT\trare\n", encoding="utf-8")
+    lewis = get_corpus("reuters21578_lewis")
+    assert lewis.corpus_dir(tmp_path) == d  # the staged reuters21578 folder
+    t, rep = read_all(lewis.read(tmp_path))
+    assert t.column("doc_id").to_pylist() == ["1", "3"] and t.column("split").to_pylist() == ["train", "test"]
+    assert rep.excluded == 2
+    t, _ = read_all(get_corpus("reuters21578_topics").read(tmp_path))
+    assert t.column("doc_id").to_pylist() == ["1", "4"] and t.column("labels").to_pylist() == [["wheat"], ["rare"]]
+
+
+def test_reuters_lewis_counts_on_the_staged_copy():
+    """The paper's Table 14 sizes (13,625 / 6,188) and the ModApte TOPICS="YES" split (9,603 / 3,299)."""
+    d = corpus_dir("reuters21578")
+    for name in ("reuters21578_lewis", "reuters21578_topics"):
+        info = get_corpus(name)
+        t, _ = read_all(info.read(d.parent))
+        splits = t.column("split").to_pylist()
+        assert tuple((s, splits.count(s)) for s in ("train", "test")) == info.split_counts

@@ -60,11 +60,7 @@ def stage_quick(name: str, corpus: str | None, data_dir: str | None, dest: str |
 
 def run(name: str, corpus: str | None, data_dir: str | None, out: str | None, cfg: Config,
         quick: bool = False, master: str | None = None, spark: Any = None) -> Any:
-    """Run experiment ``name`` (``all``: every one, :func:`experiments.regenerate.regenerate`)."""
-    if name == "all":
-        from experiments import regenerate
-
-        return regenerate.regenerate(data_dir, out, cfg, quick=quick, master=master, spark=spark)
+    """Run experiment ``name`` (``sparkhc experiment all`` runs :mod:`experiments.regenerate`)."""
     if name not in DEFAULT_OUT:
         raise SparkhcError(f"unknown experiment {name!r}; known: {', '.join(NAMES)}, all")
     if corpus not in SOURCES[name]:

@@ -38,6 +38,12 @@ def experiments_package() -> Any:
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
+    if args.name == "all":
+        experiments_package()
+        regenerate = importlib.import_module("experiments.regenerate")
+        regenerate.regenerate(args.data_dir, args.out, config(args), quick=args.quick, master=args.master,
+                              spark=spark)
+        return 0
     out = experiments_package().run(args.name, corpus=args.corpus, data_dir=args.data_dir, out=args.out,
                                     cfg=config(args), quick=args.quick, master=args.master, spark=spark)
     print(out)

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+import pyarrow.fs as pafs
 import scipy.sparse as sp
 
+from sparkhc import fsio
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.taxonomy import Taxonomy
@@ -175,16 +177,8 @@ def sha256_file(path: str | Path) -> str:
 
 def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
     """``write(fh)`` into a temp file next to ``path``, then rename it over ``path``; a failure
-    leaves no partial file."""
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    leaves no partial file (:func:`sparkhc.fsio.write_atomic` on the local file system)."""
+    fsio.write_atomic(pafs.LocalFileSystem(), str(Path(path).absolute()), write)
 
 
 def write_state_atomic(path: str | Path, state: ModelState) -> None:
@@ -192,8 +186,13 @@ def write_state_atomic(path: str | Path, state: ModelState) -> None:
     write_file_atomic(path, lambda fh: write_state(fh, state))
 
 
+def json_text(obj: Any) -> str:
+    """The JSON text of every metadata/record file (sorted keys, indented, numpy values as plain)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+    text = json_text(obj)
     write_file_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
 
 

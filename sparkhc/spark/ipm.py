@@ -60,18 +60,88 @@ def _partition_batch(batches: Iterator[pa.RecordBatch], n_features: int, with_co
     return SparseBatch.from_arrow(table, n_features, with_counts=with_counts)
 
 
+class BaseChain:
+    """The base state of every epoch of the jobs mode, shipped to the tasks as broadcasts: the full
+    state once, then each epoch's mixed change as a row-sparse delta (:func:`deltas.encode` of the
+    mixed state against the previous one: float64 differences of float32 values, so
+    ``base + delta`` rebuilds the mixed state bit for bit). A task rebuilds its epoch's base with
+    :func:`_task_base`; a Python worker keeps the last base it built, so an epoch costs it only the
+    new delta, and Spark fetches each broadcast once per executor. When the deltas since the last
+    full state would outweigh it, the chain restarts from a full state (a worker that missed the
+    cache never reads more than about twice the state). States that do not mix by deltas
+    (:func:`deltas.supports`) are broadcast whole every epoch, as before."""
+
+    def __init__(self, sc: Any) -> None:
+        self.sc = sc
+        self.links: list[Any] = []
+        self.token = ""
+        self.full_bytes = 0
+        self.delta_bytes = 0
+        self.last_bytes = 0  # bytes broadcast for the current epoch (0: nothing new)
+
+    def start(self, state: ModelState) -> None:
+        """Broadcast ``state`` whole (a new chain)."""
+        self.close()
+        data = state_to_bytes(state)
+        self.links = [self.sc.broadcast(data)]
+        self.token = f"{uuid.uuid4().hex}-{deltas.supports(state)}"
+        self.full_bytes = self.last_bytes = len(data)
+        self.delta_bytes = 0
+
+    def advance(self, prev: ModelState, mixed: ModelState) -> None:
+        """The next epoch starts from ``mixed``; ``prev`` is the base the chain ends at."""
+        delta = deltas.encode(mixed, prev.arrays) if deltas.supports(prev) and self.links else None
+        data = state_to_bytes(delta) if delta is not None else b""
+        if delta is None or self.delta_bytes + len(data) > self.full_bytes:
+            self.start(mixed)
+            return
+        self.links.append(self.sc.broadcast(data))
+        self.delta_bytes += len(data)
+        self.last_bytes = len(data)
+
+    def close(self) -> None:
+        for b in self.links:
+            b.unpersist()
+        self.links = []
+
+
+#: the last base state a Python worker built: token of the chain -> (links applied, state)
+_BASE_CACHE: dict[str, tuple[int, ModelState]] = {}
+
+
+def _task_base(token: str, links: list[Any]) -> ModelState:
+    """The epoch's base state in a task (:class:`BaseChain`): the worker's cached base of this
+    chain plus the links it has not applied, or the chain's full state plus all its deltas. The
+    cache holds the one state of the running chain (Spark stops idle Python workers after a
+    minute, which frees it after the training)."""
+    hit = _BASE_CACHE.get(token)
+    if hit is not None and hit[0] <= len(links):
+        have, base = hit
+    else:
+        _BASE_CACHE.clear()  # free a previous chain's state first
+        have, base = 1, state_from_bytes(links[0].value)
+    for link in links[have:]:
+        base = deltas.DeltaSum().add(state_from_bytes(link.value)).apply(base, inplace=True)
+    if token.endswith("-True"):  # only states that mix by deltas are cached
+        _BASE_CACHE.clear()
+        _BASE_CACHE[token] = (len(links), base)
+    return base
+
+
 def make_epoch_fn(
     model_name: str,
     params: dict[str, Any],
     taxonomy: Any,
     n_features: int,
-    state_bc: Any,
+    chain: tuple[str, list[Any]],
     seed: int,
     epoch: int,
     with_counts: bool,
     fault_hook: Callable[[int, int], None] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each partition runs for one epoch (module-level so it pickles cleanly)."""
+    """The function each partition runs for one epoch (module-level so it pickles cleanly);
+    ``chain`` is ``(token, links)`` of a :class:`BaseChain`."""
+    token, links = chain
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -84,15 +154,15 @@ def make_epoch_fn(
         if batch is None:
             return
         model = get_model_class(model_name)(taxonomy, n_features, **params)
-        state = state_from_bytes(state_bc.value)
-        model.set_state(state)
+        base = _task_base(token, links)
+        model.set_state(base.copy())
         counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
         if fault_hook is not None:
             fault_hook(shard, epoch)
         out = model.get_state()
         out.counters = {k: float(v) for k, v in counters.items()}
-        # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, state_bc.value, _touched(model))
+        # row-sparse delta from the base state when possible (sparkhc.spark.deltas)
+        delta = deltas.encode(out, base.arrays, _touched(model))
         payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
@@ -110,7 +180,9 @@ def _touched(model: HierModel) -> dict[str, Any]:
 
 
 def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
-    st = state_from_bytes(bytes(row["state"]))
+    payload = bytes(row["state"])
+    st = state_from_bytes(payload)
+    st.counters["result_bytes"] = float(len(payload))  # reported per epoch, not kept in the model
     if st.combine == "delta":
         return (acc if isinstance(acc, deltas.DeltaSum) else deltas.DeltaSum()).add(st)
     return acc.add(st) if isinstance(acc, StateSum) else StateSum().add(st)
@@ -132,21 +204,29 @@ def run_epoch(
     epoch: int,
     with_counts: bool = False,
     fault_hook: Callable[[int, int], None] | None = None,
+    chain: BaseChain | None = None,
 ) -> tuple[ModelState, dict[str, float]]:
-    """One mixing epoch from ``model``'s current state; returns the mixed state and counters."""
-    sc = spark.sparkContext
-    bc = sc.broadcast(state_to_bytes(model.get_state()))
+    """One mixing epoch from ``model``'s current state; returns the mixed state and counters
+    (with ``broadcast_bytes`` and ``result_bytes``: what the epoch shipped). ``chain``: the
+    training's :class:`BaseChain`, which must end at ``model``'s state (one epoch alone: None,
+    the state is broadcast whole)."""
+    own = chain is None
+    if chain is None:
+        chain = BaseChain(spark.sparkContext)
+        chain.start(model.get_state())
     try:
-        fn = make_epoch_fn(
-            model.name, model.params, model.taxonomy, model.n_features, bc, seed, epoch, with_counts, fault_hook
-        )
+        fn = make_epoch_fn(model.name, model.params, model.taxonomy, model.n_features,
+                           (chain.token, list(chain.links)), seed, epoch, with_counts, fault_hook)
         results = shards_df.mapInArrow(fn, _RESULT_SCHEMA)
         depth = 2
         zero: StateSum | deltas.DeltaSum = StateSum()
         acc: StateSum | deltas.DeltaSum = results.rdd.treeAggregate(zero, _seq, _comb, depth=depth)
     finally:
-        bc.unpersist()
-    return mix(model.get_state(), acc)
+        if own:
+            chain.close()
+    mixed, counters = mix(model.get_state(), acc)
+    counters["broadcast_bytes"] = float(chain.last_bytes)
+    return mixed, counters
 
 
 def mix(
@@ -165,8 +245,12 @@ def mix(
     counters = dict(acc.counters)
     counters["shards"] = acc.n
     prev = dict(base.counters)
-    mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k != "shards"}
+    mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k not in _EPOCH_ONLY}
     return mixed, counters
+
+
+#: counters of one epoch that do not accumulate into the model's
+_EPOCH_ONLY = ("shards", "result_bytes", "broadcast_bytes")
 
 
 def remove_copies(arrays: dict[str, Any], start: dict[str, Any], copies: int) -> dict[str, Any]:
@@ -242,10 +326,17 @@ def train_ipm(
                        fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
         return model
     shards_df = shard_features(features, shards).cache()
+    chain = BaseChain(spark.sparkContext)
     try:
+        chain.start(model.get_state())
+        prev: ModelState | None = None  # the base of the epoch before (the chain ends there)
         for epoch in range(start_epoch, epochs):
             t0 = time.perf_counter()
-            mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook)
+            if prev is not None:
+                chain.advance(prev, model.get_state())
+                prev = None
+            mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook, chain)
+            prev = model.get_state()
             model.set_state(mixed)
             if on_epoch_state is not None:
                 on_epoch_state(epoch, mixed)
@@ -256,6 +347,7 @@ def train_ipm(
             if ckpt is not None:
                 _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
     finally:
+        chain.close()
         shards_df.unpersist()
     return model
 
@@ -327,10 +419,17 @@ def select_epochs(
     return {"epochs": best, "validation_hF": curve, "validation_documents": len(val), "fraction": float(fraction)}
 
 
+#: keys of an epoch record that describe the run, not the model (left out of model metadata)
+RUN_FIGURES = ("seconds", "broadcast_bytes", "result_bytes")
+
+
 def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float) -> dict[str, Any]:
-    """The per-epoch record (driver log line, ``progress`` callback, model metadata)."""
+    """The per-epoch record (driver log line, ``progress`` callback, model metadata without
+    :data:`RUN_FIGURES`). The jobs mode adds the bytes it shipped: ``broadcast_bytes`` (the base
+    state or delta broadcast for the epoch, :class:`BaseChain`) and ``result_bytes`` (the
+    partitions' results)."""
     n = max(counters.get("examples", 0.0), 1.0)
-    return {
+    info = {
         "epoch": epoch + 1,
         "epochs": epochs,
         "shards": int(counters.get("shards", 0)),
@@ -339,13 +438,20 @@ def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float)
         "mean_loss": counters.get("loss", 0.0) / n,
         "seconds": round(secs, 3),
     }
+    for k in ("broadcast_bytes", "result_bytes"):
+        if k in counters:
+            info[k] = int(counters[k])
+    return info
 
 
 def log_epoch(info: dict[str, Any]) -> None:
+    shipped = ""
+    if "broadcast_bytes" in info:
+        shipped = f", shipped {info['broadcast_bytes']:,} B out and {info.get('result_bytes', 0):,} B back"
     log.info(
-        "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s",
+        "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s%s",
         info["epoch"], info["epochs"], info["examples"], info["shards"], info["updates"],
-        info["mean_loss"], info["seconds"],
+        info["mean_loss"], info["seconds"], shipped,
     )
 
 

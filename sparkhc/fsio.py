@@ -15,8 +15,10 @@ S3 settings come from the URI's query (pyarrow's ``S3FileSystem`` options:
 ``?endpoint_override=host:port&scheme=http&region=...``; credentials as ``s3://KEY:SECRET@bucket/...``)
 or from the AWS SDK's standard sources (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, ``~/.aws``, instance roles).
-``allow_delayed_open=true`` is added unless the URI sets it: small objects then go up in one
-``PutObject`` instead of a three-request multipart upload. Core module: pyarrow only, no pyspark.
+``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (which pyarrow's S3 client does not read itself)
+become ``endpoint_override`` and ``scheme`` unless the URI sets them. ``allow_delayed_open=true`` is
+added unless the URI sets it: small objects then go up in one ``PutObject`` instead of a
+three-request multipart upload. Core module: pyarrow only, no pyspark.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
 
     Local locations become absolute paths on :class:`pyarrow.fs.LocalFileSystem` (relative paths
     keep working as they did with :mod:`os`). For ``s3://`` the query gains
-    ``allow_delayed_open=true`` unless it sets it."""
+    ``allow_delayed_open=true`` and the endpoint of ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
+    unless it sets them."""
     s = str(location)
     if not is_uri(s):
         local = s[len("file://"):] if s.startswith("file://") else s
@@ -57,6 +60,11 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     if parts.scheme == "s3":
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         query.setdefault("allow_delayed_open", "true")
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_override" not in query:  # pyarrow's S3 client ignores these variables
+            ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+            query["endpoint_override"] = ep.netloc
+            query.setdefault("scheme", ep.scheme)
         s = urlunsplit(parts._replace(query=urlencode(query)))
     try:
         fs, path = pafs.FileSystem.from_uri(s)

@@ -119,3 +119,18 @@ def test_truncated_model_folder_on_s3(s3_server, tmp_path):
     with pytest.raises(ModelError, match="metadata.json is missing"):
         read_metadata(uri)
     assert Path(str(tmp_path)).is_dir()
+
+
+def test_s3_endpoint_and_credentials_from_the_standard_environment(s3_server, monkeypatch):
+    """AWS_ENDPOINT_URL (which pyarrow's S3 client ignores by itself) and the AWS_* credentials
+    reach a plain s3://bucket/prefix URI."""
+    s3_server["make_bucket"]("envb")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{s3_server['endpoint']}")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    fs, root = fsio.resolve("s3://envb/p")
+    assert root == "envb/p"
+    fsio.write_atomic(fs, f"{root}/f", lambda fh: fh.write(b"via env"))
+    assert _keys(_s3(s3_server), "envb") == ["envb/p/f"]

@@ -62,14 +62,17 @@ def _partition_batch(batches: Iterator[pa.RecordBatch], n_features: int, with_co
 
 class BaseChain:
     """The base state of every epoch of the jobs mode, shipped to the tasks as broadcasts: the full
-    state once, then each epoch's mixed change as a row-sparse delta (:func:`deltas.encode` of the
-    mixed state against the previous one: float64 differences of float32 values, so
-    ``base + delta`` rebuilds the mixed state bit for bit). A task rebuilds its epoch's base with
+    state once, then each epoch's mixed change as a row-sparse patch (:func:`deltas.encode_values`
+    of the mixed state against the previous one: the changed entries with their new values, so
+    assigning them rebuilds the mixed state bit for bit). A task rebuilds its epoch's base with
     :func:`_task_base`; a Python worker keeps the last base it built, so an epoch costs it only the
-    new delta, and Spark fetches each broadcast once per executor. When the deltas since the last
-    full state would outweigh it, the chain restarts from a full state (a worker that missed the
-    cache never reads more than about twice the state). States that do not mix by deltas
-    (:func:`deltas.supports`) are broadcast whole every epoch, as before."""
+    new patch, and Spark fetches each broadcast once per executor. The chain restarts from a full
+    state when a patch would be no smaller than the state, or when the patches since the last full
+    state would pass ``max_patches`` times its size (a worker that missed its cache then reads at
+    most that much). States that do not mix by deltas (:func:`deltas.supports`) are broadcast
+    whole every epoch, as before."""
+
+    max_patches = 4.0
 
     def __init__(self, sc: Any) -> None:
         self.sc = sc
@@ -90,9 +93,10 @@ class BaseChain:
 
     def advance(self, prev: ModelState, mixed: ModelState) -> None:
         """The next epoch starts from ``mixed``; ``prev`` is the base the chain ends at."""
-        delta = deltas.encode(mixed, prev.arrays) if deltas.supports(prev) and self.links else None
-        data = state_to_bytes(delta) if delta is not None else b""
-        if delta is None or self.delta_bytes + len(data) > self.full_bytes:
+        patch = deltas.encode_values(mixed, prev.arrays) if deltas.supports(prev) and self.links else None
+        data = state_to_bytes(patch) if patch is not None else b""
+        if patch is None or len(data) >= self.full_bytes or \
+                self.delta_bytes + len(data) > self.max_patches * self.full_bytes:
             self.start(mixed)
             return
         self.links.append(self.sc.broadcast(data))
@@ -111,7 +115,7 @@ _BASE_CACHE: dict[str, tuple[int, ModelState]] = {}
 
 def _task_base(token: str, links: list[Any]) -> ModelState:
     """The epoch's base state in a task (:class:`BaseChain`): the worker's cached base of this
-    chain plus the links it has not applied, or the chain's full state plus all its deltas. The
+    chain plus the links it has not applied, or the chain's full state plus all its patches. The
     cache holds the one state of the running chain (Spark stops idle Python workers after a
     minute, which frees it after the training)."""
     hit = _BASE_CACHE.get(token)
@@ -121,7 +125,7 @@ def _task_base(token: str, links: list[Any]) -> ModelState:
         _BASE_CACHE.clear()  # free a previous chain's state first
         have, base = 1, state_from_bytes(links[0].value)
     for link in links[have:]:
-        base = deltas.DeltaSum().add(state_from_bytes(link.value)).apply(base, inplace=True)
+        base = deltas.apply_values(base, state_from_bytes(link.value))
     if token.endswith("-True"):  # only states that mix by deltas are cached
         _BASE_CACHE.clear()
         _BASE_CACHE[token] = (len(links), base)

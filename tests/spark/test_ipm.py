@@ -282,9 +282,9 @@ class _FakeContext:
 
 
 def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
-    """A worker that built epoch e's base applies only the new delta; a fresh worker applies the
-    whole chain; both give the driver's state bit for bit; a chain whose deltas would outweigh
-    the full state restarts from a full state."""
+    """A worker that built epoch e's base applies only the new patch; a fresh worker applies the
+    whole chain; both give the driver's state bit for bit; a chain whose patches would pass
+    max_patches times the state restarts from a full state."""
     from sparkhc.spark import ipm
 
     tax, table = _data(60, v=5000)
@@ -297,7 +297,7 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
         m.partial_fit(batch.subset(np.arange(e, len(batch), 3)), seed=e, epoch=e)
         chain.advance(states[-1], m.get_state())
         states.append(m.get_state().copy())
-        assert len(chain.links) == e + 2  # still deltas: each is far smaller than the state
+        assert len(chain.links) == e + 2  # still patches: each is far smaller than the state
     ipm._BASE_CACHE.clear()
     for n in range(1, 5):  # a worker that follows the epochs: the cache advances one link at a time
         got = ipm._task_base(chain.token, chain.links[:n])
@@ -308,7 +308,7 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
     for k, v in states[-1].arrays.items():
         np.testing.assert_array_equal(fresh.arrays[k], v, err_msg=k)
     assert fresh.counters == states[-1].counters
-    chain.full_bytes = chain.delta_bytes  # the next delta would outweigh the full state: restart
+    chain.max_patches = 0.0  # the patches would pass the bound: the next epoch restarts from a full state
     token = chain.token
     m.partial_fit(batch, seed=9, epoch=3)
     chain.advance(states[-1], m.get_state())

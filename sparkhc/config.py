@@ -55,7 +55,7 @@ class TrainConfig:
     node_parallel: bool = True
     # iterative parameter mixing: "auto" (barrier stage in local mode), "barrier", "jobs"
     mixing: str = "auto"
-    exchange_dir: str = ""  # barrier mixing: directory shared by all executors ("" = a temp dir)
+    exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+import pyarrow.fs as pafs
 import scipy.sparse as sp
 
+from sparkhc import fsio
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.taxonomy import Taxonomy
@@ -175,16 +177,8 @@ def sha256_file(path: str | Path) -> str:
 
 def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
     """``write(fh)`` into a temp file next to ``path``, then rename it over ``path``; a failure
-    leaves no partial file."""
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    leaves no partial file (:func:`sparkhc.fsio.write_atomic` on the local file system)."""
+    fsio.write_atomic(pafs.LocalFileSystem(), str(Path(path).absolute()), write)
 
 
 def write_state_atomic(path: str | Path, state: ModelState) -> None:
@@ -192,8 +186,13 @@ def write_state_atomic(path: str | Path, state: ModelState) -> None:
     write_file_atomic(path, lambda fh: write_state(fh, state))
 
 
+def json_text(obj: Any) -> str:
+    """The JSON text of every metadata/record file (sorted keys, indented, numpy values as plain)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+    text = json_text(obj)
     write_file_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
@@ -215,7 +214,9 @@ def save_model(
     feature_spec_json: str | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Save a fitted model to a directory (atomically)."""
+    """Save a fitted model to a directory (atomically), a local path or a URI
+    (:func:`sparkhc.fsio.resolve`; see :func:`_save_remote` for what "atomic" means there). For a
+    URI the returned Path is only its string form: use the ``path`` given."""
     state = model.get_state()
     meta = {
         "format": FORMAT,
@@ -231,6 +232,16 @@ def save_model(
         "model_size": model.model_size(),
     }
     meta.update(metadata or {})
+    if fsio.is_uri(path):
+        files: list[tuple[str, Callable[[BinaryIO], Any]]] = [
+            ("state.npz", lambda fh: write_npz(fh, state.arrays)),
+            ("taxonomy.tsv", lambda fh: fh.write(model.taxonomy.to_tsv().encode("utf-8"))),
+        ]
+        if feature_spec_json is not None:
+            files.append(("feature_spec.json", lambda fh: fh.write(feature_spec_json.encode("utf-8"))))
+        files.append(("metadata.json", lambda fh: fh.write(json_text(meta).encode("utf-8"))))
+        _save_remote(str(path), files, overwrite)
+        return Path(str(path))
     path = Path(path)
     with atomic_dir(path, overwrite=overwrite) as tmp:
         with open(tmp / "state.npz", "wb") as fh:
@@ -242,15 +253,95 @@ def save_model(
     return path
 
 
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    mfile = path / "metadata.json"
-    if not path.is_dir():
-        raise ModelError(f"{path}: model directory not found")
-    if not mfile.is_file():
-        raise ModelError(f"{path}: not a model directory or truncated: metadata.json is missing")
+def _save_remote(uri: str, files: list[tuple[str, Callable[[BinaryIO], Any]]], overwrite: bool) -> None:
+    """Write a model folder at a URI, ``metadata.json`` (the last of ``files``) last: a reader,
+    which needs ``metadata.json`` first (:func:`read_metadata`), finds either the complete model or
+    no model. Object stores have no directory rename, so an overwrite first removes the old
+    ``metadata.json`` (the old model stops being a model), then the rest of the old folder, then
+    writes the new one: a failure during an overwrite leaves no model (the local path's rename
+    keeps the old one), and a reader in the middle of loading the old model may fail. Every file
+    is made in a local temp file first (the same bytes as a local save: ``state.npz`` is written
+    to a seekable file), then uploaded with :func:`sparkhc.fsio.write_atomic`."""
+    import tempfile
+
+    fs, root = fsio.resolve(uri)
+    where = fsio.redact(uri)
+    if fsio.listdir(fs, root):
+        if not overwrite:
+            raise ModelError(f"{where} already exists; pass overwrite=True (--overwrite) to replace it")
+        _delete_file(fs, root + "/metadata.json")  # first: the old folder stops being a model
+        fsio.delete_tree(fs, root)
+    fs.create_dir(root, recursive=True)
     try:
-        meta: dict[str, Any] = json.loads(mfile.read_text(encoding="utf-8"))
+        for name, write in files:
+            with tempfile.TemporaryFile() as tmp:
+                write(tmp)
+                tmp.seek(0)
+                fsio.write_atomic(fs, f"{root}/{name}", _copier(tmp))
+    except BaseException:
+        fsio.delete_tree(fs, root)
+        raise
+
+
+def _copier(src: BinaryIO) -> Callable[[BinaryIO], None]:
+    def copy(out: BinaryIO) -> None:
+        shutil.copyfileobj(src, out, 8 << 20)
+
+    return copy
+
+
+def _delete_file(fs: Any, path: str) -> None:
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass
+
+
+class _Folder:
+    """Read access to a model folder at a local path or a URI (:mod:`sparkhc.fsio`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.uri = fsio.is_uri(path)
+        self.name = fsio.redact(path) if self.uri else str(Path(path))
+        self.local = Path(path) if not self.uri else None
+        if self.uri:
+            self.fs, self.root = fsio.resolve(path)
+
+    def where(self, name: str) -> str:
+        return f"{self.name}/{name}" if self.uri else str(Path(self.name) / name)
+
+    def is_dir(self) -> bool:
+        if self.local is not None:
+            return self.local.is_dir()
+        return bool(fsio.listdir(self.fs, self.root))
+
+    def is_file(self, name: str) -> bool:
+        if self.local is not None:
+            return (self.local / name).is_file()
+        return fsio.exists(self.fs, f"{self.root}/{name}")
+
+    def read_text(self, name: str) -> str:
+        if self.local is not None:
+            return (self.local / name).read_text(encoding="utf-8")
+        return fsio.read_bytes(self.fs, f"{self.root}/{name}").decode("utf-8")
+
+    def read_npz(self, name: str) -> dict[str, Any]:
+        if self.local is not None:
+            with open(self.local / name, "rb") as fh:
+                return read_npz(fh)
+        with fsio.open_input(self.fs, f"{self.root}/{name}") as fh:
+            return read_npz(fh)
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    folder = _Folder(path)
+    mfile = folder.where("metadata.json")
+    if not folder.is_dir():
+        raise ModelError(f"{folder.name}: model directory not found")
+    if not folder.is_file("metadata.json"):
+        raise ModelError(f"{folder.name}: not a model directory or truncated: metadata.json is missing")
+    try:
+        meta: dict[str, Any] = json.loads(folder.read_text("metadata.json"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelError(f"{mfile}: corrupt metadata ({e})") from None
     if meta.get("format") != FORMAT:
@@ -269,15 +360,17 @@ def load_model(
     taxonomy: Taxonomy | None = None,
     feature_spec_fingerprint: str | None = None,
 ) -> tuple[HierModel, dict[str, Any]]:
-    """Load a model directory; refuse a taxonomy or feature spec other than the model's."""
+    """Load a model directory (a local path or a URI); refuse a taxonomy or feature spec other
+    than the model's."""
     from sparkhc.models import get_model_class
 
-    path = Path(path)
     meta = read_metadata(path)
+    folder = _Folder(path)
+    path = folder.name  # the messages below: no credentials of a URI
     for f in ("state.npz", "taxonomy.tsv"):
-        if not (path / f).is_file():
+        if not folder.is_file(f):
             raise ModelError(f"{path}: truncated model directory: {f} is missing")
-    tax = Taxonomy.from_tsv_text((path / "taxonomy.tsv").read_text(encoding="utf-8"), source=str(path / "taxonomy.tsv"))
+    tax = Taxonomy.from_tsv_text(folder.read_text("taxonomy.tsv"), source=folder.where("taxonomy.tsv"))
     if tax.fingerprint(include_virtual=True) != meta.get("taxonomy_fingerprint_with_virtual"):
         raise ModelError(f"{path}: taxonomy.tsv does not match metadata.json (corrupt model directory)")
     if taxonomy is not None and taxonomy.fingerprint() != meta["taxonomy_fingerprint"]:
@@ -298,9 +391,8 @@ def load_model(
     cls = get_model_class(meta["model"])
     model: HierModel = cls(tax, meta["n_features"], **meta["params"])
     try:
-        with open(path / "state.npz", "rb") as fh:
-            arrays = read_npz(fh)
+        arrays = folder.read_npz("state.npz")
     except (zipfile.BadZipFile, ValueError, OSError) as e:
-        raise ModelError(f"{path / 'state.npz'}: corrupt or truncated ({e})") from None
+        raise ModelError(f"{folder.where('state.npz')}: corrupt or truncated ({e})") from None
     model.set_state(ModelState(arrays, dict(meta.get("counters", {})), meta.get("combine", cls.combine)))
     return model, meta

@@ -42,3 +42,36 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A local S3-compatible server (moto's server mode) on 127.0.0.1 at a free port, for the
+    whole run: ``{"endpoint": "127.0.0.1:PORT", "uri": callable(bucket, prefix) -> s3:// URI}``.
+    Credentials travel in the URI (Spark's Python workers do not see environment variables set
+    after they started)."""
+    pytest.importorskip("moto.server", reason="moto[server] not installed (the test extra)")
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"127.0.0.1:{port}"
+
+    def uri(bucket: str, prefix: str = "") -> str:
+        return (f"s3://testing:testing@{bucket}/{prefix}?endpoint_override={endpoint}&scheme=http"
+                f"&region=us-east-1")
+
+    def make_bucket(bucket: str) -> None:
+        import pyarrow.fs as pafs
+
+        fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", endpoint_override=endpoint,
+                               scheme="http", region="us-east-1", allow_bucket_creation=True)
+        fs.create_dir(bucket)
+
+    yield {"endpoint": endpoint, "uri": uri, "make_bucket": make_bucket}
+    server.stop()

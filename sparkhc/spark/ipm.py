@@ -12,7 +12,6 @@ double-count. With one partition the result equals serial training exactly.
 from __future__ import annotations
 
 import logging
-import shutil
 import tempfile
 import threading
 import time
@@ -27,18 +26,19 @@ import scipy.sparse as sp
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkhc import fsio
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.models.base import HierModel, ModelState, StateSum
 from sparkhc.persistence import (
     atomic_dir,
+    json_text,
     read_npz,
     read_state,
     state_from_bytes,
     state_to_bytes,
-    write_file_atomic,
     write_json_atomic,
     write_npz,
-    write_state_atomic,
+    write_state,
 )
 from sparkhc.spark import deltas
 
@@ -60,18 +60,92 @@ def _partition_batch(batches: Iterator[pa.RecordBatch], n_features: int, with_co
     return SparseBatch.from_arrow(table, n_features, with_counts=with_counts)
 
 
+class BaseChain:
+    """The base state of every epoch of the jobs mode, shipped to the tasks as broadcasts: the full
+    state once, then each epoch's mixed change as a row-sparse patch (:func:`deltas.encode_values`
+    of the mixed state against the previous one: the changed entries with their new values, so
+    assigning them rebuilds the mixed state bit for bit). A task rebuilds its epoch's base with
+    :func:`_task_base`; a Python worker keeps the last base it built, so an epoch costs it only the
+    new patch, and Spark fetches each broadcast once per executor. The chain restarts from a full
+    state when a patch would be no smaller than the state, or when the patches since the last full
+    state would pass ``max_patches`` times its size (a worker that missed its cache then reads at
+    most that much). States that do not mix by deltas (:func:`deltas.supports`) are broadcast
+    whole every epoch, as before."""
+
+    max_patches = 4.0
+
+    def __init__(self, sc: Any) -> None:
+        self.sc = sc
+        self.links: list[Any] = []
+        self.token = ""
+        self.full_bytes = 0
+        self.delta_bytes = 0
+        self.last_bytes = 0  # bytes broadcast for the current epoch (0: nothing new)
+
+    def start(self, state: ModelState) -> None:
+        """Broadcast ``state`` whole (a new chain)."""
+        self.close()
+        data = state_to_bytes(state)
+        self.links = [self.sc.broadcast(data)]
+        self.token = f"{uuid.uuid4().hex}-{deltas.supports(state)}"
+        self.full_bytes = self.last_bytes = len(data)
+        self.delta_bytes = 0
+
+    def advance(self, prev: ModelState, mixed: ModelState) -> None:
+        """The next epoch starts from ``mixed``; ``prev`` is the base the chain ends at."""
+        patch = deltas.encode_values(mixed, prev.arrays) if deltas.supports(prev) and self.links else None
+        data = state_to_bytes(patch) if patch is not None else b""
+        if patch is None or len(data) >= self.full_bytes or \
+                self.delta_bytes + len(data) > self.max_patches * self.full_bytes:
+            self.start(mixed)
+            return
+        self.links.append(self.sc.broadcast(data))
+        self.delta_bytes += len(data)
+        self.last_bytes = len(data)
+
+    def close(self) -> None:
+        for b in self.links:
+            b.unpersist()
+        self.links = []
+
+
+#: the last base state a Python worker built: token of the chain -> (links applied, state)
+_BASE_CACHE: dict[str, tuple[int, ModelState]] = {}
+
+
+def _task_base(token: str, links: list[Any]) -> ModelState:
+    """The epoch's base state in a task (:class:`BaseChain`): the worker's cached base of this
+    chain plus the links it has not applied, or the chain's full state plus all its patches. The
+    cache holds the one state of the running chain (Spark stops idle Python workers after a
+    minute, which frees it after the training)."""
+    hit = _BASE_CACHE.get(token)
+    if hit is not None and hit[0] <= len(links):
+        have, base = hit
+    else:
+        _BASE_CACHE.clear()  # free a previous chain's state first
+        have, base = 1, state_from_bytes(links[0].value)
+    for link in links[have:]:
+        base = deltas.apply_values(base, state_from_bytes(link.value))
+    if token.endswith("-True"):  # only states that mix by deltas are cached
+        _BASE_CACHE.clear()
+        _BASE_CACHE[token] = (len(links), base)
+    return base
+
+
 def make_epoch_fn(
     model_name: str,
     params: dict[str, Any],
     taxonomy: Any,
     n_features: int,
-    state_bc: Any,
+    chain: tuple[str, list[Any]],
     seed: int,
     epoch: int,
     with_counts: bool,
     fault_hook: Callable[[int, int], None] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each partition runs for one epoch (module-level so it pickles cleanly)."""
+    """The function each partition runs for one epoch (module-level so it pickles cleanly);
+    ``chain`` is ``(token, links)`` of a :class:`BaseChain`."""
+    token, links = chain
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -84,15 +158,15 @@ def make_epoch_fn(
         if batch is None:
             return
         model = get_model_class(model_name)(taxonomy, n_features, **params)
-        state = state_from_bytes(state_bc.value)
-        model.set_state(state)
+        base = _task_base(token, links)
+        model.set_state(base.copy())
         counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
         if fault_hook is not None:
             fault_hook(shard, epoch)
         out = model.get_state()
         out.counters = {k: float(v) for k, v in counters.items()}
-        # row-sparse delta from the broadcast state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, state_bc.value, _touched(model))
+        # row-sparse delta from the base state when possible (sparkhc.spark.deltas)
+        delta = deltas.encode(out, base.arrays, _touched(model))
         payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
@@ -110,7 +184,9 @@ def _touched(model: HierModel) -> dict[str, Any]:
 
 
 def _seq(acc: StateSum | deltas.DeltaSum, row: Any) -> StateSum | deltas.DeltaSum:
-    st = state_from_bytes(bytes(row["state"]))
+    payload = bytes(row["state"])
+    st = state_from_bytes(payload)
+    st.counters["result_bytes"] = float(len(payload))  # reported per epoch, not kept in the model
     if st.combine == "delta":
         return (acc if isinstance(acc, deltas.DeltaSum) else deltas.DeltaSum()).add(st)
     return acc.add(st) if isinstance(acc, StateSum) else StateSum().add(st)
@@ -132,21 +208,29 @@ def run_epoch(
     epoch: int,
     with_counts: bool = False,
     fault_hook: Callable[[int, int], None] | None = None,
+    chain: BaseChain | None = None,
 ) -> tuple[ModelState, dict[str, float]]:
-    """One mixing epoch from ``model``'s current state; returns the mixed state and counters."""
-    sc = spark.sparkContext
-    bc = sc.broadcast(state_to_bytes(model.get_state()))
+    """One mixing epoch from ``model``'s current state; returns the mixed state and counters
+    (with ``broadcast_bytes`` and ``result_bytes``: what the epoch shipped). ``chain``: the
+    training's :class:`BaseChain`, which must end at ``model``'s state (one epoch alone: None,
+    the state is broadcast whole)."""
+    own = chain is None
+    if chain is None:
+        chain = BaseChain(spark.sparkContext)
+        chain.start(model.get_state())
     try:
-        fn = make_epoch_fn(
-            model.name, model.params, model.taxonomy, model.n_features, bc, seed, epoch, with_counts, fault_hook
-        )
+        fn = make_epoch_fn(model.name, model.params, model.taxonomy, model.n_features,
+                           (chain.token, list(chain.links)), seed, epoch, with_counts, fault_hook)
         results = shards_df.mapInArrow(fn, _RESULT_SCHEMA)
         depth = 2
         zero: StateSum | deltas.DeltaSum = StateSum()
         acc: StateSum | deltas.DeltaSum = results.rdd.treeAggregate(zero, _seq, _comb, depth=depth)
     finally:
-        bc.unpersist()
-    return mix(model.get_state(), acc)
+        if own:
+            chain.close()
+    mixed, counters = mix(model.get_state(), acc)
+    counters["broadcast_bytes"] = float(chain.last_bytes)
+    return mixed, counters
 
 
 def mix(
@@ -165,8 +249,12 @@ def mix(
     counters = dict(acc.counters)
     counters["shards"] = acc.n
     prev = dict(base.counters)
-    mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k != "shards"}
+    mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k not in _EPOCH_ONLY}
     return mixed, counters
+
+
+#: counters of one epoch that do not accumulate into the model's
+_EPOCH_ONLY = ("shards", "result_bytes", "broadcast_bytes")
 
 
 def remove_copies(arrays: dict[str, Any], start: dict[str, Any], copies: int) -> dict[str, Any]:
@@ -237,15 +325,22 @@ def train_ipm(
             log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)
     if start_epoch >= epochs:
         return model
-    if mixing_mode(spark, mixing, model) == "barrier":
+    if mixing_mode(spark, mixing, model, exchange_dir) == "barrier":
         _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
                        fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
         return model
     shards_df = shard_features(features, shards).cache()
+    chain = BaseChain(spark.sparkContext)
     try:
+        chain.start(model.get_state())
+        prev: ModelState | None = None  # the base of the epoch before (the chain ends there)
         for epoch in range(start_epoch, epochs):
             t0 = time.perf_counter()
-            mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook)
+            if prev is not None:
+                chain.advance(prev, model.get_state())
+                prev = None
+            mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook, chain)
+            prev = model.get_state()
             model.set_state(mixed)
             if on_epoch_state is not None:
                 on_epoch_state(epoch, mixed)
@@ -256,6 +351,7 @@ def train_ipm(
             if ckpt is not None:
                 _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
     finally:
+        chain.close()
         shards_df.unpersist()
     return model
 
@@ -327,10 +423,17 @@ def select_epochs(
     return {"epochs": best, "validation_hF": curve, "validation_documents": len(val), "fraction": float(fraction)}
 
 
+#: keys of an epoch record that describe the run, not the model (left out of model metadata)
+RUN_FIGURES = ("seconds", "broadcast_bytes", "result_bytes")
+
+
 def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float) -> dict[str, Any]:
-    """The per-epoch record (driver log line, ``progress`` callback, model metadata)."""
+    """The per-epoch record (driver log line, ``progress`` callback, model metadata without
+    :data:`RUN_FIGURES`). The jobs mode adds the bytes it shipped: ``broadcast_bytes`` (the base
+    state or delta broadcast for the epoch, :class:`BaseChain`) and ``result_bytes`` (the
+    partitions' results)."""
     n = max(counters.get("examples", 0.0), 1.0)
-    return {
+    info = {
         "epoch": epoch + 1,
         "epochs": epochs,
         "shards": int(counters.get("shards", 0)),
@@ -339,36 +442,114 @@ def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float)
         "mean_loss": counters.get("loss", 0.0) / n,
         "seconds": round(secs, 3),
     }
+    for k in ("broadcast_bytes", "result_bytes"):
+        if k in counters:
+            info[k] = int(counters[k])
+    return info
 
 
 def log_epoch(info: dict[str, Any]) -> None:
+    shipped = ""
+    if "broadcast_bytes" in info:
+        shipped = f", shipped {info['broadcast_bytes']:,} B out and {info.get('result_bytes', 0):,} B back"
     log.info(
-        "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s",
+        "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s%s",
         info["epoch"], info["epochs"], info["examples"], info["shards"], info["updates"],
-        info["mean_loss"], info["seconds"],
+        info["mean_loss"], info["seconds"], shipped,
     )
 
 
 # ----------------------------------------------------------------------------- barrier mixing
-def mixing_mode(spark: SparkSession, requested: str, model: HierModel) -> str:
+def mixing_mode(spark: SparkSession, requested: str, model: HierModel, exchange_dir: str | Path | None = None) -> str:
     """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``).
 
-    ``auto`` picks barrier mixing in local mode (the exchange directory is then on the one
-    machine) for models whose state mixes by row-sparse deltas (:func:`deltas.supports`), and one
-    Spark job per epoch otherwise (a cluster without an exchange directory all executors share).
+    ``auto`` picks barrier mixing, for models whose state mixes by row-sparse deltas
+    (:func:`deltas.supports`), in local mode (the exchange directory is then on the one machine) or
+    when ``exchange_dir`` is a URI of a shared store (``hdfs://``, ``s3://``, ``gs://``, ...: every
+    executor reaches it); one Spark job per epoch otherwise (a cluster with no exchange directory,
+    or a plain path that may be local to each machine: ``barrier`` must then be asked for).
     """
     if requested == "jobs" or not deltas.supports(model.get_state()):
         return "jobs"
     if requested == "barrier":
         return "barrier"
+    if exchange_dir is not None and fsio.is_uri(exchange_dir):
+        return "barrier"
     return "barrier" if (spark.sparkContext.master or "").startswith("local") else "jobs"
 
 
-def _shard_file(work: str, shard: int, part: int) -> Path:
-    return Path(work) / f"shard-{shard:05d}-{part:05d}.npz"
+class Exchange:
+    """The folder of one barrier-mixing run: ``run`` under ``location`` (a plain path or any URI
+    :func:`sparkhc.fsio.resolve` takes), all IO through ``pyarrow.fs``. Every file is written with
+    :func:`sparkhc.fsio.write_atomic`; readers read a file only after the marker or task success
+    that follows its write (:func:`_sync`), so an object store's write-once keys need no rename.
+    Pickles as its location (the tasks open their own file system)."""
+
+    def __init__(self, location: str | Path, run: str = "") -> None:
+        self.location, self.run = str(location), run
+        self.fs, base = fsio.resolve(self.location)
+        self.root = f"{base}/{run}" if run else base
+        self.local = fsio.is_local(self.fs)
+        self.poll = 0.002 if self.local else 0.05  # seconds between listings of a barrier's markers
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Exchange, (self.location, self.run))
+
+    def __str__(self) -> str:
+        return f"{fsio.redact(self.location)}{'/' + self.run if self.run else ''}"
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def create(self) -> None:
+        self.fs.create_dir(self.root, recursive=True)
+
+    def write(self, name: str, write: Callable[[Any], Any]) -> None:
+        fsio.write_atomic(self.fs, self.path(name), write)
+
+    def write_state(self, name: str, state: ModelState) -> None:
+        self.write(name, lambda fh: write_state(fh, state))  # streamed
+
+    def read_state(self, name: str) -> ModelState:
+        with fsio.open_input(self.fs, self.path(name)) as fh:
+            return read_state(fh)
+
+    def write_json(self, name: str, obj: Any) -> None:
+        text = json_text(obj).encode("utf-8")
+        self.write(name, lambda fh: fh.write(text))
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        import json
+
+        return dict(json.loads(fsio.read_bytes(self.fs, self.path(name)).decode("utf-8")))
+
+    def exists(self, name: str) -> bool:
+        return fsio.exists(self.fs, self.path(name))
+
+    def delete(self, name: str) -> None:
+        try:
+            self.fs.delete_file(self.path(name))
+        except FileNotFoundError:
+            pass
+
+    def mark(self, folder: str, name: str) -> None:
+        """An empty marker ``folder/name``."""
+        if self.local:
+            self.fs.create_dir(self.path(folder), recursive=True)
+        self.write(f"{folder}/{name}", lambda fh: None)
+
+    def listdir(self, folder: str) -> list[str]:
+        return fsio.listdir(self.fs, self.path(folder))
+
+    def remove(self) -> None:
+        fsio.delete_tree(self.fs, self.root)
 
 
-def _save_shard(work: str, shard: int, part: int, batch: SparseBatch) -> None:
+def _shard_file(shard: int, part: int) -> str:
+    return f"shard-{shard:05d}-{part:05d}.npz"
+
+
+def _save_shard(ex: Exchange, shard: int, part: int, batch: SparseBatch) -> None:
     """A shard's documents for the barrier stage (CSR arrays + gold label names; no pickle)."""
     X = sp.csr_matrix(batch.X)
     labels = batch.labels or [[] for _ in range(len(batch))]
@@ -382,18 +563,18 @@ def _save_shard(work: str, shard: int, part: int, batch: SparseBatch) -> None:
     if batch.counts is not None:
         C = sp.csr_matrix(batch.counts)
         arrays.update(c_indptr=C.indptr.astype(np.int64), c_indices=C.indices.astype(np.int32), c_data=C.data)
-    write_file_atomic(_shard_file(work, shard, part), lambda fh: write_npz(fh, arrays))
+    ex.write(_shard_file(shard, part), lambda fh: write_npz(fh, arrays))
 
 
-def _load_shard(work: str, shard: int, parts: list[int]) -> SparseBatch:
+def _load_shard(ex: Exchange, shard: int, parts: list[int]) -> SparseBatch:
     """Shard ``shard`` as the jobs mode's partition holds it: its pieces from every input
     partition, sorted by doc id."""
-    batch = SparseBatch.concat([_load_piece(_shard_file(work, shard, p)) for p in parts])
+    batch = SparseBatch.concat([_load_piece(ex, _shard_file(shard, p)) for p in parts])
     return batch.subset(np.argsort(batch.doc_ids, kind="stable"))
 
 
-def _load_piece(path: Path) -> SparseBatch:
-    with open(path, "rb") as fh:
+def _load_piece(ex: Exchange, name: str) -> SparseBatch:
+    with fsio.open_input(ex.fs, ex.path(name)) as fh:
         a = read_npz(fh)
     shape = tuple(int(v) for v in a["shape"])
     X = sp.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=shape)
@@ -410,7 +591,7 @@ _SHARD = "_shard"
 _STAGE_SCHEMA = "shard int, part int, n long"
 
 
-def _make_stage_fn(n_features: int, with_counts: bool, work: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _make_stage_fn(n_features: int, with_counts: bool, work: Exchange) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Each input partition writes its documents of every shard to a piece file (no shuffle)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -442,7 +623,7 @@ _ATTEMPT_PROP = "sparkhc.ipm.attempt"
 
 
 def _make_barrier_fn(
-    model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, work: str, present: list[int],
+    model_name: str, params: dict[str, Any], taxonomy: Any, n_features: int, work: Exchange, present: list[int],
     pieces: dict[int, list[int]], tasks: int, seed: int, start_epoch: int, epochs: int, shards: int,
     fault_hook: Callable[[int, int], None] | None, ckpt: str | None, checkpoint_key: dict[str, Any] | None,
     keep_states: bool = False,
@@ -466,7 +647,7 @@ def _make_barrier_fn(
         # one token per stage attempt, so that a retry (the driver reruns the stage as a new job)
         # never meets the markers of a failed attempt; not allGather, which costs about a second
         attempt = f"{ctx.getLocalProperty(_ATTEMPT_PROP)}-s{ctx.stageId()}"
-        wd = Path(work)
+        wd = work
         mine = present[t::tasks]
         batches = {k: _load_shard(work, k, pieces[k]) for k in mine}
         model = get_model_class(model_name)(taxonomy, n_features, **params)
@@ -477,7 +658,7 @@ def _make_barrier_fn(
             if resumed is not None and resumed + 1 > start_epoch:
                 first, base = resumed + 1, model.get_state()
         if base is None:
-            base = read_state(wd / f"state-{start_epoch:05d}.npz")
+            base = wd.read_state(f"state-{start_epoch:05d}.npz")
         for epoch in range(first, epochs):
             t0 = time.perf_counter()
             for k in mine:
@@ -491,19 +672,19 @@ def _make_barrier_fn(
                 delta = deltas.encode(out, base.arrays, _touched(model))
                 assert delta is not None  # mixing_mode checked deltas.supports
                 model.state_ = None
-                write_state_atomic(wd / f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed
+                wd.write_state(f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed
                 del delta, out
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
             acc = deltas.DeltaSum(max_parts=len(present))  # summed block-wise by mix, in shard order
             for k in present:
-                acc = acc.add(read_state(wd / f"delta-{epoch:05d}-{k:05d}.npz"))
+                acc = acc.add(wd.read_state(f"delta-{epoch:05d}-{k:05d}.npz"))
             base, ep_counters = mix(base, acc, inplace=True)
             del acc
             if t == 0:  # the record first: a checkpointed epoch always has one
                 if keep_states and epoch + 1 < epochs:  # the last one is written below
-                    write_state_atomic(wd / f"state-{epoch + 1:05d}.npz", base)
-                write_json_atomic(wd / f"epoch-{epoch:05d}.json",
-                                  epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
+                    wd.write_state(f"state-{epoch + 1:05d}.npz", base)
+                wd.write_json(f"epoch-{epoch:05d}.json",
+                              epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
                 if ckpt is not None:
                     model.set_state(base)
                     _save_checkpoint(Path(ckpt), model, epoch, seed, shards, checkpoint_key)
@@ -511,23 +692,25 @@ def _make_barrier_fn(
             _sync(wd, f"{attempt}-{epoch:05d}-b", t, tasks)
             if t == 0:  # everybody has read them
                 for k in present:
-                    (wd / f"delta-{epoch:05d}-{k:05d}.npz").unlink(missing_ok=True)
+                    wd.delete(f"delta-{epoch:05d}-{k:05d}.npz")
         if t == 0:
-            write_state_atomic(wd / f"state-{epochs:05d}.npz", base)
+            wd.write_state(f"state-{epochs:05d}.npz", base)
         yield t
 
     return run
 
 
-def _sync(wd: Path, tag: str, t: int, tasks: int, poll: float = 0.002) -> None:
-    """All ``tasks`` tasks meet: each writes a marker and waits for the others' (the barrier
-    stage guarantees they run at the same time; Spark kills the others when one fails).
-    ``BarrierTaskContext.barrier()`` costs about a second per call here; files cost
-    milliseconds."""
-    (wd / f"sync-{tag}-{t:05d}").touch()
-    names = [wd / f"sync-{tag}-{i:05d}" for i in range(tasks)]
-    while not all(p.exists() for p in names):
-        time.sleep(poll)
+def _sync(wd: Exchange, tag: str, t: int, tasks: int) -> None:
+    """All ``tasks`` tasks meet: each writes a marker ``sync-<tag>/<t>`` and waits until the
+    folder lists all of them (one listing per poll; the barrier stage guarantees the tasks run at
+    the same time; Spark kills the others when one fails). A task writes its marker after its
+    files, so a marker certifies them. ``BarrierTaskContext.barrier()`` costs about a second per
+    call here; local files cost milliseconds."""
+    folder = f"sync-{tag}"
+    wd.mark(folder, f"{t:05d}")
+    names = {f"{i:05d}" for i in range(tasks)}
+    while not names.issubset(wd.listdir(folder)):
+        time.sleep(wd.poll)
 
 
 def _train_barrier(
@@ -537,10 +720,14 @@ def _train_barrier(
     exchange_dir: str | Path | None, on_epoch_state: Callable[[int, ModelState], None] | None = None,
 ) -> None:
     """IPM with every epoch in one Spark barrier stage (see :func:`_make_barrier_fn`): no job,
-    broadcast or result transfer per epoch; states and deltas go through files."""
-    if exchange_dir is not None:
-        Path(exchange_dir).mkdir(parents=True, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="sparkhc-ipm-", dir=str(exchange_dir) if exchange_dir is not None else None)
+    broadcast or result transfer per epoch; states and deltas go through files in a fresh folder
+    under ``exchange_dir`` (a path or URI, :class:`Exchange`; default: a local temp directory),
+    removed at the end whatever happens."""
+    if exchange_dir is None:
+        work = Exchange(tempfile.mkdtemp(prefix="sparkhc-ipm-"))
+    else:
+        work = Exchange(exchange_dir, f"sparkhc-ipm-{uuid.uuid4().hex}")
+        work.create()
     stop = threading.Event()
     try:
         t0 = time.perf_counter()
@@ -558,9 +745,9 @@ def _train_barrier(
         tasks = max(1, min(len(present), spark.sparkContext.defaultParallelism))
         log.info("barrier mixing: %d shards staged in %s in %.2f s; %d tasks", len(present), work,
                  time.perf_counter() - t0, tasks)
-        write_state_atomic(Path(work) / f"state-{start_epoch:05d}.npz", model.get_state())
+        work.write_state(f"state-{start_epoch:05d}.npz", model.get_state())
         model.state_ = None  # the driver holds no copy while the stage runs (1.5 GiB at JSTPlus size)
-        watcher = threading.Thread(target=_watch_epochs, args=(Path(work), start_epoch, epochs, stop), daemon=True)
+        watcher = threading.Thread(target=_watch_epochs, args=(work, start_epoch, epochs, stop), daemon=True)
         watcher.start()
         fn = _make_barrier_fn(model.name, model.params, model.taxonomy, model.n_features, work, present, pieces, tasks,
                               seed, start_epoch, epochs, shards, fault_hook,
@@ -581,11 +768,11 @@ def _train_barrier(
         log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
         stop.set()
         watcher.join()
-        infos = [_read_json(Path(work) / f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
+        infos = [work.read_json(f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
         if on_epoch_state is not None:
             for ep in range(start_epoch, epochs - 1):
-                on_epoch_state(ep, read_state(Path(work) / f"state-{ep + 1:05d}.npz"))
-        model.set_state(read_state(Path(work) / f"state-{epochs:05d}.npz"))  # one copy, no bytes
+                on_epoch_state(ep, work.read_state(f"state-{ep + 1:05d}.npz"))
+        model.set_state(work.read_state(f"state-{epochs:05d}.npz"))  # one copy, no bytes
         if on_epoch_state is not None:
             on_epoch_state(epochs - 1, model.get_state())
         if progress is not None:
@@ -594,7 +781,10 @@ def _train_barrier(
     finally:
         spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
         stop.set()
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            work.remove()
+        except OSError as e:  # never hide the training's own error behind a cleanup failure
+            log.warning("barrier mixing: could not remove %s: %s", work, e)
 
 
 def _max_attempts(spark: SparkSession) -> int:
@@ -612,25 +802,20 @@ def _max_attempts(spark: SparkSession) -> int:
     return 1 if (sc.master or "").startswith("local") else 4
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
-    return dict(json.loads(path.read_text(encoding="utf-8")))
-
-
-def _watch_epochs(work: Path, start: int, epochs: int, stop: threading.Event) -> None:
+def _watch_epochs(work: Exchange, start: int, epochs: int, stop: threading.Event) -> None:
     """Driver log line per epoch while the barrier stage runs (and the rest after it ends)."""
     e = start
     while e < epochs:
-        f = work / f"epoch-{e:05d}.json"
-        if f.is_file():
-            try:
-                log_epoch(_read_json(f))
-            except (OSError, ValueError):  # pragma: no cover - the stage was cleaned up
-                return
-            e += 1
-            continue
-        if stop.is_set() and not f.is_file():
+        name = f"epoch-{e:05d}.json"
+        try:
+            found = work.exists(name)
+            if found:
+                log_epoch(work.read_json(name))
+                e += 1
+                continue
+        except (OSError, ValueError):  # pragma: no cover - the stage was cleaned up
+            return
+        if stop.is_set():
             return
         stop.wait(0.2)
 

@@ -28,6 +28,7 @@ from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
+from sparkhc.spark.ipm import RUN_FIGURES
 from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy
 
@@ -309,7 +310,7 @@ def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
         "epoch_selection": result.epoch_selection,
         "node_parallel": result.strategy == "node_parallel",
         "seed": cfg.train.seed,
-        "epoch_log": [{k: v for k, v in e.items() if k != "seconds"} for e in result.epoch_log],
+        "epoch_log": [{k: v for k, v in e.items() if k not in RUN_FIGURES} for e in result.epoch_log],
         "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
     }
 

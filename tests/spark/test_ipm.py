@@ -16,7 +16,7 @@ FIG1 = [("ROOT", "A"), ("ROOT", "B"), ("A", "AA"), ("A", "AB"), ("B", "BA"), ("B
 V = 40
 
 
-def _data(n: int = 120, seed: int = 3) -> tuple[Taxonomy, pa.Table]:
+def _data(n: int = 120, seed: int = 3, v: int = V) -> tuple[Taxonomy, pa.Table]:
     rng = np.random.default_rng(seed)
     tax = Taxonomy.from_edges(FIG1)
     leaves = [tax.names[c] for c in tax.leaves]
@@ -24,7 +24,7 @@ def _data(n: int = 120, seed: int = 3) -> tuple[Taxonomy, pa.Table]:
     for i in range(n):
         labs = sorted(set(rng.choice(leaves, size=rng.integers(1, 3), replace=True).tolist()))
         # label-dependent words so the problem is learnable
-        words = set(rng.choice(V, size=6, replace=False).tolist())
+        words = set(rng.choice(v, size=6, replace=False).tolist())
         for lab in labs:
             words.add(leaves.index(lab) * 3)
         idx = np.array(sorted(words), dtype=np.int32)
@@ -44,8 +44,8 @@ def _data(n: int = 120, seed: int = 3) -> tuple[Taxonomy, pa.Table]:
     return tax, table
 
 
-def _model(tax: Taxonomy, name: str = "global", **params):
-    m = get_model_class(name)(tax, V, **params)
+def _model(tax: Taxonomy, name: str = "global", v: int = V, **params):
+    m = get_model_class(name)(tax, v, **params)
     m.set_state(m.init_state())
     return m
 
@@ -143,7 +143,7 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_pat
     """Every epoch in one barrier stage (5 shards on the 2 task slots of local[2]: tasks run
     several shards each) gives the mixture of one Spark job per epoch, whose epochs the test
     above checks against shard results computed locally; counters and epoch records agree."""
-    from sparkhc.spark.ipm import mixing_mode, train_ipm
+    from sparkhc.spark.ipm import RUN_FIGURES, mixing_mode, train_ipm
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
@@ -157,7 +157,7 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_pat
                               progress=logs[mode].append, exchange_dir=tmp_path / "x")
     for k, v in out["jobs"].get_state().arrays.items():
         np.testing.assert_allclose(out["barrier"].get_state().arrays[k], v, rtol=0, atol=1e-6, err_msg=k)
-    strip = [[{k: v for k, v in e.items() if k not in ("seconds", "mean_loss")} for e in logs[m]] for m in logs]
+    strip = [[{k: v for k, v in e.items() if k not in (*RUN_FIGURES, "mean_loss")} for e in logs[m]] for m in logs]
     assert strip[0] == strip[1] and len(strip[0]) == 3 and strip[0][0]["shards"] == shards
     assert logs["jobs"][0]["mean_loss"] == pytest.approx(logs["barrier"][0]["mean_loss"], rel=1e-9)
     assert list((tmp_path / "x").iterdir()) == []  # the exchange files are removed
@@ -234,3 +234,86 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     assert got["validation_hF"] == pytest.approx(curve, abs=1e-12)
     assert got["epochs"] == int(np.argmax(curve)) + 1
     assert got["fraction"] == 0.25
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_jobs_mode_delta_broadcasts_equal_full_broadcasts(spark, average):
+    """The jobs mode ships each epoch's base as a row-sparse delta of the previous one
+    (BaseChain): the weights are bit-identical to broadcasting the full state every epoch (what
+    run_epoch does without a chain), and after the first epoch the broadcast is smaller (5,000
+    features, 6 words per document: an epoch changes a few hundred rows of W)."""
+    from sparkhc.persistence import state_to_bytes
+    from sparkhc.spark.ipm import run_epoch, shard_features, train_ipm
+
+    tax, table = _data(v=5000)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "average": average, "v": 5000}
+    log: list[dict] = []
+    chained = train_ipm(spark, df, _model(tax, "global", **params), epochs=4, shards=3, seed=2, mixing="jobs",
+                        progress=log.append)
+    ref = _model(tax, "global", **params)
+    shards_df = shard_features(df, 3)
+    full_sizes = []
+    for e in range(4):
+        full_sizes.append(len(state_to_bytes(ref.get_state())))
+        mixed, _ = run_epoch(spark, shards_df, ref, seed=2, epoch=e)
+        ref.set_state(mixed)
+    for k, v in ref.get_state().arrays.items():
+        np.testing.assert_array_equal(chained.get_state().arrays[k], v, err_msg=k)
+    assert chained.get_state().counters == ref.get_state().counters
+    assert "broadcast_bytes" not in chained.get_state().counters
+    sent = [e["broadcast_bytes"] for e in log]
+    assert sent[0] == full_sizes[0]
+    assert all(0 < s < full_sizes[i] for i, s in enumerate(sent[1:], 1)), (sent, full_sizes)
+    assert all(e["result_bytes"] > 0 for e in log)
+
+
+class _FakeBroadcast:
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+    def unpersist(self) -> None:
+        self.value = None
+
+
+class _FakeContext:
+    def broadcast(self, value: bytes) -> _FakeBroadcast:
+        return _FakeBroadcast(value)
+
+
+def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
+    """A worker that built epoch e's base applies only the new patch; a fresh worker applies the
+    whole chain; both give the driver's state bit for bit; a chain whose patches would pass
+    max_patches times the state restarts from a full state."""
+    from sparkhc.spark import ipm
+
+    tax, table = _data(60, v=5000)
+    batch = SparseBatch.from_arrow(table, 5000)
+    m = _model(tax, "global", v=5000, branching=True, average=True)
+    chain = ipm.BaseChain(_FakeContext())
+    chain.start(m.get_state())
+    states = [m.get_state().copy()]
+    for e in range(3):
+        m.partial_fit(batch.subset(np.arange(e, len(batch), 3)), seed=e, epoch=e)
+        chain.advance(states[-1], m.get_state())
+        states.append(m.get_state().copy())
+        assert len(chain.links) == e + 2  # still patches: each is far smaller than the state
+    ipm._BASE_CACHE.clear()
+    for n in range(1, 5):  # a worker that follows the epochs: the cache advances one link at a time
+        got = ipm._task_base(chain.token, chain.links[:n])
+        for k, v in states[n - 1].arrays.items():
+            np.testing.assert_array_equal(got.arrays[k], v, err_msg=f"{k} after {n} links")
+    ipm._BASE_CACHE.clear()  # a fresh worker: full state plus every delta
+    fresh = ipm._task_base(chain.token, chain.links)
+    for k, v in states[-1].arrays.items():
+        np.testing.assert_array_equal(fresh.arrays[k], v, err_msg=k)
+    assert fresh.counters == states[-1].counters
+    chain.max_patches = 0.0  # the patches would pass the bound: the next epoch restarts from a full state
+    token = chain.token
+    m.partial_fit(batch, seed=9, epoch=3)
+    chain.advance(states[-1], m.get_state())
+    assert len(chain.links) == 1 and chain.token != token
+    again = ipm._task_base(chain.token, chain.links)
+    for k, v in m.get_state().arrays.items():
+        np.testing.assert_array_equal(again.arrays[k], v, err_msg=k)
+    ipm._BASE_CACHE.clear()

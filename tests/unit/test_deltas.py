@@ -115,3 +115,29 @@ def test_blockwise_mixing_is_exactly_the_entrywise_formula(max_parts, monkeypatc
         total = sum(d.arrays[name].toarray() for d in enc)
         expect = (b.astype(np.float64).reshape(total.shape) + total * (1.0 / 4)).astype(b.dtype).reshape(b.shape)
         np.testing.assert_array_equal(mixed.arrays[name], expect, err_msg=name)
+
+
+def test_value_patches_rebuild_the_state_by_assignment_zeros_included():
+    """encode_values/apply_values (the jobs mode's broadcast of the mixed state): the changed
+    entries with their new values, explicit zeros kept, through the bytes of state_to_bytes."""
+    import numpy as np
+
+    from sparkhc.models.base import ModelState
+    from sparkhc.persistence import state_from_bytes, state_to_bytes
+    from sparkhc.spark import deltas
+
+    rng = np.random.default_rng(5)
+    base = {"W": rng.standard_normal((50, 7)).astype(np.float32), "b": rng.standard_normal(7).astype(np.float32)}
+    new = {k: v.copy() for k, v in base.items()}
+    new["W"][[3, 17, 40], [0, 6, 2]] = [0.0, 1e-30, -5.5]  # a value set to exactly zero is a change
+    new["W"][45] = 0.0
+    new["b"][4] = 2.0
+    patch = deltas.encode_values(ModelState(new, {"examples": 3.0}), base)
+    assert patch is not None
+    assert patch.arrays["W"].nnz == 3 + int(np.count_nonzero(base["W"][45])) and patch.arrays["b"].nnz == 1
+    assert patch.arrays["W"].dtype == np.float32
+    target = ModelState({k: v.copy() for k, v in base.items()}, {}, "mean")
+    out = deltas.apply_values(target, state_from_bytes(state_to_bytes(patch)))
+    for k, v in new.items():
+        assert out.arrays[k].tobytes() == v.tobytes(), k
+    assert out.counters == {"examples": 3.0} and out.arrays["W"] is target.arrays["W"]

@@ -1,0 +1,164 @@
+"""Files at a URI through ``pyarrow.fs``: local paths, ``file://``, ``hdfs://``, ``s3://``, ``gs://``.
+
+The one place that turns a location string into a ``(FileSystem, path)`` pair (:func:`resolve`) and
+writes a file so that no reader ever sees part of it (:func:`write_atomic`):
+
+* file systems with an atomic rename (local, HDFS): write a temporary sibling, then ``move`` it over
+  the target;
+* object stores (S3, GCS, ...): write the target key directly. An object becomes visible only when
+  its upload completes, so a successful write is published whole; a write that fails is deleted
+  before the error propagates (pyarrow completes the upload when a stream is closed, even on an
+  error). Readers that must never meet even that short-lived object wait for a marker written
+  after the data (the write-once naming of :mod:`sparkhc.spark.ipm`'s exchange).
+
+S3 settings come from the URI's query (pyarrow's ``S3FileSystem`` options:
+``?endpoint_override=host:port&scheme=http&region=...``; credentials as ``s3://KEY:SECRET@bucket/...``)
+or from the AWS SDK's standard sources (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, ``~/.aws``, instance roles).
+``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (which pyarrow's S3 client does not read itself)
+become ``endpoint_override`` and ``scheme`` unless the URI sets them. ``allow_delayed_open=true`` is
+added unless the URI sets it: small objects then go up in one ``PutObject`` instead of a
+three-request multipart upload. Core module: pyarrow only, no pyspark.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+__all__ = ["is_uri", "resolve", "is_local", "write_atomic", "read_bytes", "open_input", "exists", "listdir",
+           "delete_tree", "redact"]
+
+
+def is_uri(location: str | Path) -> bool:
+    """Whether ``location`` names a scheme other than ``file`` (a plain path or ``file://`` is local)."""
+    s = str(location)
+    return "://" in s and not s.startswith("file://")
+
+
+def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
+    """``(filesystem, path)`` for a plain path, ``file://`` URI or any URI pyarrow knows.
+
+    Local locations become absolute paths on :class:`pyarrow.fs.LocalFileSystem` (relative paths
+    keep working as they did with :mod:`os`). For ``s3://`` the query gains
+    ``allow_delayed_open=true`` and the endpoint of ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
+    unless it sets them."""
+    s = str(location)
+    if not is_uri(s):
+        local = s[len("file://"):] if s.startswith("file://") else s
+        return pafs.LocalFileSystem(), str(Path(local).absolute())
+    parts = urlsplit(s)
+    if parts.scheme == "s3":
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        query.setdefault("allow_delayed_open", "true")
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_override" not in query:  # pyarrow's S3 client ignores these variables
+            ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+            query["endpoint_override"] = ep.netloc
+            query.setdefault("scheme", ep.scheme)
+        s = urlunsplit(parts._replace(query=urlencode(query)))
+    try:
+        fs, path = pafs.FileSystem.from_uri(s)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        raise ValueError(f"{redact(location)}: not a file system location pyarrow can open ({e})") from None
+    return fs, path.rstrip("/")
+
+
+def is_local(fs: pafs.FileSystem) -> bool:
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
+def write_atomic(fs: pafs.FileSystem, path: str, write: Callable[[BinaryIO], Any]) -> None:
+    """``write(fh)`` to ``path`` so that readers see the whole file or none (module docstring);
+    a failure leaves nothing behind. Local files are written through Python's ``open`` (a seekable
+    file: the same bytes as before this module existed), then renamed with ``os.replace``."""
+    parent, _, name = path.rpartition("/")
+    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:12]}"
+    if is_local(fs):
+        try:
+            with open(tmp, "wb") as fh:
+                write(fh)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return
+    if isinstance(fs, pafs.HadoopFileSystem):  # rename is atomic there
+        try:
+            with fs.open_output_stream(tmp) as fh:
+                write(fh)
+            fs.move(tmp, path)
+        except BaseException:
+            _delete_quietly(fs, tmp)
+            raise
+        return
+    try:  # object store: the key appears when the upload completes
+        with fs.open_output_stream(path) as fh:
+            write(fh)
+    except BaseException:
+        _delete_quietly(fs, path)
+        raise
+
+
+def _delete_quietly(fs: pafs.FileSystem, path: str) -> None:
+    try:
+        fs.delete_file(path)
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_stream(path) as fh:
+        return bytes(fh.read())
+
+
+@contextmanager
+def open_input(fs: pafs.FileSystem, path: str) -> Iterator[BinaryIO]:
+    """A seekable binary file object for ``path``: the file itself when local, else the object read
+    into memory in one request (a zip reader's many small reads would each be a ranged GET)."""
+    if is_local(fs):
+        with open(path, "rb") as fh:
+            yield fh
+        return
+    with fs.open_input_stream(path) as src:
+        buf = src.read_buffer()
+    yield io.BytesIO(memoryview(buf))  # type: ignore[arg-type]
+
+
+def exists(fs: pafs.FileSystem, path: str) -> bool:
+    return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+
+def listdir(fs: pafs.FileSystem, path: str) -> list[str]:
+    """The base names directly under ``path`` (empty when it does not exist); one listing request."""
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return sorted(i.base_name for i in infos)
+
+
+def delete_tree(fs: pafs.FileSystem, path: str) -> None:
+    """Remove ``path`` and everything under it; missing is fine."""
+    try:
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        pass
+
+
+def redact(location: str | Path) -> str:
+    """``location`` without credentials (``s3://KEY:SECRET@bucket`` -> ``s3://***@bucket``), for
+    messages and logs."""
+    s = str(location)
+    if not is_uri(s):
+        return s
+    parts = urlsplit(s)
+    if "@" not in parts.netloc:
+        return s
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

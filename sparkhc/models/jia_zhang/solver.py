@@ -296,8 +296,12 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     mean_sq = float(sq.mean()) if n else 0.0
     rho = (mean_sq if mean_sq > 0 else 1.0) * inv_s
     qd = sq * inv_s + rho
-    beta = optimal_bias(scores(w), y)
+    f0 = scores(w)
     sigma = float(alpha @ y)
+    if (task.alpha0 is not None and abs(sigma) <= 1e-12 * max(n, 1)
+            and _kkt_violation(y - f0, alpha, y) <= task.tol):  # the warm start is already a solution
+        return PairResult(task.pair, w, optimal_bias(f0, y), alpha, 0, True)
+    beta = optimal_bias(f0, y)
     rng = np.random.default_rng(task.pair)
     loop = _dcd_pass_compiled if _kernels_available() else _dcd_pass
     converged = False
@@ -316,7 +320,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
             a = alpha[order]
             g = grad[: order.size]
             keep = ~(((a <= 0.0) & (g > pg_hi)) | ((a >= 1.0) & (g < pg_lo)))
-            active = np.sort(order[keep])
+            active = order[keep]
             pg_hi = pgmax if pgmax > 0 else np.inf
             pg_lo = pgmin if pgmin < 0 else -np.inf
             continue

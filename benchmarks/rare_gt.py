@@ -4,12 +4,12 @@
 Per round: the training part is split into ``--folds`` seeded inner folds
 (``explore_gt.validation_splits``); per inner fold a model (the default DP-GT-BF-CA, ``--shards``
 in-process IPM, ``--epochs`` epochs, on the round's model taxonomy) is trained on the other folds
-and scores the fold; the offsets are fitted per fold and combined (James-Stein shrunk mean, the
-product's; and the plain mean, for comparison); the validation table is the pooled out-of-fold
-objective of every choice (each fold decoded with the combination of the other folds' fits).
-Only then the model is trained on the whole training part and the test part is scored without the
-offsets (the default) and with what ``train.calibrate = "auto"`` selects (the shrunk offsets when
-their validation gain is positive, else none). Test labels are read after every choice is made.
+and scores the fold; the offsets are fitted per fold and combined (James-Stein shrunk mean, plain
+mean); the validation table is the pooled out-of-fold objective of every choice (each fold decoded
+with the combination of the other folds' fits), and the choice is the product's
+(``train.calibrate = "auto"``: the best combination when its validation gain is positive, else
+none). Only then the model is trained on the whole training part and the test part is scored
+without the offsets (the default) and with what was selected. Test labels are read after every choice is made.
 
     python benchmarks/rare_gt.py /tmp/rare/rcv1v2_subset --test-fold F > /tmp/rare/rcv1-F.json
     python benchmarks/rare_gt.py /tmp/rare/reuters21578 --test-split test > /tmp/rare/reuters.json
@@ -54,18 +54,15 @@ def run_round(rnd: Any, params: dict[str, Any], folds: int, epochs: int, shards:
     idx = m._index
     R = int(params.get("R", 3))
     fits = np.stack([calibration.fit_offsets(idx, f, cols, R) for f in scores])
-    validation = {}
-    for name, shrink in (("shrunk", True), ("mean", False)):
-        c = calibration.cross_fit(idx, scores, cols, R, mode="on", shrink=shrink, fits=fits)
-        validation[name] = {k: round(v, 5) for k, v in c.validation.items()}
-    product = calibration.cross_fit(idx, scores, cols, R, mode="auto", shrink=True, fits=fits)
+    product = calibration.cross_fit(idx, scores, cols, R, mode="auto", fits=fits)
+    validation = {k: round(v, 5) for k, v in product.validation.items()}
     t_cal = time.perf_counter() - t0
     model = explore.train(rnd.train, rnd.mtax, rnd.n_features, params, epochs, shards, seed)
     test_off = explore.evaluate(model, rnd.test, rnd.tax, rnd.mask)
     model.shift_edges(product.offsets)
     test_sel = explore.evaluate(model, rnd.test, rnd.tax, rnd.mask)
     return {
-        "validation": validation, "selected": "shrunk offsets" if product.applied else "off",
+        "validation": validation, "selected": f"{product.combine} offsets" if product.applied else "off",
         "nonzero_offsets": int(np.count_nonzero(product.offsets)),
         "offsets": [round(float(v), 6) for v in product.offsets],
         "test_off": {k: round(test_off[k], 5) for k in KEYS},
@@ -83,10 +80,10 @@ def table(paths: list[str]) -> str:
            "| corpus | round | macro off | micro off | macro shrunk | micro shrunk | gain shrunk | macro mean | "
            "micro mean | gain mean | selected (auto) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        s, m = r["validation"]["shrunk"], r["validation"]["mean"]
-        out.append(f"| {r['corpus']} | {r['round']} | {100 * s['macro_off']:.2f} | {100 * s['micro_off']:.2f} | "
-                   f"{100 * s['macro_on']:.2f} | {100 * s['micro_on']:.2f} | {100 * s['gain']:+.2f} | "
-                   f"{100 * m['macro_on']:.2f} | {100 * m['micro_on']:.2f} | {100 * m['gain']:+.2f} | "
+        v = r["validation"]
+        out.append(f"| {r['corpus']} | {r['round']} | {100 * v['macro_off']:.2f} | {100 * v['micro_off']:.2f} | "
+                   f"{100 * v['macro_shrunk']:.2f} | {100 * v['micro_shrunk']:.2f} | {100 * v['gain_shrunk']:+.2f} | "
+                   f"{100 * v['macro_mean']:.2f} | {100 * v['micro_mean']:.2f} | {100 * v['gain_mean']:+.2f} | "
                    f"{r['selected']} ({r['nonzero_offsets']} offsets) |")
     out += ["", "Test (scored after the selection; `off` = the default model, `auto` = what `train.calibrate = "
             "\"auto\"` selected):", "",

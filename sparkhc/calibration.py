@@ -15,15 +15,15 @@ The offsets are *cross-fitted* on the training documents only (``train.calibrate
 2. on every fold the offsets are fitted by coordinate ascent (:func:`fit_offsets`): sweeps over
    the edges, each edge's offset moved by the shift from :data:`GRID` that most increases the
    validation objective macro-F1 + micro-F1 over the real nodes (:func:`objective`);
-3. the ``k`` fits are combined per edge by the positive-part James-Stein estimate of their mean
-   (:func:`shrink_offsets`): the mean times ``max(0, 1 - v / mean^2)`` with ``v`` the estimated
-   variance of the mean (sample variance / k). An edge whose fits disagree (a rare label's
-   offsets fitted on a few documents) is shrunk towards 0, one whose fits agree keeps its mean;
-   the shrinkage adapts to each label's data, no penalty constant is tuned;
-4. ``mode="auto"`` estimates the effect honestly before applying it: each fold is decoded with the
-   offsets combined from the *other* folds' fits, and the offsets are applied only if this pooled
-   out-of-fold objective beats the uncalibrated one (so calibration is switched off where it does
-   not help on the user's data); ``mode="on"`` always applies them.
+3. the ``k`` fits are combined per edge, by their plain mean or by the positive-part James-Stein
+   estimate of the mean (:func:`shrink_offsets`): the mean times ``max(0, 1 - v / mean^2)`` with
+   ``v`` the estimated variance of the mean (sample variance / k), so that an edge whose fits
+   disagree is shrunk towards 0 (no penalty constant is tuned);
+4. the effect is estimated honestly before anything is applied: each fold is decoded with the
+   combination of the *other* folds' fits; the combination with the best pooled out-of-fold
+   objective is chosen, and ``mode="auto"`` applies it only if it beats the uncalibrated model
+   (so calibration switches itself off where it does not help on the user's data); ``mode="on"``
+   always applies it.
 
 Every function here reads only the documents it is given (the training documents); nothing here
 knows about a test split.
@@ -42,8 +42,8 @@ from sparkhc.decoding import TreeIndex, dp_solve
 from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
-    "GRID", "MODES", "FoldScores", "Calibration", "objective", "label_f1", "fit_offsets", "shrink_offsets",
-    "cross_fit", "fold_scores", "scored_columns",
+    "GRID", "MODES", "COMBINES", "FoldScores", "Calibration", "objective", "label_f1", "fit_offsets",
+    "shrink_offsets", "combine", "cross_fit", "fold_scores", "scored_columns",
 ]
 
 #: shifts tried per edge and sweep, in units of the edge scores (the cost-augmented margin is 1)
@@ -74,6 +74,7 @@ class Calibration:
     fold_offsets: np.ndarray
     applied: bool
     mode: str
+    combine: str
     validation: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -81,6 +82,7 @@ class Calibration:
         return {
             "mode": self.mode,
             "applied": bool(self.applied),
+            "combine": self.combine,
             "folds": int(self.fold_offsets.shape[0]),
             "nonzero_offsets": int(np.count_nonzero(self.offsets)),
             "validation": {k: round(float(v), 6) for k, v in self.validation.items()},
@@ -156,25 +158,40 @@ def shrink_offsets(fits: np.ndarray) -> np.ndarray:
     return m * factor
 
 
-def _combine(fits: np.ndarray, shrink: bool) -> np.ndarray:
-    return shrink_offsets(fits) if shrink else np.asarray(fits, dtype=np.float64).mean(axis=0)
+#: how the per-fold fits are combined (:func:`combine`); ``cross_fit`` chooses among them by validation
+COMBINES: tuple[str, ...] = ("shrunk", "mean")
+
+
+def combine(fits: np.ndarray, how: str) -> np.ndarray:
+    """The per-edge combination of per-fold fits ``(k, n_edges)``: ``"shrunk"``
+    (:func:`shrink_offsets`) or ``"mean"`` (the plain mean)."""
+    if how == "shrunk":
+        return shrink_offsets(fits)
+    if how == "mean":
+        return np.asarray(fits, dtype=np.float64).mean(axis=0)
+    raise ValueError(f"unknown combination {how!r}; known: {', '.join(COMBINES)}")
 
 
 def cross_fit(
     idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int = 3, mode: str = "auto",
-    shrink: bool = True, grid: Sequence[float] = GRID, sweeps: int = 2, fits: np.ndarray | None = None,
+    combines: Sequence[str] = COMBINES, grid: Sequence[float] = GRID, sweeps: int = 2,
+    fits: np.ndarray | None = None,
 ) -> Calibration:
-    """Offsets from ``k >= 3`` validation folds (module docstring): fitted per fold, combined by
-    :func:`shrink_offsets` (``shrink=False``: the plain mean), and with ``mode="auto"`` applied
-    only when the pooled out-of-fold objective (each fold decoded with the combination of the
-    other folds' fits) beats the uncalibrated one. ``validation`` records ``macro_off``,
-    ``micro_off``, ``macro_on``, ``micro_on`` and ``gain`` (objective on minus off). ``fits``:
-    per-fold offsets already fitted by :func:`fit_offsets` (to compare combinations)."""
+    """Offsets from ``k >= 3`` validation folds (module docstring). The offsets are fitted per fold
+    (:func:`fit_offsets`); every combination in ``combines`` is scored by the pooled out-of-fold
+    objective (each fold decoded with the combination of the *other* folds' fits) and the best is
+    chosen (the first on ties). ``mode="auto"`` applies it only when it beats the uncalibrated
+    objective; ``"on"`` always. ``validation`` records ``macro_off``/``micro_off``, and per
+    combination ``macro_<how>``, ``micro_<how>``, ``gain_<how>`` (objective minus the uncalibrated
+    one), and ``gain`` of the chosen one; ``Calibration.combine`` names it. ``fits``: per-fold
+    offsets already fitted (to compare settings without refitting)."""
     if mode not in MODES or mode == "off":
         raise ValueError(f"cross_fit: mode must be 'auto' or 'on', not {mode!r}")
     k = len(folds)
     if k < 3:
         raise ValueError(f"cross-fitted offsets need at least 3 folds (2 fits left out of each), got {k}")
+    if not combines:
+        raise ValueError("cross_fit: no combination to choose from")
     cols = np.asarray(cols, dtype=np.int64)
     if fits is None:
         fits = np.stack([fit_offsets(idx, f, cols, R, grid, sweeps) for f in folds])
@@ -182,18 +199,24 @@ def cross_fit(
         raise ValueError(f"cross_fit: fits of shape {fits.shape}, expected {(k, idx.n_edges)}")
     gold = np.concatenate([f.gold for f in folds])
     off = np.concatenate([_decode(idx, np.asarray(f.S, np.float64), f.bf, R) for f in folds])
-    on = np.concatenate([
-        _decode(idx, np.asarray(f.S, np.float64) + _combine(np.delete(fits, i, axis=0), shrink), f.bf, R)
-        for i, f in enumerate(folds)
-    ])
     ma0, mi0 = label_f1(gold, off, cols)
-    ma1, mi1 = label_f1(gold, on, cols)
-    gain = (ma1 + mi1) - (ma0 + mi0)
-    validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": gain,
-                  "documents": float(gold.shape[0])}
-    applied = mode == "on" or gain > 1e-12
-    offsets = _combine(fits, shrink) if applied else np.zeros(idx.n_edges)
-    return Calibration(offsets, fits, applied, mode, validation)
+    validation = {"macro_off": ma0, "micro_off": mi0, "documents": float(gold.shape[0])}
+    best: tuple[float, str] | None = None
+    for how in combines:
+        on = np.concatenate([
+            _decode(idx, np.asarray(f.S, np.float64) + combine(np.delete(fits, i, axis=0), how), f.bf, R)
+            for i, f in enumerate(folds)
+        ])
+        ma1, mi1 = label_f1(gold, on, cols)
+        gain = (ma1 + mi1) - (ma0 + mi0)
+        validation.update({f"macro_{how}": ma1, f"micro_{how}": mi1, f"gain_{how}": gain})
+        if best is None or gain > best[0] + 1e-12:
+            best = (gain, how)
+    assert best is not None
+    validation["gain"] = best[0]
+    applied = mode == "on" or best[0] > 1e-12
+    offsets = combine(fits, best[1]) if applied else np.zeros(idx.n_edges)
+    return Calibration(offsets, fits, applied, mode, best[1], validation)
 
 
 def scored_columns(taxonomy: Taxonomy) -> np.ndarray:

@@ -103,6 +103,7 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     # three equal folds: every fit is +0.15 on B, the shrunk mean keeps it, the gain is B's 1/3 F1 / 2 + micro
     assert c.applied and c.offsets[b] == pytest.approx(0.15) and c.offsets[a] == 0.0
     assert c.validation["gain"] == pytest.approx((1 - (1 + 2 / 3) / 2) + (1 - 8 / 9))
+    assert c.validation["gain_mean"] == c.validation["gain_shrunk"] and c.combine == "shrunk"  # tie: the first
     # a fold whose B document sits at -0.5: shifts that help the other folds hurt there;
     # folds that disagree are shrunk towards 0, and what does not help out of fold is not applied
     S2 = S.copy()
@@ -112,13 +113,17 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     c2 = calibration.cross_fit(idx, mixed, cols, mode="auto")
     np.testing.assert_allclose(c2.fold_offsets[:, b], [0.15, -0.4, 0.15])
     # the fits disagree: the shrunk mean of all three and of every pair with -0.4 is 0; the pair left
-    # for fold 1 (+0.15, +0.15) changes nothing there (its B false positives stay): out-of-fold gain 0,
-    # and no gain means nothing applied
-    assert not c2.applied and c2.validation["gain"] == 0.0
-    np.testing.assert_array_equal(c2.offsets, np.zeros(2))
+    # for fold 1 (+0.15, +0.15) changes nothing there (its B false positives stay): shrunk gain 0.
+    # The plain means: folds 0 and 2 get (-0.4 + 0.15) / 2 = -0.125 (d3's B still missed, d4's B at
+    # -0.175 still beats A's -0.2), fold 1 gets +0.15: no decision changes, gain 0 as well
     assert calibration.shrink_offsets(c2.fold_offsets)[b] == 0.0
+    assert c2.validation["gain_shrunk"] == 0.0 and c2.validation["gain_mean"] == 0.0
+    assert not c2.applied and c2.validation["gain"] == 0.0 and c2.combine == "shrunk"
+    np.testing.assert_array_equal(c2.offsets, np.zeros(2))
     on = calibration.cross_fit(idx, mixed, cols, mode="on")
     assert on.applied and np.allclose(on.offsets, calibration.shrink_offsets(on.fold_offsets))
+    mean_only = calibration.cross_fit(idx, mixed, cols, mode="on", combines=("mean",))
+    assert mean_only.combine == "mean" and np.allclose(mean_only.offsets, on.fold_offsets.mean(axis=0))
     with pytest.raises(ValueError):
         calibration.cross_fit(idx, same[:2], cols)
     with pytest.raises(ValueError):

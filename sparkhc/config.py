@@ -56,6 +56,10 @@ class TrainConfig:
     # iterative parameter mixing: "auto" (barrier stage in local mode), "barrier", "jobs"
     mixing: str = "auto"
     exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
+    # per-edge score offsets cross-fitted on inner folds of the training documents (sparkhc.calibration):
+    # off | auto (applied when their out-of-fold validation gain is positive) | on
+    calibrate: str = "off"
+    calibration_folds: int = 4
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,14 @@ _MINIMUM = {
     ("featurize", "partitions"): 1,
     ("train", "epochs"): 1,
     ("train", "shards"): 0,  # 0 = auto
+    ("train", "calibration_folds"): 3,
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
 }
 
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
+    ("train", "calibrate"): ("off", "auto", "on"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
     ("featurize", "on_invalid"): ("error", "quarantine"),
     ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),

@@ -139,6 +139,13 @@ class HasTrainingParams(Params):
     shards: Param[int] = Param(Params._dummy(), "shards", "shards of parameter mixing / EM (train.shards), >= 1",
                                typeConverter=TypeConverters.toInt)
     seed: Param[int] = Param(Params._dummy(), "seed", "random seed (train.seed)", typeConverter=TypeConverters.toInt)
+    calibrate: Param[str] = Param(
+        Params._dummy(), "calibrate", "global model: per-edge score offsets cross-fitted on inner folds of the "
+        "training documents (train.calibrate): 'off', 'auto' (applied when they help out of fold) or 'on'",
+        typeConverter=TypeConverters.toString)
+    calibrationFolds: Param[int] = Param(
+        Params._dummy(), "calibrationFolds", "inner folds of calibrate (train.calibration_folds), >= 3",
+        typeConverter=TypeConverters.toInt)
     C: Param[float] = Param(Params._dummy(), "C", "aggressiveness / regularisation C of the models that have it, > 0 "
                             "(unset = the model's configured default)", typeConverter=TypeConverters.toFloat)
     modelParams: Param[Any] = Param(
@@ -154,7 +161,8 @@ class HasTrainingParams(Params):
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(model="global", epochs=10, shards=10, seed=0, modelParams={}, handleInvalid="error")
+        self._setDefault(model="global", epochs=10, shards=10, seed=0, modelParams={}, handleInvalid="error",
+                         calibrate="off", calibrationFolds=4)
 
     def check_training_params(self, who: str) -> None:
         """Raise ConfigError naming the Param when a value is out of range (before any Spark job)."""
@@ -162,6 +170,12 @@ class HasTrainingParams(Params):
             v = self.getOrDefault(name)
             if v < 1:
                 raise ConfigError(f"{who}: Param {name} must be an int >= 1, got {v!r}")
+        if self.getOrDefault(self.calibrate) not in ("off", "auto", "on"):
+            raise ConfigError(f"{who}: Param calibrate must be 'off', 'auto' or 'on', got "
+                              f"{self.getOrDefault(self.calibrate)!r}")
+        if self.getOrDefault(self.calibrationFolds) < 3:
+            raise ConfigError(f"{who}: Param calibrationFolds must be an int >= 3, got "
+                              f"{self.getOrDefault(self.calibrationFolds)!r}")
         if self.isSet(self.C) or self.hasDefault(self.C):
             c = self.getOrDefault(self.C)
             if not (math.isfinite(c) and c > 0):

@@ -80,7 +80,8 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         data = load_config().to_dict()
         data["train"].update(model=name, epochs=int(self.getOrDefault(self.epochs)),
                              shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
-                             checkpoint=False)
+                             checkpoint=False, calibrate=str(self.getOrDefault(self.calibrate)),
+                             calibration_folds=int(self.getOrDefault(self.calibrationFolds)))
         user = dict(self.getOrDefault(self.modelParams))
         for key in ("epochs", "seed"):
             if key in user:

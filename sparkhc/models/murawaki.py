@@ -699,6 +699,37 @@ class GlobalPA(_PAModel):
         """Number of weights the model predicts with whose ``|w| > tol``."""
         return sum(int(np.count_nonzero(np.abs(v) > tol)) for v in self.averaged_arrays().values())
 
+    # -- per-edge offsets (train.calibrate, sparkhc.calibration) ---------------------------------
+    def edge_scores_of(self, batch: SparseBatch) -> np.ndarray:
+        """The edge scores ``(n_docs, n_edges)`` (float64) the model decodes ``batch`` with (the
+        averaged weights with ``average``); with :meth:`decode_bf`, the input of the exact DP."""
+        self.__dict__["_eff"] = self.averaged_arrays() if self._avg else None
+        try:
+            return np.asarray(self._scores_block(self._prepare(batch)), dtype=np.float64)
+        finally:
+            self.__dict__.pop("_eff", None)
+
+    def decode_bf(self) -> np.ndarray | None:
+        """The branching weights the model decodes with (averaged with ``average``; None without
+        branching features)."""
+        return self.averaged_arrays().get("bf") if self._R is not None else None
+
+    def shift_edges(self, offsets: np.ndarray) -> None:
+        """Add ``offsets[e]`` to the score of edge ``e`` for every document, through the bias
+        weights (``W[bias row, e] += offsets[e] / bias``): the model stays an ordinary state and
+        its exact DP decodes the shifted scores. Needs ``bias > 0``."""
+        bias = float(self.params["bias"])
+        if bias <= 0:
+            raise ModelError(f"model {self.name!r}: per-edge offsets live in the bias weights; they need bias > 0 "
+                             f"(model.global.bias), not {bias}")
+        off = np.asarray(offsets, dtype=np.float64)
+        if off.shape != (self._index.n_edges,):
+            raise ModelError(f"model {self.name!r}: {off.shape} offsets for {self._index.n_edges} edges")
+        if not np.isfinite(off).all():
+            raise ModelError(f"model {self.name!r}: non-finite edge offsets")
+        W = self._weights("W", (self._n_rows, self._index.n_edges))
+        W[self.n_features] += (off / bias).astype(W.dtype)
+
     def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
         eff = self.__dict__.get("_eff")
         return edge_scores(X, eff["W"]) if eff is not None else super()._scores_block(X)

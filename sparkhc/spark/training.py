@@ -58,6 +58,8 @@ class TrainingResult:
     epoch_log: list[dict[str, Any]] = field(default_factory=list)
     #: ``train.select_epochs``: the validation curve and the chosen number of epochs
     epoch_selection: dict[str, Any] | None = None
+    #: ``train.calibrate``: the cross-fitted per-edge offsets' record (:meth:`Calibration.summary`)
+    calibration: dict[str, Any] | None = None
 
     @property
     def documents(self) -> int | None:
@@ -178,6 +180,19 @@ def fit_model(
             spark, df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
             with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
         epochs = int(epoch_selection["epochs"])
+    calib = None
+    if train.calibrate != "off":
+        from sparkhc.spark.calibrate import cross_fit_offsets
+
+        if warm_start:
+            raise ModelError("train.calibrate fits offsets for a training from scratch; not with --warm-start")
+        if strategy != "mixing":
+            raise ModelError(f"train.calibrate applies to models trained by parameter mixing (the global model), "
+                             f"not to {model.name!r} (trained by {strategy!r})")
+        calib = cross_fit_offsets(
+            spark, df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
+            seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
+            exchange_dir=train.exchange_dir or None)
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:
@@ -190,4 +205,7 @@ def fit_model(
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
-    return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection)
+    if calib is not None and calib.applied:
+        model.shift_edges(calib.offsets)  # type: ignore[attr-defined]
+    return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
+                          calib.summary() if calib is not None else None)

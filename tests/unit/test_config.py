@@ -12,6 +12,7 @@ def test_defaults_load():
     cfg = load_config()
     assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 0  # 0 = auto
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
+    assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "bias": 0.3}
@@ -29,11 +30,14 @@ def test_file_then_overrides(tmp_path):
 
 @pytest.mark.parametrize("item,msg", [("train.validation_fraction=1.0", "must be a float in"),
                                       ("train.validation_fraction=0", "must be a float in"),
-                                      ("train.shards=-1", "must be an int >= 0")])
+                                      ("train.shards=-1", "must be an int >= 0"),
+                                      ("train.calibrate=yes", "must be one of 'off', 'auto', 'on'"),
+                                      ("train.calibration_folds=2", "must be an int >= 3")])
 def test_training_ranges(item, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, [item])
     assert load_config(None, ["train.validation_fraction=0.3", "train.select_epochs=true"]).train.select_epochs
+    assert load_config(None, ["train.calibrate=auto", "train.calibration_folds=3"]).train.calibrate == "auto"
 
 
 def test_override_values_are_toml_literals():

@@ -1,0 +1,82 @@
+"""Cross-fitted per-edge offsets on Spark (``train.calibrate``; the method: :mod:`sparkhc.calibration`).
+
+The training documents are split into ``train.calibration_folds`` seeded folds by a hash of their
+id; per fold a fresh copy of the model (same class, taxonomy and parameters) is trained by
+:func:`sparkhc.spark.ipm.train_ipm` on the other folds (same epochs, shards, seed and mixing as the
+real training) and scores the fold's documents on the driver (one fold's rows are collected, as
+the validation slice of ``train.select_epochs``). :func:`sparkhc.calibration.cross_fit` turns the
+out-of-fold scores into offsets; :func:`sparkhc.spark.training.fit_model` adds them to the model
+trained on every document. Only the DataFrame given (the training documents) is read.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkhc import calibration
+from sparkhc.batch import DOC_ID, SparseBatch
+from sparkhc.decoding import tree_index
+from sparkhc.errors import ModelError
+from sparkhc.models.base import HierModel
+
+log = logging.getLogger(__name__)
+
+
+def fold_column(k: int, seed: int) -> F.Column:
+    """The inner fold (0..k-1) of a document: ``pmod(hash(doc_id, seed + 29), k)``, the same on
+    every run (another salt than the validation slice of ``select_epochs``)."""
+    return F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 29}), {int(k)})")
+
+
+def supports(model: HierModel) -> bool:
+    """Whether ``model`` can carry per-edge offsets (the global model with a bias feature)."""
+    return callable(getattr(model, "shift_edges", None)) and float(model.params.get("bias", 0.0)) > 0
+
+
+def cross_fit_offsets(
+    spark: SparkSession,
+    features: DataFrame,
+    model: HierModel,
+    epochs: int,
+    shards: int,
+    mode: str = "auto",
+    folds: int = 4,
+    seed: int = 0,
+    with_counts: bool = False,
+    mixing: str = "auto",
+    exchange_dir: str | Path | None = None,
+) -> calibration.Calibration:
+    """The offsets of :func:`sparkhc.calibration.cross_fit` from ``folds`` inner folds of
+    ``features`` (the training documents), for ``model`` (not trained or changed here)."""
+    from sparkhc.models import get_model_class
+    from sparkhc.spark.ipm import train_ipm
+
+    if not supports(model):
+        raise ModelError(
+            f"train.calibrate = {mode!r}: per-edge offsets need the global model with a bias feature "
+            f"(model.global.bias > 0); the model is {model.name!r} with bias {model.params.get('bias')!r}")
+    if int(folds) < 3:
+        raise ModelError(f"train.calibration_folds must be >= 3, not {folds}")
+    tax = model.taxonomy
+    fold = fold_column(folds, seed)
+    scores = []
+    for f in range(int(folds)):
+        val_df = features.where(fold == f)
+        val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
+                                     source=f"calibration fold {f}")
+        if len(val) == 0:
+            raise ModelError(f"train.calibrate: inner fold {f} of {folds} holds no training document; "
+                             "use fewer train.calibration_folds")
+        fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
+        train_ipm(spark, features.where(fold != f), fresh, epochs=epochs, shards=shards, seed=seed,
+                  with_counts=with_counts, mixing=mixing, exchange_dir=exchange_dir)
+        scores.append(calibration.fold_scores(fresh, val))
+        log.info("calibrate: inner fold %d/%d scored (%d documents)", f + 1, folds, len(val))
+    R = int(model.params.get("R", 3))
+    result = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), R, mode=mode)
+    log.info("calibrate: %s", result.summary())
+    return result

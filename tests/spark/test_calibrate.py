@@ -1,0 +1,70 @@
+"""train.calibrate on Spark (sparkhc.spark.calibrate through fit_model): with one shard the inner
+models, the cross-fitted offsets and the final model equal the serial computation on the same inner
+folds; only the training documents given are read."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparkhc import calibration
+from sparkhc.batch import SparseBatch
+from sparkhc.config import TrainConfig
+from sparkhc.decoding import tree_index
+from sparkhc.errors import ModelError
+from tests.spark.test_ipm import V, _data, _model
+
+PARAMS = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+
+
+def _serial(batch: SparseBatch, tax, epochs: int, seed: int):
+    m = _model(tax, "global", **PARAMS)
+    for e in range(epochs):
+        m.partial_fit(batch, seed=seed, epoch=e)
+    return m
+
+
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_one_shard_calibration_equals_serial(spark, mode):
+    from sparkhc.spark.calibrate import fold_column
+    from sparkhc.spark.training import fit_model
+
+    tax, table = _data(n=160, seed=4)
+    df = spark.createDataFrame(table.to_pandas())
+    train = dataclasses.replace(TrainConfig(), epochs=3, shards=1, seed=5, calibrate=mode, calibration_folds=3,
+                                checkpoint=False)
+    model = _model(tax, "global", **PARAMS)
+    result = fit_model(spark, df, model, train)
+    # serial reference on the same inner folds (the fold of every document as Spark computes it)
+    folds = {r["doc_id"]: r["f"] for r in df.select("doc_id", fold_column(3, 5).alias("f")).collect()}
+    ids = np.array(table.column("doc_id").to_pylist())
+    f_of = np.array([folds[i] for i in ids])
+    assert sorted(set(f_of.tolist())) == [0, 1, 2]
+
+    def part(mask: np.ndarray) -> SparseBatch:
+        return SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(mask))).sort_by("doc_id"), V)
+
+    scores = [calibration.fold_scores(_serial(part(f_of != f), tax, 3, 5), part(f_of == f)) for f in range(3)]
+    ref = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), 3, mode=mode)
+    assert result.calibration == ref.summary()
+    expect = _serial(part(np.ones(len(ids), bool)), tax, 3, 5)
+    if ref.applied:
+        expect.shift_edges(ref.offsets)
+    for k, v in expect.get_state().arrays.items():
+        np.testing.assert_array_equal(model.get_state().arrays[k], v, err_msg=k)
+    assert mode == "auto" or ref.applied
+
+
+def test_calibrate_needs_the_global_model_with_a_bias(spark):
+    from sparkhc.spark.training import fit_model
+
+    tax, table = _data(n=40)
+    df = spark.createDataFrame(table.to_pandas())
+    train = dataclasses.replace(TrainConfig(), epochs=1, shards=1, calibrate="auto", checkpoint=False)
+    with pytest.raises(ModelError, match="bias"):
+        fit_model(spark, df, _model(tax, "global", branching=True), train)
+    with pytest.raises(ModelError, match="the model is 'tree'"):  # trains by mixing, but has no edge offsets
+        fit_model(spark, df, _model(tax, "tree"), train)

@@ -794,7 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-iter", type=int, default=30)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 runs, rates 1%% and 10%%")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 runs, rates 10%% and 50%%")
     p.add_argument("--report-only", action="store_true",
                    help="only rewrite the tables and plot from results_<corpus>.json")
     p.add_argument("-v", "--verbose", action="count", default=0)

@@ -14,7 +14,6 @@ the repository.
 from __future__ import annotations
 
 import argparse
-import json
 import string
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(a.seed)
     vocab = np.array(vocabulary(rng, a.vocab), dtype=object)
+    lens = np.array([len(w) for w in vocab], dtype=np.int64)
     groups, per = 20, 10
     leaves = [f"g{g:02d}.l{j}" for g in range(groups) for j in range(per)]
     (out / "taxonomy.tsv").write_text(
@@ -72,11 +72,16 @@ def main() -> None:
             doc_of = np.repeat(np.arange(n), lengths)
             words[is_topic] = topic[labels[doc_of[is_topic]], rng.integers(0, 200, size=int(is_topic.sum()))]
             split = rng.random(n) < 0.8
+            # one join for the chunk, then slices per document (the words are letters only: no JSON escaping)
+            toks = vocab[words]
+            big = " ".join(toks)
+            ends = np.cumsum(lens[words] + 1)
+            starts = np.concatenate([[0], ends[:-1]])
             lines = []
             for i in range(n):
-                text = " ".join(vocab[words[offsets[i]:offsets[i + 1]]])
-                lines.append(json.dumps({"id": f"d{start + i:07d}", "text": text, "labels": [leaves[labels[i]]],
-                                         "split": "train" if split[i] else "test"}, separators=(",", ":")))
+                text = big[starts[offsets[i]]:ends[offsets[i + 1] - 1] - 1]
+                lines.append(f'{{"id":"d{start + i:07d}","text":"{text}","labels":["{leaves[labels[i]]}"],'
+                             f'"split":"{"train" if split[i] else "test"}"}}')
             f.write("\n".join(lines) + "\n")
     tmp.replace(out / "docs.jsonl")
     size = (out / "docs.jsonl").stat().st_size

@@ -644,7 +644,9 @@ def _rewrite_deterministic(fs: OutputFs, src: str, dst: str) -> int:
     """
     afs = fs.filesystem()
     table = pq.read_table(src, filesystem=afs)
-    keep = {k: v for k, v in (table.schema.metadata or {}).items() if k.startswith(b"org.apache.spark.")}
+    # the footer's key order (as Spark wrote it), not the order of the table's schema metadata
+    meta = pq.read_metadata(src, filesystem=afs).metadata or {}
+    keep = {k: v for k, v in meta.items() if k.startswith(b"org.apache.spark.")}
     table = table.replace_schema_metadata(keep)
     tmp = dst + ".tmp"
     pq.write_table(table, tmp, compression="snappy", version="2.6", data_page_version="1.0",

@@ -71,6 +71,12 @@ def list_files(spark: SparkSession, uri: str) -> list[str]:
     return sorted(str(st.getPath().toString()) for st in fs.listStatus(p) if st.isFile())
 
 
+def size(spark: SparkSession, uri: str) -> int:
+    """The length of file ``uri`` in bytes."""
+    fs, p = _fs(spark, uri)
+    return int(fs.getFileStatus(p).getLen())
+
+
 def head(spark: SparkSession, uri: str, n: int) -> bytes:
     """The first ``n`` bytes of a file (fewer when it is shorter)."""
     fs, p = _fs(spark, uri)

@@ -101,6 +101,9 @@ _SUMMED = ("read", "emitted", "quarantined", "excluded", "empty_kept", "no_label
 
 Key = tuple[int, int, int]
 
+#: Inputs up to this many bytes (compressed size) keep their bags of words in memory (else on disk).
+MEMORY_CACHE_BYTES = 256 << 20
+
 
 @dataclass
 class JsonlOptions:
@@ -340,6 +343,10 @@ def read_jsonl_tokens(
     names = list(display) if display is not None else [str(p) for p in paths]
     for uri, name in zip(uris, names, strict=True):
         hfs.check_gzip_suffix(spark, uri, name)
+    # the bags are kept for the later passes (check, fit, transform); above MEMORY_CACHE_BYTES of input
+    # they go straight to disk: a 1 GB corpus cached in memory first ran a 1 GB driver out of heap
+    level = StorageLevel.MEMORY_AND_DISK if sum(hfs.size(spark, u) for u in uris) <= MEMORY_CACHE_BYTES \
+        else StorageLevel.DISK_ONLY
     report = ReadReport(source=source or ", ".join(names))
     report.files = list(names)
     lines = (
@@ -357,7 +364,7 @@ def read_jsonl_tokens(
         if dups_bc is not None:
             bcs.append(dups_bc)
         fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc)
-        parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(level)
         try:
             row = parsed.agg(
                 F.collect_list(REPORT).alias("reports"),

@@ -144,3 +144,20 @@ def test_several_files_gzip_and_plain(spark, tmp_path):
         assert sorted(r["doc_id"] for r in tc.tokens.collect()) == sorted(table.column("doc_id").to_pylist())
     finally:
         tc.release()
+
+
+def test_uri_helpers(tmp_path):
+    from sparkhc.spark import hfs
+
+    assert hfs.has_scheme("hdfs://nn:8020/x") and hfs.has_scheme("s3a://b/k") and hfs.has_scheme("file:/x")
+    assert not hfs.has_scheme("/tmp/x") and not hfs.has_scheme("rel/x")
+    assert hfs.local_path("file:///tmp/a%20b") == Path("/tmp/a b") and hfs.local_path("hdfs://nn/x") is None
+    out = hfs.OutputFs(str(tmp_path / "o"))
+    assert out.local and out.root == str(tmp_path / "o") and out.uri == (tmp_path / "o").as_uri()
+    tmp = out.sibling(".tmp-1")
+    tmp.makedirs()
+    tmp.write_bytes(tmp.child("a.txt"), b"new")
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "old.txt").write_text("old")
+    tmp.publish(out)  # replaces the existing folder, leaves nothing beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"] and (tmp_path / "o" / "a.txt").read_bytes() == b"new"

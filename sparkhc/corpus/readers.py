@@ -587,22 +587,8 @@ def read_jsonl(
                 if not raw.strip():
                     continue
                 report.read += 1
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    sink.invalid(no, "not UTF-8",
-                                 f"not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {offset + e.start} "
-                                 f"(column {e.start + 1} of the line)")
-                    continue
-                if no == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                try:
-                    obj = json.loads(line.rstrip("\r\n"))
-                except json.JSONDecodeError as e:
-                    sink.invalid(no, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
-                    continue
-                if not isinstance(obj, dict):
-                    sink.invalid(no, "not a JSON object", f"expected a JSON object, got {_type_name(obj)}")
+                obj = jsonl_object(sink, no, raw, str(offset), no == 1)
+                if obj is None:
                     continue
                 yield _jsonl_record(sink, no, obj, id_field, text_fields, tokens_field, labels_field,
                                     split_field, fold_field, require_labels, folds, select, used_fold_ids,
@@ -613,6 +599,33 @@ def read_jsonl(
                 report.notes.append(f"{unused} id(s) of {folds.source} match no document read")
 
     return _run(sink, records()), report
+
+
+def jsonl_object(sink: _Sink, no: int, raw: bytes, offset: str, first: bool) -> dict[str, Any] | None:
+    """Decode and parse one non-blank JSON Lines line (``raw``, its line break included or not);
+    ``None`` after :meth:`_Sink.invalid` when it is not a JSON object. ``offset`` is the line's byte
+    offset in the (decompressed) stream as text, ``first`` whether it is the file's first line
+    (which may start with a byte order mark). Shared by :func:`read_jsonl` and the executors of
+    :mod:`sparkhc.spark.sources`."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = f"{offset} + {e.start}" if not offset.isdigit() else str(int(offset) + e.start)
+        sink.invalid(no, "not UTF-8",
+                     f"not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {at} "
+                     f"(column {e.start + 1} of the line)")
+        return None
+    if first and line.startswith("\ufeff"):
+        line = line[1:]
+    try:
+        obj = json.loads(line.rstrip("\r\n"))
+    except json.JSONDecodeError as e:
+        sink.invalid(no, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
+        return None
+    if not isinstance(obj, dict):
+        sink.invalid(no, "not a JSON object", f"expected a JSON object, got {_type_name(obj)}")
+        return None
+    return obj
 
 
 def _jsonl_record(
@@ -1111,7 +1124,7 @@ def read_parquet(
 
 
 # ---------------------------------------------------------------------------------------- dispatch
-_JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
 
 
 def _is_parquet(p: Path) -> bool:
@@ -1139,17 +1152,17 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
         del options["labels_from"]  # only read_jsonl knows it
     if options.get("labels_from") is not None:
         jsonl = [p] if p.is_file() else sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else []
-        if not jsonl or not all(q.name.endswith(_JSONL_SUFFIXES) for q in jsonl):
+        if not jsonl or not all(q.name.endswith(JSONL_SUFFIXES) for q in jsonl):
             raise InputDataError(
                 f"{p}: labels derived from record fields (--class-spaces) need JSON Lines input "
-                f"({', '.join(_JSONL_SUFFIXES)} files)"
+                f"({', '.join(JSONL_SUFFIXES)} files)"
             )
         return read_jsonl(jsonl, **options)
     if p.is_dir():
         parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith((".", "_")))
         if parquet:
             return read_parquet(parquet, **options)
-        jsonl = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_JSONL_SUFFIXES))
+        jsonl = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(JSONL_SUFFIXES))
         if jsonl:
             return read_jsonl(jsonl, **options)
         options.pop("require_labels", None)  # the directories are the labels
@@ -1158,7 +1171,7 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
         raise InputDataError(f"{p}: input not found")
     if _is_parquet(p):
         return read_parquet(p, **options)
-    if p.name.endswith(_JSONL_SUFFIXES):
+    if p.name.endswith(JSONL_SUFFIXES):
         return read_jsonl(p, **options)
     raise InputDataError(
         f"{p}: unknown input format; expected .parquet, .jsonl(.gz) or a directory (one sub-directory per "

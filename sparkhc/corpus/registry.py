@@ -430,6 +430,26 @@ class CorpusInfo:
             )
             report.source = f"{self.name} ({d})"
             return batches, report
+        docs, options = self.jsonl_options(d, tax, protocol=protocol, labels_from=labels_from)
+        batches, report = read_jsonl(
+            docs, **options, unknown_labels=unknown_labels, labels_from=labels_from, on_empty=empty,
+            on_invalid=on_invalid, batch_size=batch_size,
+        )
+        return batches, report
+
+    def jsonl_options(
+        self,
+        data_dir: str | Path,
+        taxonomy: Taxonomy | None,
+        *,
+        protocol: bool = True,
+        labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
+    ) -> tuple[Path, dict[str, Any]]:
+        """The documents file of a JSON Lines corpus and the :func:`~sparkhc.corpus.readers.read_jsonl`
+        options of its protocol (fields, taxonomy, folds, selection, allowed labels, source); the
+        reader options (``unknown_labels``, ``on_empty``, ...) are the caller's. One source for
+        :meth:`read` and the Spark reader (:mod:`sparkhc.spark.sources`)."""
+        d = self.corpus_dir(data_dir)
         docs = self._path(d, self.docs_file)
         folds = read_folds(self._path(d, self.folds_file)) if self.folds_file else None
         select: Callable[[Mapping[str, Any]], str | None] | None = None
@@ -446,25 +466,12 @@ class CorpusInfo:
             allowed = cats if labels_from is None else None
         elif protocol and self.selection is not None:
             select = SELECTIONS[self.selection]
-        batches, report = read_jsonl(
-            docs,
-            text_fields=self.text_fields,
-            tokens_field=self.tokens_field,
-            split_field=self.split_field,
-            split_values=dict(self.split_values) or None,
-            fold_field=None,
-            taxonomy=tax,
-            unknown_labels=unknown_labels,
-            allowed_labels=allowed,
-            folds=folds,
-            select=select,
-            labels_from=labels_from,
-            on_empty=empty,
-            on_invalid=on_invalid,
-            batch_size=batch_size,
-            source=f"{self.name} ({docs})",
-        )
-        return batches, report
+        return docs, {
+            "text_fields": self.text_fields, "tokens_field": self.tokens_field, "split_field": self.split_field,
+            "split_values": dict(self.split_values) or None,
+            "fold_field": None, "taxonomy": taxonomy, "allowed_labels": allowed, "folds": folds,
+            "select": select, "source": f"{self.name} ({docs})",
+        }
 
 
 def _select_apte_mod(obj: Mapping[str, Any]) -> str | None:

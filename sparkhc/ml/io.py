@@ -80,6 +80,7 @@ def write_features(
     ``taxonomy.tsv``, ``corpus.json`` and a placeholder ``feature_spec.json`` (see
     :func:`placeholder_spec`). Every label must be a taxonomy node."""
     from sparkhc.spark.featurize import _rename_parts, _write_parquet
+    from sparkhc.spark.hfs import OutputFs
 
     who = "write_features"
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else Taxonomy.load(taxonomy)
@@ -107,8 +108,8 @@ def write_features(
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
         tmp.mkdir(parents=True)
-        _write_parquet(feats, tmp / FEATURES_DIR)
-        files = _rename_parts(tmp / FEATURES_DIR)
+        _write_parquet(feats, (tmp / FEATURES_DIR).as_uri())
+        files = _rename_parts(OutputFs(tmp), str(tmp / FEATURES_DIR))
         placeholder_spec(inp.n_features).save(tmp / SPEC_FILE)
         tax.to_tsv(tmp / TAXONOMY_FILE)
         corpus = {"corpus": "DataFrame", "protocol": None, "scored_labels": scored_labels,

@@ -24,8 +24,15 @@ one range partition).
 Atomicity: everything is written into the sibling ``<out_dir>.tmp-<uuid>`` and renamed into
 place only when complete; an existing ``out_dir`` is replaced only with ``overwrite=True``, by
 renaming it aside, renaming the new directory in and then deleting the old one. On any error the
-temporary directory is removed. Paths must be on a file system that the driver and executors
-share (local mode, or a shared mount): the renames are done by the driver with :mod:`os`.
+temporary directory is removed. ``out_dir`` is a local path (a file system that the driver and
+executors share: local mode, or a shared mount; renames with :mod:`os`) or a Hadoop URI
+(``hdfs://``, ``s3a://``: Spark writes the part files, the driver's renames and small files go
+through :mod:`pyarrow.fs`, :class:`sparkhc.spark.hfs.OutputFs`; on an object store a rename is a
+copy, so the publish is not atomic there).
+
+The raw documents of the CLI and the jobs are read by Spark on the executors
+(:mod:`sparkhc.spark.sources`, JSON Lines) and reach :func:`featurize_tokens` already tokenized;
+:func:`featurize` takes a raw-documents DataFrame (tests, the ML featurizer, label directories).
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ import logging
 import math
 import os
 import re
-import shutil
 import time
 import uuid
 from collections import Counter
@@ -56,7 +62,7 @@ from pyspark.sql import types as T
 from sparkhc.batch import ID_ALIAS
 from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
 from sparkhc.features import FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
-from sparkhc.persistence import replace_dir, sha256_file
+from sparkhc.spark.hfs import OutputFs
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
@@ -96,7 +102,7 @@ TOKENIZED_SCHEMA = T.StructType(
         T.StructField(TERM_COUNTS, T.ArrayType(T.IntegerType(), containsNull=False), nullable=False),
     ]
 )
-_TOKENIZED_ARROW = pa.schema(
+TOKENIZED_ARROW = pa.schema(
     [
         pa.field(DOC_ID, pa.string(), nullable=False),
         pa.field(SPLIT, pa.string()),
@@ -203,30 +209,36 @@ def _list_array(offsets: np.ndarray, values: pa.Array, field: str) -> pa.Array:
     )
 
 
+def bag_batch(b: pa.RecordBatch, spec: FeatureSpec) -> pa.RecordBatch:
+    """Raw documents -> (doc_id, split, fold, labels, terms, term_counts): the bag of words of each
+    document, distinct terms in first-occurrence order."""
+    bags = [Counter(toks) for toks in _tokens_of(b, spec)]
+    offsets = np.zeros(len(bags) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in bags], out=offsets[1:])
+    flat_terms = pa.array([t for c in bags for t in c], type=pa.string())
+    flat_counts = pa.array(
+        np.fromiter((k for c in bags for k in c.values()), dtype=np.int32, count=int(offsets[-1])),
+        type=pa.int32(),
+    )
+    off = pa.array(offsets, type=pa.int32())
+    return pa.RecordBatch.from_arrays(
+        [
+            b.column(DOC_ID),
+            b.column(SPLIT),
+            b.column(FOLD).cast(pa.int32()),
+            _labels_array(b.column(LABELS)),
+            pa.ListArray.from_arrays(off, flat_terms, type=TOKENIZED_ARROW.field(TERMS).type),
+            pa.ListArray.from_arrays(off, flat_counts, type=TOKENIZED_ARROW.field(TERM_COUNTS).type),
+        ],
+        schema=TOKENIZED_ARROW,
+    )
+
+
 def tokenize_partition(batches: Iterator[pa.RecordBatch], spec_bc: Broadcast[FeatureSpec]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function: raw documents -> (doc_id, split, fold, labels, terms, term_counts)."""
     spec = spec_bc.value
     for b in batches:
-        bags = [Counter(toks) for toks in _tokens_of(b, spec)]
-        offsets = np.zeros(len(bags) + 1, dtype=np.int64)
-        np.cumsum([len(c) for c in bags], out=offsets[1:])
-        flat_terms = pa.array([t for c in bags for t in c], type=pa.string())
-        flat_counts = pa.array(
-            np.fromiter((k for c in bags for k in c.values()), dtype=np.int32, count=int(offsets[-1])),
-            type=pa.int32(),
-        )
-        off = pa.array(offsets, type=pa.int32())
-        yield pa.RecordBatch.from_arrays(
-            [
-                b.column(DOC_ID),
-                b.column(SPLIT),
-                b.column(FOLD).cast(pa.int32()),
-                _labels_array(b.column(LABELS)),
-                pa.ListArray.from_arrays(off, flat_terms, type=_TOKENIZED_ARROW.field(TERMS).type),
-                pa.ListArray.from_arrays(off, flat_counts, type=_TOKENIZED_ARROW.field(TERM_COUNTS).type),
-            ],
-            schema=_TOKENIZED_ARROW,
-        )
+        yield bag_batch(b, spec)
 
 
 def _features_batch(
@@ -348,17 +360,19 @@ def _fit_condition(spec: FeatureSpec) -> Column:
     return F.coalesce(cond, F.lit(False))
 
 
-def _scan(tokens_df: DataFrame, spec: FeatureSpec, taxonomy: Taxonomy | None) -> dict[str, int]:
+def _scan(tokens_df: DataFrame, spec: FeatureSpec, taxonomy: Taxonomy | None, checked: bool = False) -> dict[str, int]:
     """One pass over the tokenized documents: counts, doc_id checks and (with a taxonomy) the
-    label check. Raises InputDataError naming samples of the offending documents."""
+    label check. Raises InputDataError naming samples of the offending documents. ``checked``:
+    a reader has already checked ids (present, unique) and labels (taxonomy nodes), so only the
+    counts are taken (no shuffle)."""
     aggs = [
         F.count(F.lit(1)).alias("n"),
-        F.count_distinct(F.col(DOC_ID)).alias("distinct"),
+        (F.count(F.lit(1)) if checked else F.count_distinct(F.col(DOC_ID))).alias("distinct"),
         F.sum(F.col(DOC_ID).isNull().cast("long")).alias("nulls"),
         F.sum(_fit_condition(spec).cast("long")).alias("n_fit"),
         F.sum((F.size(TERMS) == 0).cast("long")).alias("no_tokens"),
     ]
-    if taxonomy is not None:
+    if taxonomy is not None and not checked:
         # distinct label sets are few (bounded by the taxonomy in practice), unlike documents
         aggs.append(F.array_distinct(F.flatten(F.collect_set(LABELS))).alias("labels"))
     row = tokens_df.agg(*aggs).first()
@@ -374,7 +388,7 @@ def _scan(tokens_df: DataFrame, spec: FeatureSpec, taxonomy: Taxonomy | None) ->
             f"doc_id must be unique: {n - distinct} duplicate row(s), e.g. {sample} "
             "(featurize writes exactly one row per document)"
         )
-    if taxonomy is not None:
+    if taxonomy is not None and not checked:
         bad = sorted(lab for lab in (row["labels"] or []) if lab not in taxonomy or lab == taxonomy.root_name)
         if bad:
             docs = tokens_df.filter(F.arrays_overlap(F.col(LABELS), F.array(*[F.lit(b) for b in bad])))
@@ -459,33 +473,66 @@ def featurize(
     """
     t0 = time.perf_counter()
     spec = _as_spec(spec_params)
-    out = Path(out_dir).absolute()
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out}: output directory exists; pass overwrite=True to replace it")
+    if OutputFs(out_dir).exists() and not overwrite:
+        raise OutputExistsError(f"{OutputFs(out_dir).root}: output directory exists; pass overwrite=True to replace it")
+    extra = _check_args(num_partitions, extra_files)
+    raw = normalize_raw(raw_df)
+    sc = spark.sparkContext
+    tok_bc = sc.broadcast(spec.unfitted() if spec.is_fitted else spec)
+    tokens_df = raw.mapInArrow(functools.partial(tokenize_partition, spec_bc=tok_bc), TOKENIZED_SCHEMA)
+    tokens_df = tokens_df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return featurize_tokens(spark, tokens_df, out_dir, spec, taxonomy, num_partitions, overwrite, extra, t0=t0)
+    finally:
+        tokens_df.unpersist()
+        tok_bc.unpersist()
+
+
+def _check_args(num_partitions: int | None, extra_files: Mapping[str, str | bytes] | None) -> dict[str, str | bytes]:
     if num_partitions is not None and (isinstance(num_partitions, bool) or int(num_partitions) < 1):
         raise ValueError(f"num_partitions must be a positive int. Got {num_partitions!r} instead.")
     extra = dict(extra_files or {})
     for name in extra:
         if name in (FEATURES_DIR, SPEC_FILE, SUMMARY_FILE) or Path(name).name != name or name in ("", ".", ".."):
             raise ValueError(f"extra_files: {name!r} is not an allowed file name in the features directory")
-    raw = normalize_raw(raw_df)
+    return extra
+
+
+def featurize_tokens(
+    spark: SparkSession,
+    tokens_df: DataFrame,
+    out_dir: str | os.PathLike[str],
+    spec: FeatureSpec,
+    taxonomy: Taxonomy | None = None,
+    num_partitions: int | None = None,
+    overwrite: bool = False,
+    extra_files: Mapping[str, str | bytes] | None = None,
+    t0: float | None = None,
+    timings: Mapping[str, float] | None = None,
+    checked: bool = False,
+) -> dict[str, Any]:
+    """:func:`featurize` from tokenized documents (:data:`TOKENIZED_SCHEMA`, best persisted: it is
+    scanned three times): check, fit, transform, write. The caller keeps ``tokens_df``.
+    ``checked``: the documents come from a reader that checked ids and labels (see :func:`_scan`)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    out = OutputFs(out_dir)
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out.root}: output directory exists; pass overwrite=True to replace it")
+    extra = _check_args(num_partitions, extra_files)
     sc = spark.sparkContext
-    tok_bc = sc.broadcast(spec.unfitted() if spec.is_fitted else spec)
-    tokens_df = raw.mapInArrow(functools.partial(tokenize_partition, spec_bc=tok_bc), TOKENIZED_SCHEMA)
-    tokens_df = tokens_df.persist(StorageLevel.MEMORY_AND_DISK)
-    broadcasts: list[Broadcast[Any]] = [tok_bc]
-    tmp = out.parent / f"{out.name}.tmp-{uuid.uuid4().hex}"
-    timings: dict[str, float] = {}
+    broadcasts: list[Broadcast[Any]] = []
+    tmp = out.sibling(f".tmp-{uuid.uuid4().hex}")
+    laps: dict[str, float] = dict(timings or {})
     mark = time.perf_counter()
 
     def lap(name: str) -> None:
         nonlocal mark
         now = time.perf_counter()
-        timings[name] = round(now - mark, 3)
+        laps[name] = round(now - mark, 3)
         mark = now
 
     try:
-        scan = _scan(tokens_df, spec, taxonomy)
+        scan = _scan(tokens_df, spec, taxonomy, checked)
         n_docs = scan["n"]
         lap("tokenize_and_check")
         if not spec.is_fitted:
@@ -503,22 +550,21 @@ def featurize(
             .repartition(n_parts, F.col(DOC_ID))
             .sortWithinPartitions(DOC_ID)
         )
-        tmp.mkdir(parents=True)
-        feat_dir = tmp / FEATURES_DIR
-        _write_parquet(feats, feat_dir)
+        tmp.makedirs()
+        _write_parquet(feats, tmp.child_uri(FEATURES_DIR))
         lap("transform_and_write")
-        files = _rename_parts(feat_dir)
-        stats = _split_stats(spark, feat_dir)
+        files = _rename_parts(tmp, tmp.child(FEATURES_DIR))
+        stats = _split_stats(spark, tmp.child_uri(FEATURES_DIR))
         stats["documents_without_tokens"] = scan["no_tokens"]
         lap("summary")
         if stats["n_documents"] != n_docs:
             raise RuntimeError(f"featurize wrote {stats['n_documents']} rows for {n_docs} documents")
-        spec.save(tmp / SPEC_FILE)
+        tmp.write_bytes(tmp.child(SPEC_FILE), spec.to_json().encode("utf-8"))
         if taxonomy is not None:
-            taxonomy.to_tsv(tmp / TAXONOMY_FILE)
+            tmp.write_bytes(tmp.child(TAXONOMY_FILE), taxonomy.to_tsv().encode("utf-8"))
         for name, content in extra.items():
             data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-            (tmp / name).write_bytes(data)
+            tmp.write_bytes(tmp.child(name), data)
         summary: dict[str, Any] = {
             **stats,
             "mode": spec.mode,
@@ -533,47 +579,46 @@ def featurize(
             "files": files,
             "spark_version": spark.version,
         }
-        summary["timings"] = timings
+        summary["timings"] = laps
         summary["seconds"] = round(time.perf_counter() - t0, 3)
-        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.write_bytes(tmp.child(SUMMARY_FILE), (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
         _swap_into_place(tmp, out, overwrite)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.rmtree()
         raise
     finally:
-        tokens_df.unpersist()
         for b in broadcasts:
             b.unpersist()
     log.info(
         "featurize: wrote %s (%d documents, %d empty, %.1f s)",
-        out, summary["n_documents"], summary["empty_documents"], summary["seconds"],
+        out.uri, summary["n_documents"], summary["empty_documents"], summary["seconds"],
     )
     return summary
 
 
-def _write_parquet(df: DataFrame, path: Path) -> None:
+def _write_parquet(df: DataFrame, uri: str) -> None:
     # Writer options pinned so that session settings cannot change the bytes of the files.
     (
         df.write.mode("errorifexists")
         .option("compression", "snappy")
         .option("maxRecordsPerFile", 0)
-        .parquet(path.as_uri())
+        .parquet(uri)
     )
 
 
 _PART = re.compile(r"^part-(\d+)-.*\.parquet$")
 
 
-def _rename_parts(feat_dir: Path) -> list[dict[str, Any]]:
+def _rename_parts(fs: OutputFs, feat_dir: str) -> list[dict[str, Any]]:
     """Rename Spark's part files to part-00000.parquet, ... in task order; drop .crc files.
 
     Returns name, rows and sha256 of every file.
     """
-    names = sorted(os.listdir(feat_dir))
+    names = fs.listdir(feat_dir)
     parts = []
     for name in names:
         if name.endswith(".crc"):
-            os.remove(feat_dir / name)
+            fs.remove(f"{feat_dir}/{name}")
             continue
         m = _PART.match(name)
         if m:
@@ -584,35 +629,37 @@ def _rename_parts(feat_dir: Path) -> list[dict[str, Any]]:
     files = []
     for i, (_, name) in enumerate(parts):
         new = f"part-{i:05d}.parquet"
-        _rewrite_deterministic(feat_dir / name, feat_dir / new)
-        files.append(
-            {"name": new, "rows": pq.read_metadata(feat_dir / new).num_rows, "sha256": sha256_file(feat_dir / new)}
-        )
+        rows = _rewrite_deterministic(fs, f"{feat_dir}/{name}", f"{feat_dir}/{new}")
+        files.append({"name": new, "rows": rows, "sha256": fs.sha256(f"{feat_dir}/{new}")})
     return files
 
 
-def _rewrite_deterministic(src: Path, dst: Path) -> None:
-    """Re-encode a part file with pyarrow and fixed settings.
+def _rewrite_deterministic(fs: OutputFs, src: str, dst: str) -> int:
+    """Re-encode a part file with pyarrow and fixed settings; returns its row count.
 
     Spark's Parquet writer orders each column chunk's encodings list by a Java hash set, which
     differs between JVMs, so two separate runs gave the same rows with different footer bytes.
     pyarrow's writer is deterministic; Spark's schema metadata is kept so Spark reads the same
     types back.
     """
-    table = pq.read_table(src)
-    keep = {k: v for k, v in (pq.read_metadata(src).metadata or {}).items() if k.startswith(b"org.apache.spark.")}
+    afs = fs.filesystem()
+    table = pq.read_table(src, filesystem=afs)
+    # the footer's key order (as Spark wrote it), not the order of the table's schema metadata
+    meta = pq.read_metadata(src, filesystem=afs).metadata or {}
+    keep = {k: v for k, v in meta.items() if k.startswith(b"org.apache.spark.")}
     table = table.replace_schema_metadata(keep)
-    tmp = dst.with_name(dst.name + ".tmp")
+    tmp = dst + ".tmp"
     pq.write_table(table, tmp, compression="snappy", version="2.6", data_page_version="1.0",
-                   use_dictionary=True, write_statistics=True)
-    os.replace(tmp, dst)
+                   use_dictionary=True, write_statistics=True, filesystem=afs)
+    fs.replace_file(tmp, dst)
     if src != dst:
-        os.remove(src)
+        fs.remove(src)
+    return table.num_rows
 
 
-def _split_stats(spark: SparkSession, feat_dir: Path) -> dict[str, Any]:
+def _split_stats(spark: SparkSession, feat_uri: str) -> dict[str, Any]:
     """Documents, empty documents and nonzeros per split, counted from the written files."""
-    written = spark.read.parquet(feat_dir.as_uri())
+    written = spark.read.parquet(feat_uri)
     split_key = F.coalesce(F.col(SPLIT), F.lit(NULL_SPLIT)).alias("s")
     rows = (
         written.groupBy(split_key)
@@ -634,7 +681,7 @@ def _split_stats(spark: SparkSession, feat_dir: Path) -> dict[str, Any]:
     }
 
 
-def _swap_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
+def _swap_into_place(tmp: OutputFs, out: OutputFs, overwrite: bool) -> None:
     if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out}: output directory appeared while featurizing; not replaced")
-    replace_dir(tmp, out)
+        raise OutputExistsError(f"{out.root}: output directory appeared while featurizing; not replaced")
+    tmp.publish(out)

@@ -106,6 +106,27 @@ def featurize(
         from sparkhc.models.jia_zhang.spaces import ClassSpaces
 
         spaces = ClassSpaces.load(class_spaces)
+    fc = cfg.featurize
+    params: dict[str, Any] = {
+        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
+        "stop_words": fc.stop_words,
+        "fit_exclude_folds": [int(fit_exclude_fold)] if fit_exclude_fold is not None else None,
+    }
+    if fc.mode == "vocab":
+        params.update(min_df=fc.min_df, max_df=fc.max_df)
+    else:
+        params.update(hash_bits=fc.hash_bits)
+    if fc.token_pattern:
+        params["token_pattern"] = fc.token_pattern
+    if corpus is None and (input_path is None or (taxonomy_path is None and spaces is None)):
+        raise SparkhcError("--taxonomy (or --class-spaces) is required with --input")
+    if corpus is None and taxonomy_path is not None and spaces is not None:
+        raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
+                           "taxonomy)")
+    spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
+    if spark_read is not None:
+        return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
+                                       overwrite, t0)
     derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -117,11 +138,7 @@ def featurize(
         fit_on: Any = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
     else:
-        if input_path is None or (taxonomy_path is None and spaces is None):
-            raise SparkhcError("--taxonomy (or --class-spaces) is required with --input")
-        if taxonomy_path is not None and spaces is not None:
-            raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
-                               "taxonomy)")
+        assert input_path is not None
         taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
         if not (fcfg.require_labels if require_labels is None else require_labels):
             read_opts["require_labels"] = False
@@ -149,28 +166,114 @@ def featurize(
     assert taxonomy is not None
     report_dict = report.to_dict()
     log.info("read %s", report.summary())
-    fc = cfg.featurize
-    params = {
-        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
-        "stop_words": fc.stop_words, "fit_on": list(fit_on) if fit_on else None,
-        "fit_exclude_folds": [int(fit_exclude_fold)] if fit_exclude_fold is not None else None,
-    }
-    if fc.mode == "vocab":
-        params.update(min_df=fc.min_df, max_df=fc.max_df)
-    else:
-        params.update(hash_bits=fc.hash_bits)
-    if fc.token_pattern:
-        params["token_pattern"] = fc.token_pattern
+    params["fit_on"] = list(fit_on) if fit_on else None
     raw_df = spark.createDataFrame(table)
-    extra_files = {
-        TAXONOMY_FILE: taxonomy.to_tsv(),
-        CORPUS_FILE: json.dumps({**corpus_meta, "read_report": report_dict, "taxonomy_fingerprint":
-                                 taxonomy.fingerprint()}, indent=2, sort_keys=True, default=str) + "\n",
-    }
+    extra_files = _featurize_extra_files(taxonomy, corpus_meta, report_dict)
     summary = featurize_df(
         spark, raw_df, out, params, taxonomy=taxonomy, num_partitions=fc.partitions, overwrite=overwrite,
         extra_files=extra_files,
     )
+    summary["read_report"] = report_dict
+    summary["total_seconds"] = round(time.perf_counter() - t0, 2)
+    return summary
+
+
+def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], report_dict: dict[str, Any]
+                           ) -> dict[str, str | bytes]:
+    return {
+        TAXONOMY_FILE: taxonomy.to_tsv(),
+        CORPUS_FILE: json.dumps({**corpus_meta, "read_report": report_dict, "taxonomy_fingerprint":
+                                 taxonomy.fingerprint()}, indent=2, sort_keys=True, default=str) + "\n",
+    }
+
+
+def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str | None, class_spaces: bool,
+                        data_dir: str | None, cache_dir: str | None) -> tuple[str, Any] | None:
+    """What Spark's executors read: ("corpus", (info, root)) for a JSON Lines corpus, ("input", files) for
+    JSON Lines input (a file, a directory of them, local or a Hadoop URI); None for the readers that run
+    on the driver (label directories, LYRL2004 token files, Parquet, --class-spaces)."""
+    from sparkhc.corpus import readers, registry
+    from sparkhc.spark import hfs
+
+    if class_spaces:
+        return None
+    if corpus is not None:
+        info = registry.get_corpus(corpus)
+        if info.reader != "jsonl":
+            return None
+        return "corpus", (info, registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir))
+    assert input_path is not None
+    uri = hfs.qualify(spark, input_path)
+    if not hfs.has_scheme(str(input_path)):
+        p = Path(input_path)
+        if p.is_dir():
+            if any(q.is_file() and not q.name.startswith((".", "_")) for q in p.rglob("*.parquet")):
+                return None
+            files = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(readers.JSONL_SUFFIXES))
+            return ("input", ([str(q) for q in files], input_path)) if files else None
+        if p.is_file() and p.name.endswith(readers.JSONL_SUFFIXES) and p.suffix != ".parquet":
+            with open(p, "rb") as f:
+                if f.read(4) == b"PAR1":
+                    return None
+            return "input", ([str(p)], input_path)
+        return None
+    if not hfs.exists(spark, uri):
+        raise InputDataError(f"{input_path}: input not found")
+    if hfs.is_dir(spark, uri):
+        found = [f for f in hfs.list_files(spark, uri) if f.rsplit("/", 1)[-1].endswith(readers.JSONL_SUFFIXES)]
+        if not found:
+            raise InputDataError(f"{input_path}: no JSON Lines files ({', '.join(readers.JSONL_SUFFIXES)}) in the "
+                                 "directory (Hadoop URIs are read with Spark's JSON Lines reader)")
+        return "input", (found, input_path)
+    if not uri.endswith(readers.JSONL_SUFFIXES):
+        raise InputDataError(f"{input_path}: Hadoop URIs are read as JSON Lines ({', '.join(readers.JSONL_SUFFIXES)})")
+    return "input", ([uri], input_path)
+
+
+def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, source: tuple[str, Any],
+                            params: dict[str, Any], read_opts: dict[str, Any], taxonomy_path: str | None,
+                            require_labels: bool | None, overwrite: bool, t0: float) -> dict[str, Any]:
+    """featurize with the documents read, checked and tokenized by Spark's executors
+    (:func:`sparkhc.spark.sources.read_jsonl_tokens`): the driver holds the vocabulary, taxonomy and counts."""
+    from sparkhc.spark.featurize import featurize_tokens
+    from sparkhc.spark.sources import JsonlOptions, read_jsonl_tokens
+    from sparkhc.text.spec import FeatureSpec
+
+    kind, what = source
+    tok_spec = FeatureSpec.from_params({**params, "fit_on": None})
+    opts = {"unknown_labels": read_opts["unknown_labels"], "on_invalid": read_opts["on_invalid"]}
+    if kind == "corpus":
+        info, root = what
+        taxonomy = info.load_taxonomy(root)
+        docs, jopts = info.jsonl_options(root, taxonomy)
+        source_name = jopts.pop("source")
+        opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
+        tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts), source=source_name)
+        fit_on: Any = ("train",) if info.splits else None
+        corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": info.scored_labels(taxonomy)}
+    else:
+        assert taxonomy_path is not None
+        taxonomy = Taxonomy.load(taxonomy_path)
+        opts["on_empty"] = read_opts.get("on_empty", "error")
+        if not (cfg.featurize.require_labels if require_labels is None else require_labels):
+            opts["require_labels"] = False
+        files, input_path = what
+        tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        fit_on = ("train",) if "train" in tc.splits else None
+        corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+    try:
+        report_dict = tc.report.to_dict()
+        log.info("read %s", tc.report.summary())
+        params["fit_on"] = list(fit_on) if fit_on else None
+        spec = FeatureSpec.from_params(params)
+        read_s = round(time.perf_counter() - t0, 3)
+        summary = featurize_tokens(
+            spark, tc.tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
+            overwrite=overwrite, extra_files=_featurize_extra_files(taxonomy, corpus_meta, report_dict), t0=t0,
+            timings={"read_and_tokenize": read_s}, checked=True,
+        )
+    finally:
+        tc.release()
     summary["read_report"] = report_dict
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary

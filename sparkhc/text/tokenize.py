@@ -34,6 +34,10 @@ from dataclasses import dataclass, field
 #: Letters-only words of length >= 2 (Unicode letters: ``[^\W\d_]`` is "word char minus digits and
 #: underscore").
 DEFAULT_TOKEN_PATTERN = r"\b[^\W\d_]{2,}\b"
+#: The default pattern on ASCII text: there ``\w`` is ``[a-zA-Z0-9_]`` in Unicode mode too, so
+#: ``[^\W\d_]`` is ``[a-zA-Z]`` (``[a-z]`` after lowercasing) and the matches are the same; the
+#: ASCII-only engine is about twice as fast (most documents of English corpora are ASCII).
+_DEFAULT_ASCII = re.compile(r"\b[a-z]{2,}\b", re.ASCII)
 
 #: The Glasgow Information Retrieval Group stop list as shipped by scikit-learn
 #: (``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``), 318 words.
@@ -80,6 +84,7 @@ class Tokenizer:
     token_pattern: str = DEFAULT_TOKEN_PATTERN
     stop_words: bool = False
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _ascii: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -96,6 +101,7 @@ class Tokenizer:
                 f"(use (?:...)). Got {self.token_pattern!r} instead."
             )
         object.__setattr__(self, "_regex", regex)
+        object.__setattr__(self, "_ascii", _DEFAULT_ASCII if self.token_pattern == DEFAULT_TOKEN_PATTERN else None)
 
     def __getstate__(self) -> dict[str, object]:
         return {"token_pattern": self.token_pattern, "stop_words": self.stop_words}
@@ -109,7 +115,9 @@ class Tokenizer:
         """Tokens of a raw text, in order (``None`` or ``""`` give ``[]``)."""
         if not text:
             return []
-        toks = self._regex.findall(text.lower())
+        low = text.lower()
+        regex = self._ascii if self._ascii is not None and low.isascii() else self._regex
+        toks = regex.findall(low)
         if self.stop_words:
             return [t for t in toks if t not in ENGLISH_STOP_WORDS]
         return toks

@@ -281,3 +281,22 @@ def test_text_package_does_not_import_pyspark():
     code = "import sys, sparkhc.text; print('pyspark' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert res.stdout.strip() == "False"
+
+
+def test_ascii_fast_path_matches_the_unicode_pattern():
+    """The default pattern runs an ASCII-only regex on ASCII text: same tokens as the pattern itself
+    (Python's re in Unicode mode, the reference) on random ASCII strings full of digit, underscore
+    and punctuation boundaries, and on text that becomes ASCII only when lowercased (Kelvin sign)."""
+    import random
+    import re
+
+    from sparkhc.text.tokenize import DEFAULT_TOKEN_PATTERN, Tokenizer
+
+    ref = re.compile(DEFAULT_TOKEN_PATTERN)
+    tok = Tokenizer()
+    rng = random.Random(0)
+    alphabet = "abcXYZ019_ -.'\n\t" + "é"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert tok.tokenize(text) == ref.findall(text.lower()), text
+    assert tok.tokenize("\u212aing abc1 de_f gh") == ref.findall("\u212aing abc1 de_f gh".lower()) == ["king", "gh"]

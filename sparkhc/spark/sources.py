@@ -1,0 +1,495 @@
+"""Raw documents read by Spark on the executors, checked and tokenized there (issue 19, point 4).
+
+:func:`read_jsonl_tokens` is the distributed counterpart of :func:`sparkhc.corpus.readers.read_jsonl`
+followed by the tokenizer: Spark's text source reads the lines (``.gz`` decompressed by Hadoop's
+codec, uncompressed files split into blocks, any Hadoop file system), and one ``mapInArrow`` pass
+runs the very same record checks as the driver-side reader (:func:`~sparkhc.corpus.readers.jsonl_object`,
+``_jsonl_record`` and ``_Sink.add``: ids, field types, folds, protocol selection, allowed and unknown
+labels, empty documents) and turns every emitted document into its bag of words
+(:func:`sparkhc.spark.featurize.bag_batch`). The driver never sees a document: it gets one small
+partial :class:`~sparkhc.corpus.readers.ReadReport` per task and merges them.
+
+Positions. A record's place is ``(file index, block start, line index in the block)``; the line
+number inside a file is exact in the task that reads the file's first block (every gzip file,
+every file smaller than a block). Messages about records of later blocks carry a placeholder that
+the driver resolves with one counting job over the blocks before it, only when such a message
+is shown (an error, or a quarantine sample).
+
+Errors. With ``on_invalid="error"`` (and ``unknown_labels`` / ``on_empty`` = ``"error"``) the
+executors record the failure instead of raising; after the pass the driver raises the error of
+the first bad record in file order, with the message the driver-side reader gives.
+
+Duplicate ids are a global property: the pass counts claimed ids; when two records share an id
+the pass is run again with the first place of every repeated id broadcast, and each later
+occurrence is then an invalid record exactly as in the sequential reader.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkhc.corpus import readers
+from sparkhc.corpus.readers import (
+    RAW_SCHEMA,
+    SAMPLE_SIZE,
+    DuplicateIdError,
+    FoldTable,
+    ReadReport,
+    _jsonl_record,
+    _Sink,
+    jsonl_object,
+)
+from sparkhc.errors import InputDataError
+from sparkhc.spark import hfs
+from sparkhc.spark.featurize import TOKENIZED_ARROW, TOKENIZED_SCHEMA, bag_batch
+from sparkhc.spark.schemas import SPLIT
+from sparkhc.taxonomy import Taxonomy
+from sparkhc.text.spec import FeatureSpec
+
+log = logging.getLogger(__name__)
+
+EMIT = "_emit"
+CLAIM = "_claim"
+POS_FILE, POS_BLOCK, POS_LINE = "_pos_file", "_pos_block", "_pos_line"
+REPORT = "_report"
+
+#: Every record that claimed an id (emitted or not), one row per task with its partial report.
+PARSED_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, True) for f in TOKENIZED_SCHEMA.fields]
+    + [
+        T.StructField(EMIT, T.BooleanType(), False),
+        T.StructField(CLAIM, T.StringType(), True),
+        T.StructField(POS_FILE, T.IntegerType(), True),
+        T.StructField(POS_BLOCK, T.LongType(), True),
+        T.StructField(POS_LINE, T.LongType(), True),
+        T.StructField(REPORT, T.StringType(), True),
+    ]
+)
+_PARSED_ARROW = pa.schema(
+    [f.with_nullable(True) for f in TOKENIZED_ARROW]
+    + [
+        pa.field(EMIT, pa.bool_(), nullable=False),
+        pa.field(CLAIM, pa.string()),
+        pa.field(POS_FILE, pa.int32()),
+        pa.field(POS_BLOCK, pa.int64()),
+        pa.field(POS_LINE, pa.int64()),
+        pa.field(REPORT, pa.string()),
+    ]
+)
+
+# placeholders for places in blocks whose first line number / byte offset is not known in the task
+_LINE_PH = re.compile(r"\x00L(\d+):(\d+):(\d+)\x00")
+_BYTE_PH = re.compile(r"\x00B(\d+):(\d+):(\d+)\x00(?: \+ (\d+))?")
+_COUNTERS = ("quarantine_reasons", "excluded_reasons", "dropped_label_counts", "restricted_label_counts")
+_SUMMED = ("read", "emitted", "quarantined", "excluded", "empty_kept", "no_labels", "labels_dropped",
+           "labels_restricted")
+
+Key = tuple[int, int, int]
+
+#: Inputs up to this many bytes (compressed size) keep their bags of words in memory (else on disk).
+MEMORY_CACHE_BYTES = 256 << 20
+
+
+@dataclass
+class JsonlOptions:
+    """The record options of :func:`sparkhc.corpus.readers.read_jsonl` that the executors apply."""
+
+    id_field: str | None = None
+    text_fields: tuple[str, ...] = ("text",)
+    tokens_field: str | None = "tokens"
+    labels_field: str = "labels"
+    split_field: str | None = "split"
+    split_values: Mapping[str, str] | None = None
+    fold_field: str | None = "fold"
+    require_labels: bool = True
+    taxonomy: Taxonomy | None = None
+    unknown_labels: str = "error"
+    ancestors: bool = False
+    allowed_labels: Collection[str] | None = None
+    folds: FoldTable | None = None
+    select: Callable[[Mapping[str, Any]], str | None] | None = None
+    on_empty: str = "error"
+    on_invalid: str = "error"
+    batch_size: int = readers.DEFAULT_BATCH_SIZE
+
+
+# ---------------------------------------------------------------------------------------- executors
+class _TaskReport(ReadReport):
+    """A task's part of the report: samples and first occurrences keyed by record place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key: Key = (0, 0, 0)
+        self.keyed_samples: list[tuple[Key, str, str]] = []
+        self.keyed_drops: list[tuple[Key, str, str]] = []
+        self.first_seen: dict[str, dict[str, Key]] = {name: {} for name in _COUNTERS}
+        self._per_block: Counter[tuple[int, int]] = Counter()
+        self._per_block_drops: Counter[tuple[int, int]] = Counter()
+
+    def quarantine(self, record: str, reason: str) -> None:
+        self.quarantined += 1
+        self.quarantine_reasons[reason] += 1
+        block = self.key[:2]
+        if self._per_block[block] < SAMPLE_SIZE:  # the first ones of every block reach the merge
+            self._per_block[block] += 1
+            self.keyed_samples.append((self.key, record, reason))
+
+    def drop_label(self, doc_id: str, label: str) -> None:
+        self.labels_dropped += 1
+        self.dropped_label_counts[label] += 1
+        block = self.key[:2]
+        if self._per_block_drops[block] < SAMPLE_SIZE:
+            self._per_block_drops[block] += 1
+            self.keyed_drops.append((self.key, doc_id, label))
+
+    def note_new_keys(self, sizes: dict[str, int]) -> None:
+        for name in _COUNTERS:
+            c: Counter[str] = getattr(self, name)
+            if len(c) != sizes[name]:
+                seen = self.first_seen[name]
+                for k in list(c)[sizes[name]:]:
+                    seen.setdefault(k, self.key)
+
+
+class _TaskSink(_Sink):
+    """The reader's checks in a task: failures are recorded (the first in file order), ids claimed
+    against the broadcast first places of repeated ids, emitted rows collected for tokenizing."""
+
+    def __init__(self, opts: JsonlOptions, display: Sequence[str], dups: Mapping[str, Key] | None) -> None:
+        self.task_report = _TaskReport()
+        super().__init__(self.task_report, 1 << 62, opts.taxonomy, opts.unknown_labels, opts.on_empty,
+                         opts.on_invalid, opts.allowed_labels, opts.ancestors, check_duplicates=False)
+        self.display = display
+        self.dups = dups or {}
+        self.error: tuple[Key, str, str] | None = None
+        self.claim: str | None = None
+        self.fold_used = 0
+
+    def place(self, key: Key) -> str:
+        fi, block, idx = key
+        if block == 0:
+            return f"{self.display[fi]}, line {idx + 1}"
+        return f"\x00L{fi}:{block}:{idx}\x00"
+
+    def where(self, pos: int, file_idx: int | None = None) -> str:
+        return self.place(self.task_report.key)
+
+    def fail(self, message: str, exc: type[InputDataError]) -> None:
+        key = self.task_report.key
+        if self.error is None or key < self.error[0]:
+            self.error = (key, message, exc.__name__)
+
+    def invalid(self, pos: int, reason: str, detail: str, doc_id: str | None = None,
+                exc: type[InputDataError] = InputDataError) -> None:
+        try:
+            super().invalid(pos, reason, detail, doc_id, exc)
+        except InputDataError as e:
+            self.fail(str(e), type(e))
+
+    def claim_id(self, pos: int, doc_id: str) -> bool:
+        self.claim = doc_id
+        first = self.dups.get(doc_id)
+        key = self.task_report.key
+        if first is None or tuple(first) == key:
+            return True
+        self.invalid(pos, "duplicate id", f"duplicate doc id {doc_id!r}: first seen at {self.place(first)}, "
+                     f"again at {self.where(pos)}", doc_id, DuplicateIdError)
+        return False
+
+    def add(self, pos: int, doc_id: str, text: str | None, tokens: list[str] | None, labels: list[str],
+            split: str | None, fold: int | None) -> pa.RecordBatch | None:
+        try:
+            return super().add(pos, doc_id, text, tokens, labels, split, fold)
+        except InputDataError as e:  # unknown label / empty document in "error" mode
+            self.fail(str(e), type(e))
+            return None
+
+
+def _counter_sizes(rep: _TaskReport) -> dict[str, int]:
+    return {name: len(getattr(rep, name)) for name in _COUNTERS}
+
+
+def parse_partition(
+    batches: Iterator[pa.RecordBatch],
+    opts_bc: Broadcast[JsonlOptions],
+    spec_bc: Broadcast[FeatureSpec],
+    files_bc: Broadcast[tuple[dict[str, int], list[str]]],
+    dups_bc: Broadcast[dict[str, Key]] | None,
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: lines (value, file, block) -> bags of words of the emitted documents,
+    claim rows of the other records that claimed an id, and one last row with the task's report."""
+    opts, spec = opts_bc.value, spec_bc.value
+    index, display = files_bc.value
+    sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
+    rep = sink.task_report
+    used_fold_ids: set[str] = set()
+    pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
+    for b in batches:
+        values = b.column(0).to_pylist()
+        paths = b.column(1).to_pylist()
+        blocks = b.column(2).to_pylist()
+        claims: list[tuple[str, Key]] = []
+        emitted_keys: list[Key] = []
+        for raw, path, block in zip(values, paths, blocks, strict=True):
+            fi = _file_index(index, path)
+            idx, nbytes = pos_in_block.get((fi, block), (0, 0))
+            pos_in_block[(fi, block)] = (idx + 1, nbytes + len(raw) + 1)
+            if not raw.strip():
+                continue
+            key = (fi, block, idx)
+            rep.key = key
+            rep.read += 1
+            sizes = _counter_sizes(rep)
+            sink.claim = None
+            n_rows, n_used = len(sink._rows), len(used_fold_ids)
+            offset = str(nbytes) if block == 0 else f"\x00B{fi}:{block}:{nbytes}\x00"
+            obj = jsonl_object(sink, idx + 1, raw, offset, block == 0 and idx == 0)
+            if obj is not None:
+                _jsonl_record(sink, idx + 1, obj, opts.id_field, opts.text_fields, opts.tokens_field,
+                              opts.labels_field, opts.split_field, opts.fold_field, opts.require_labels, opts.folds,
+                              opts.select, used_fold_ids, None, opts.split_values)
+            sink.fold_used += len(used_fold_ids) - n_used
+            used_fold_ids.clear()
+            rep.note_new_keys(sizes)
+            if len(sink._rows) > n_rows:
+                emitted_keys.append(key)
+            elif sink.claim is not None:
+                claims.append((sink.claim, key))
+        rows, sink._rows = sink._rows, []
+        n = len(rows)
+        raw_batch = pa.RecordBatch.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=True), RAW_SCHEMA, strict=True)]
+            if rows else [pa.array([], type=f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
+        bags = bag_batch(raw_batch, spec)
+        keys = emitted_keys + [k for _, k in claims]
+        m = n + len(claims)
+        cols = [pa.concat_arrays([bags.column(i), pa.nulls(len(claims), type=bags.schema.field(i).type)])
+                for i in range(bags.num_columns)]
+        yield pa.RecordBatch.from_arrays(
+            [
+                *cols,
+                pa.array([True] * n + [False] * len(claims), type=pa.bool_()),
+                pa.array([r[0] for r in rows] + [c for c, _ in claims], type=pa.string()),
+                pa.array([k[0] for k in keys], type=pa.int32()),
+                pa.array([k[1] for k in keys], type=pa.int64()),
+                pa.array([k[2] for k in keys], type=pa.int64()),
+                pa.nulls(m, type=pa.string()),
+            ],
+            schema=_PARSED_ARROW,
+        )
+    summary = {name: getattr(rep, name) for name in _SUMMED}
+    summary.update({name: dict(getattr(rep, name)) for name in _COUNTERS})
+    summary.update(
+        first_seen={name: {k: list(v) for k, v in seen.items()} for name, seen in rep.first_seen.items()},
+        samples=[[list(k), r, why] for k, r, why in rep.keyed_samples],
+        drops=[[list(k), d, lab] for k, d, lab in rep.keyed_drops],
+        error=None if sink.error is None else [list(sink.error[0]), sink.error[1], sink.error[2]],
+        fold_used=sink.fold_used,
+    )
+    cols = [pa.nulls(1, type=f.type) for f in TOKENIZED_ARROW]
+    yield pa.RecordBatch.from_arrays(
+        [*cols, pa.array([False]), pa.nulls(1, pa.string()), pa.nulls(1, pa.int32()), pa.nulls(1, pa.int64()),
+         pa.nulls(1, pa.int64()), pa.array([json.dumps(summary)], type=pa.string())],
+        schema=_PARSED_ARROW,
+    )
+
+
+# ---------------------------------------------------------------------------------------- driver
+@dataclass
+class TokenizedCorpus:
+    """What :func:`read_jsonl_tokens` gives: the bags of words of the emitted documents (persisted;
+    :meth:`release` frees them), the completed read report and the splits present."""
+
+    tokens: DataFrame
+    report: ReadReport
+    splits: list[str | None] = field(default_factory=list)
+    _parsed: DataFrame | None = None
+
+    def release(self) -> None:
+        if self._parsed is not None:
+            self._parsed.unpersist()
+
+
+def read_jsonl_tokens(
+    spark: SparkSession,
+    paths: Sequence[str],
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    source: str | None = None,
+    display: Sequence[str] | None = None,
+) -> TokenizedCorpus:
+    """Read JSON Lines files (Hadoop URIs or local paths; ``.gz`` decompressed) on the executors,
+    check every record as :func:`sparkhc.corpus.readers.read_jsonl` does with ``opts``, and tokenize
+    the emitted documents with ``spec``'s tokenizer.
+
+    Raises the reader's error (naming file and line) for the first bad record in file order unless
+    ``opts`` set such records aside. ``display`` are the names used in messages (default ``paths``).
+    """
+    uris = [hfs.qualify(spark, p) for p in paths]
+    names = list(display) if display is not None else [str(p) for p in paths]
+    for uri, name in zip(uris, names, strict=True):
+        hfs.check_gzip_suffix(spark, uri, name)
+    # the bags are kept for the later passes (check, fit, transform); above MEMORY_CACHE_BYTES of input
+    # they go straight to disk: a 1 GB corpus cached in memory first ran a 1 GB driver out of heap
+    level = StorageLevel.MEMORY_AND_DISK if sum(hfs.size(spark, u) for u in uris) <= MEMORY_CACHE_BYTES \
+        else StorageLevel.DISK_ONLY
+    report = ReadReport(source=source or ", ".join(names))
+    report.files = list(names)
+    lines = (
+        spark.read.option("lineSep", "\n").text(uris)
+        .select(F.col("value").cast("binary").alias("v"), F.col("_metadata.file_path").alias("p"),
+                F.col("_metadata.file_block_start").alias("b"))
+    )
+    sc = spark.sparkContext
+    index = {_norm(u): i for i, u in enumerate(uris)}
+    bcs: list[Broadcast[Any]] = [sc.broadcast(opts), sc.broadcast(spec.unfitted() if spec.is_fitted else spec),
+                                 sc.broadcast((index, names))]
+
+    def run(dups: dict[str, Key] | None) -> tuple[DataFrame, Any]:
+        dups_bc = None if dups is None else sc.broadcast(dups)
+        if dups_bc is not None:
+            bcs.append(dups_bc)
+        fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc)
+        parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(level)
+        try:
+            row = parsed.agg(
+                F.collect_list(REPORT).alias("reports"),
+                F.count(CLAIM).alias("claims"),
+                F.count_distinct(CLAIM).alias("distinct"),
+                F.collect_set(F.when(F.col(EMIT), F.coalesce(F.col(SPLIT), F.lit("\x00null")))).alias("splits"),
+            ).first()
+        except Exception as e:
+            parsed.unpersist()
+            _explain_read_failure(spark, uris, names, e)
+            raise
+        return parsed, row
+
+    try:
+        parsed, row = run(None)
+        if row["claims"] != row["distinct"]:
+            firsts = (parsed.where(F.col(CLAIM).isNotNull())
+                      .groupBy(CLAIM).agg(F.count(F.lit(1)).alias("n"),
+                                          F.min(F.struct(POS_FILE, POS_BLOCK, POS_LINE)).alias("first"))
+                      .where(F.col("n") > 1).collect())
+            dups = {r[CLAIM]: (int(r["first"][0]), int(r["first"][1]), int(r["first"][2])) for r in firsts}
+            log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
+            parsed.unpersist()
+            parsed, row = run(dups)
+        _merge(report, [json.loads(s) for s in row["reports"]], opts, spark, lines, names, index, parsed)
+    finally:
+        for b in bcs:
+            b.unpersist()
+    splits = sorted((None if s == "\x00null" else s for s in row["splits"]), key=lambda s: (s is not None, s or ""))
+    tokens = parsed.where(F.col(EMIT)).select(*[F.col(f.name) for f in TOKENIZED_SCHEMA.fields])
+    return TokenizedCorpus(tokens, report, splits, parsed)
+
+
+def _norm(uri: str) -> str:
+    """One spelling of a file's URI: ``file:///x``, ``file:/x`` and percent-encoded forms agree."""
+    uri = unquote(uri)
+    return "file:/" + uri[len("file:///"):] if uri.startswith("file:///") else uri
+
+
+def _file_index(index: Mapping[str, int], path: str) -> int:
+    i = index.get(path)
+    return index[_norm(path)] if i is None else i
+
+
+def _explain_read_failure(spark: SparkSession, uris: Sequence[str], names: Sequence[str], e: Exception) -> None:
+    """A failed read job: a corrupt gzip file is named as the driver-side reader names it."""
+    text = str(e)
+    if not any(s in text for s in ("EOFException", "ZLIB", "GZIP", "gzip", "Unexpected end of input")):
+        return
+    for uri, name in zip(uris, names, strict=True):
+        if uri in text or name in text or uri.replace("file:///", "file:/") in text:
+            local = hfs.local_path(uri)
+            if local is not None:
+                for _ in readers.iter_lines(local):  # raises the reader's error naming the line
+                    pass
+            raise InputDataError(f"{name}: read error (corrupt or truncated gzip data?): {_first_line(text)}") from None
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:300]
+
+
+def _merge(report: ReadReport, parts: list[dict[str, Any]], opts: JsonlOptions, spark: SparkSession,
+           lines: DataFrame, names: Sequence[str], index: Mapping[str, int], parsed: DataFrame) -> None:
+    """Merge the tasks' reports into ``report`` (the counts; samples and counter order by place),
+    raise the first error in file order, resolve the placeholders of later blocks."""
+    for name in _SUMMED:
+        setattr(report, name, sum(int(p[name]) for p in parts))
+    for name in _COUNTERS:
+        first: dict[str, Key] = {}
+        total: Counter[str] = Counter()
+        for p in parts:
+            for k, v in p[name].items():
+                total[k] += int(v)
+            for k, key in p["first_seen"][name].items():
+                kt = (int(key[0]), int(key[1]), int(key[2]))
+                if k not in first or kt < first[k]:
+                    first[k] = kt
+        merged: Counter[str] = Counter()
+        for k in sorted(total, key=lambda k: first.get(k, (1 << 30, 0, 0))):
+            merged[k] = total[k]
+        setattr(report, name, merged)
+    errors = [(tuple(p["error"][0]), p["error"][1], p["error"][2]) for p in parts if p["error"] is not None]
+    samples = sorted((tuple(k), r, why) for p in parts for k, r, why in p["samples"])[:SAMPLE_SIZE]
+    drops = sorted((tuple(k), d, lab) for p in parts for k, d, lab in p["drops"])[:SAMPLE_SIZE]
+    texts = [e[1] for e in errors] + [r for _, r, _ in samples]
+    resolve = _resolver(spark, lines, names, index, texts)
+    if errors:
+        parsed.unpersist()
+        _key, message, exc_name = min(errors)
+        exc = getattr(readers, exc_name, None) or InputDataError
+        raise exc(resolve(message))
+    report.quarantine_samples = [(resolve(r), why) for _, r, why in samples]
+    report.dropped_label_samples = [(d, lab) for _, d, lab in drops]
+    if opts.folds is not None:
+        unused = len(opts.folds) - sum(int(p["fold_used"]) for p in parts)
+        if unused > 0:
+            report.notes.append(f"{unused} id(s) of {opts.folds.source} match no document read")
+    report.batches = -(-report.emitted // opts.batch_size)
+    report.finish()
+
+
+def _resolver(spark: SparkSession, lines: DataFrame, names: Sequence[str], index: Mapping[str, int],
+              texts: list[str]) -> Callable[[str], str]:
+    """Replace the line / byte placeholders of ``texts`` by numbers (one counting job when any)."""
+    blocks = {(int(m.group(1)), int(m.group(2))) for t in texts for m in _LINE_PH.finditer(t)}
+    blocks |= {(int(m.group(1)), int(m.group(2))) for t in texts for m in _BYTE_PH.finditer(t)}
+    before: dict[tuple[int, int], tuple[int, int]] = {}
+    if blocks:
+        counts = (lines.groupBy("p", "b").agg(F.count(F.lit(1)).alias("n"),
+                                              F.sum(F.octet_length("v") + 1).alias("bytes")).collect())
+        per_file: dict[int, list[tuple[int, int, int]]] = {}
+        for r in counts:
+            per_file.setdefault(_file_index(index, r["p"]), []).append((int(r["b"]), int(r["n"]), int(r["bytes"])))
+        for fi, block in blocks:
+            rows = per_file.get(fi, [])
+            before[(fi, block)] = (sum(n for b, n, _ in rows if b < block), sum(nb for b, _, nb in rows if b < block))
+
+    def line(m: re.Match[str]) -> str:
+        fi, block, idx = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        return f"{names[fi]}, line {before.get((fi, block), (0, 0))[0] + idx + 1}"
+
+    def byte(m: re.Match[str]) -> str:
+        fi, block, within = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        return str(before.get((fi, block), (0, 0))[1] + within + int(m.group(4) or 0))
+
+    return lambda t: _BYTE_PH.sub(byte, _LINE_PH.sub(line, t))

@@ -1,0 +1,163 @@
+"""The JSON Lines reader on the executors (:mod:`sparkhc.spark.sources`) against the driver-side
+reader (:func:`sparkhc.corpus.readers.read_jsonl`), which is the independent reference: same
+documents, same bags of words, same read report, same error message naming file, line and byte
+offset, also for records in later blocks of a file that Spark splits into several tasks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sparkhc.corpus import readers
+from sparkhc.errors import InputDataError
+from sparkhc.spark.sources import JsonlOptions, read_jsonl_tokens
+from sparkhc.taxonomy import Taxonomy
+from sparkhc.text.spec import FeatureSpec
+from tests.reliability import tiny_records, write_jsonl, write_taxonomy
+
+SPEC = FeatureSpec(fit_on=None)
+
+
+@pytest.fixture()
+def small_blocks(spark):
+    """Blocks of 2 KB: a file of a few hundred records is read by several tasks."""
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "2048")
+    yield
+    spark.conf.set(key, old)
+
+
+def _records(n: int) -> list:
+    recs = tiny_records(n)
+    for r in recs:
+        r["text"] = r["text"] + " filler words to make the lines longer"
+    return recs
+
+
+def _driver(path: Path, **opts):
+    batches, report = readers.read_jsonl(path, **opts)
+    table = readers.to_table(batches)
+    return table, report
+
+
+def _spark(spark, path: Path, **opts):
+    return read_jsonl_tokens(spark, [str(path)], SPEC, JsonlOptions(**opts))
+
+
+def _bags(table) -> dict[str, Counter]:
+    tok = SPEC.tokenizer
+    return {d: Counter(tok.tokenize_document(t, k)) for d, t, k in
+            zip(table.column("doc_id").to_pylist(), table.column("text").to_pylist(),
+                table.column("tokens").to_pylist(), strict=True)}
+
+
+def test_good_corpus_same_documents_bags_and_report(spark, small_blocks, tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", _records(300))
+    table, rep = _driver(path)
+    tc = _spark(spark, path)
+    try:
+        rows = tc.tokens.collect()
+        assert tc.tokens.rdd.getNumPartitions() > 1  # several blocks
+        got = {r["doc_id"]: Counter(dict(zip(r["terms"], r["term_counts"], strict=True))) for r in rows}
+        assert got == _bags(table)
+        labels = {r["doc_id"]: (r["labels"], r["split"], r["fold"]) for r in rows}
+        assert labels == {d: (lab, s, f) for d, lab, s, f in zip(*(table.column(c).to_pylist() for c in
+                                                                     ("doc_id", "labels", "split", "fold")), strict=True)}
+        assert tc.report.to_dict() == rep.to_dict()
+        assert tc.splits == sorted(set(table.column("split").to_pylist()))
+    finally:
+        tc.release()
+
+
+BAD = [
+    '{"id": "x1", "text": "a b", "labels": ["tennis"]',
+    b'{"id": "x2", "text": "caf\xe9", "labels": ["tennis"]}',
+    {"id": "x3", "text": "  ", "labels": ["tennis"]},
+    {"id": "x4", "text": "goal", "labels": ["cricket"]},
+    {"text": "goal", "labels": ["football"]},
+    [1, 2],
+]
+
+
+def _with_bad(n: int, at: dict[int, object]) -> list:
+    recs: list = _records(n)
+    for i, bad in sorted(at.items(), reverse=True):
+        recs.insert(i, bad)
+    return recs
+
+
+@pytest.mark.parametrize("k", range(len(BAD)))
+def test_error_in_a_later_block_names_the_same_line_and_offset(spark, small_blocks, tmp_path, k):
+    tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
+    path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, {250: BAD[k], 280: BAD[(k + 1) % len(BAD)]}))
+    with pytest.raises(InputDataError) as want:
+        _driver(path, taxonomy=tax)
+    with pytest.raises(InputDataError) as got:
+        _spark(spark, path, taxonomy=tax)
+    assert type(got.value) is type(want.value)
+    assert str(got.value) == str(want.value)
+    assert ", line 251" in str(got.value)
+
+
+def test_quarantine_report_equals_the_driver_readers(spark, small_blocks, tmp_path):
+    tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
+    at = {3 + 40 * i: b for i, b in enumerate(BAD)}
+    at[200] = {"id": "d0005", "text": "goal again", "labels": ["football"]}  # a duplicate id, later block
+    at[230] = {"id": "x9", "text": "goal", "labels": ["football", "cricket"]}
+    path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, at))
+    opts = {"taxonomy": tax, "on_invalid": "quarantine", "on_empty": "quarantine", "unknown_labels": "drop"}
+    table, rep = _driver(path, **opts)
+    tc = _spark(spark, path, **opts)
+    try:
+        assert tc.report.to_dict() == rep.to_dict()
+        assert rep.quarantined == 5 and rep.labels_dropped == 2  # x4 and x9 lose 'cricket'
+        assert sorted(r["doc_id"] for r in tc.tokens.select("doc_id").collect()) == sorted(
+            table.column("doc_id").to_pylist())
+    finally:
+        tc.release()
+
+
+def test_duplicate_id_error_names_both_places(spark, small_blocks, tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, {260: {"id": "d0002", "text": "goal",
+                                                                      "labels": ["football"]}}))
+    with pytest.raises(readers.DuplicateIdError) as want:
+        _driver(path)
+    with pytest.raises(readers.DuplicateIdError) as got:
+        _spark(spark, path)
+    assert str(got.value) == str(want.value)
+    assert "first seen at" in str(got.value) and "line 261" in str(got.value)
+
+
+def test_several_files_gzip_and_plain(spark, tmp_path):
+    recs = _records(40)
+    a = write_jsonl(tmp_path / "a.jsonl", recs[:25])
+    b = tmp_path / "b.jsonl.gz"
+    readers.write_jsonl_gz(recs[25:], b)
+    batches, rep = readers.read_jsonl([a, b])
+    table = readers.to_table(batches)
+    tc = read_jsonl_tokens(spark, [str(a), str(b)], SPEC, JsonlOptions())
+    try:
+        assert tc.report.to_dict() == rep.to_dict()
+        assert sorted(r["doc_id"] for r in tc.tokens.collect()) == sorted(table.column("doc_id").to_pylist())
+    finally:
+        tc.release()
+
+
+def test_uri_helpers(tmp_path):
+    from sparkhc.spark import hfs
+
+    assert hfs.has_scheme("hdfs://nn:8020/x") and hfs.has_scheme("s3a://b/k") and hfs.has_scheme("file:/x")
+    assert not hfs.has_scheme("/tmp/x") and not hfs.has_scheme("rel/x")
+    assert hfs.local_path("file:///tmp/a%20b") == Path("/tmp/a b") and hfs.local_path("hdfs://nn/x") is None
+    out = hfs.OutputFs(str(tmp_path / "o"))
+    assert out.local and out.root == str(tmp_path / "o") and out.uri == (tmp_path / "o").as_uri()
+    tmp = out.sibling(".tmp-1")
+    tmp.makedirs()
+    tmp.write_bytes(tmp.child("a.txt"), b"new")
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "old.txt").write_text("old")
+    tmp.publish(out)  # replaces the existing folder, leaves nothing beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"] and (tmp_path / "o" / "a.txt").read_bytes() == b"new"

@@ -30,11 +30,13 @@ def has_scheme(path: str) -> bool:
 
 def qualify(spark: SparkSession, path: str | Path) -> str:
     """The URI of ``path``: URIs as given, local paths as absolute ``file:`` URIs (Hadoop's spelling
-    ``file:/abs``, the one Spark reports in ``input_file_name()``)."""
+    ``file:/abs``, the one Spark reports in ``input_file_name()``). ``..`` and ``.`` are collapsed
+    as Hadoop's ``Path`` does (``../data/x`` from ``/w/proj`` is ``file:/w/data/x``), so the URI
+    equals the one Spark reports for the file."""
     p = str(path)
     if has_scheme(p):
         return p
-    return "file:" + Path(p).absolute().as_posix()
+    return "file:" + Path(os.path.abspath(p)).as_posix()
 
 
 def local_path(uri: str) -> Path | None:

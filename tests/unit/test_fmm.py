@@ -6,8 +6,6 @@ written out in the comments, never from the code under test.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import os
 from pathlib import Path
@@ -476,86 +474,6 @@ def test_fmm_gamma0_clusters_are_category_distributions():
     np.testing.assert_allclose(m.cluster_word_prob_[0], F / F.sum(axis=1, keepdims=True), rtol=1e-12)
 
 
-# ---------------------------------------------------------------------------------------------
-# real data and the runner
-
-
-def _reuters() -> Path:
-    d = DATA_DIR / "reuters21578"
-    if not (d / "docs.jsonl.gz").is_file():
-        pytest.skip(f"Reuters-21578 not found at {d} (set SPARKHC_DATA_DIR to ../shared/data)")
-    return d
-
-
-def test_reuters_nine_commodities_lewis_split():
-    from experiments.li_yamanishi import build_setting, evaluate_method, load_docs, split_docs
-    from sparkhc.text.tokenize import Tokenizer
-
-    docs = load_docs(_reuters() / "docs.jsonl.gz")
-    train, test = split_docs(docs, "lewis")
-    assert (len(train), len(test)) == (13625, 6188)  # paper Table 14
-    data = build_setting("nine_commodities", train, test, Tokenizer())
-    assert (data.X_train.shape[0], data.X_test.shape[0]) == (707, 228)  # paper Table 12
-    for make in (WBM, lambda: FMM(gamma=0.5)):
-        r = evaluate_method(make, data, keep_curve=False)
-        assert 0.5 < r["bep"] < 0.9
-
-
-def _fake_corpus(path: Path) -> None:
-    rng = np.random.default_rng(0)
-    cats = [
-        "wheat",
-        "corn",
-        "oilseed",
-        "sugar",
-        "coffee",
-        "soybean",
-        "cocoa",
-        "rice",
-        "cotton",
-        "earn",
-        "acq",
-    ]
-    words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(10) for j in range(10)]
-    with gzip.open(path, "wt") as fh:
-        for i in range(120):
-            labs = list({cats[rng.integers(len(cats))] for _ in range(rng.integers(1, 3))})
-            topic_words = [w for c in labs for w in words[cats.index(c) * 8 : cats.index(c) * 8 + 8]]
-            text = " ".join(rng.choice(topic_words + words, size=30))
-            split = "TRAIN" if i < 80 else "TEST"
-            fh.write(
-                json.dumps(
-                    {
-                        "id": i,
-                        "lewissplit": split,
-                        "topics_attr": "YES",
-                        "split": split.lower(),
-                        "labels": labs,
-                        "title": "",
-                        "text": text,
-                    }
-                )
-                + "\n"
-            )
-
-
-def test_run_experiment_on_a_tiny_corpus(tmp_path):
-    pytest.importorskip("matplotlib")
-    from experiments.li_yamanishi import main
-
-    (tmp_path / "data" / "reuters21578").mkdir(parents=True)
-    _fake_corpus(tmp_path / "data" / "reuters21578" / "docs.jsonl.gz")
-    out = tmp_path / "out"
-    assert (
-        main(
-            ["--data-dir", str(tmp_path / "data"), "--out", str(out), "--no-ablations", "--configs", "lewis"]
-        )
-        == 0
-    )
-    md = (out / "bep.md").read_text()
-    assert "sparkhc experiment li-yamanishi --data-dir ../shared/data --out docs/results/li_yamanishi" in md
-    assert "| FMM0.5 |" in md
-    res = json.loads((out / "results.json").read_text())
-    assert 0 <= res["configs"]["lewis"]["nine_commodities"]["methods"]["WBM"]["bep"] <= 1
-    assert (out / "pr_nine_commodities.png").is_file() and (out / "pr_ten_largest.png").is_file()
-    assert main(["--data-dir", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+# The runner (experiments/li_yamanishi.py) reads the corpus through the product since the move onto
+# the product data path: its smoke test is tests/experiments/test_runners_quick.py, the Lewis and
+# TOPICS selections with the paper's Table 14 counts are in tests/unit/test_corpus.py.

@@ -163,3 +163,19 @@ def test_uri_helpers(tmp_path):
     (tmp_path / "o" / "old.txt").write_text("old")
     tmp.publish(out)  # replaces the existing folder, leaves nothing beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"] and (tmp_path / "o" / "a.txt").read_bytes() == b"new"
+
+
+def test_a_relative_path_with_dotdot_reads_like_the_plain_path(spark, tmp_path, monkeypatch):
+    # the README's `--data-dir ../shared/data`: the URI of the file must be the one Spark reports
+    # (Hadoop collapses ".."), or the per-file index misses it (a KeyError before the fix)
+    (tmp_path / "proj").mkdir()
+    path = write_jsonl(tmp_path / "docs.jsonl", _records(20))
+    monkeypatch.chdir(tmp_path / "proj")
+    table, rep = _driver(path)
+    tc = _spark(spark, Path("..") / "docs.jsonl")
+    try:
+        assert sorted(r["doc_id"] for r in tc.tokens.select("doc_id").collect()) == sorted(
+            table.column("doc_id").to_pylist())
+        assert tc.report.read == rep.read == 20
+    finally:
+        tc.release()

@@ -22,17 +22,7 @@ from sparkhc.models.jia_zhang.solver import (
     solve_pair_task,
 )
 from tests.conftest import corpus_dir
-
-
-def _random_mdc(seed: int, n: int = 60, d: int = 5, n_classes: tuple[int, ...] = (3, 2)):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    Y = np.empty((n, len(n_classes)), dtype=np.int64)
-    shared = X @ rng.normal(size=d)
-    for j, k in enumerate(n_classes):
-        s = shared + 0.7 * (X @ rng.normal(size=d)) + 0.5 * rng.normal(size=n)
-        Y[:, j] = np.digitize(s, np.quantile(s, np.linspace(0, 1, k + 1)[1:-1]))
-    return X, Y
+from tests.unit.test_m3mdc import _random_mdc
 
 
 def test_one_dimensional_svm_by_hand():

@@ -103,9 +103,11 @@ def _run(name: str, corpus: str | None, data_dir: str | None, out_dir: Path, cfg
         mdc_text.run(_spark(name, master, spark), cfg, data, out_dir)
         return out_dir / f"{mdc_text.CORPUS}.md"
     if name == "m3mdc":
+        from experiments.m3mdc import GRID, QUICK_GRID
         from experiments.m3mdc import run_experiment as mdc_run
 
-        mdc_run(data, out_dir, spark=_spark(name, master, spark), folds=2 if quick else None)
+        mdc_run(data, out_dir, spark=_spark(name, master, spark), folds=2 if quick else None,
+                grid=QUICK_GRID if quick else GRID)
         return out_dir / "table3.md"
     assert name == "xiao"
     from experiments.xiao import run_experiment as xiao_run

@@ -27,6 +27,7 @@ import scipy
 import scipy.stats
 
 from experiments import harness
+from experiments import mdc_baselines as mb
 from sparkhc.models.jia_zhang.data import FeatureScaler, MDCDataset, load_mdc, resolve_mdc_dir
 from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM, PairSolver, mdc_metrics
 
@@ -44,6 +45,25 @@ DISPLAY = {"edm": "Edm", "solar_flare1": "Flare1"}
 LAMBDA1 = 0.1
 LAMBDA2 = 0.001
 BR_LIBSVM_DEFAULT_LAMBDA1 = 1.0  # LIBSVM's default C = 1 <=> lambda1 = 1/C = 1
+#: every method of the tables, in row order, with its description
+METHODS: dict[str, str] = {
+    "M3MDC": f"M3MDC, λ1 = {LAMBDA1}, λ2 = {LAMBDA2} (the paper's defaults), product solver",
+    "BR_C1": "BR, product one-vs-one SVMs, λ1 = 1 (= LIBSVM's default C = 1, the paper's BR)",
+    "BR_LIBSVM": "BR, LIBSVM (scikit-learn SVC, linear kernel, C = 1), one-vs-one per class space",
+    "ECC": "ECC: 10 classifier chains (random order), 67 % samples, majority vote, LIBSVM C = 1",
+    "ECP": "ECP: 10 class powersets, 67 % samples, majority vote, LIBSVM C = 1",
+    "ESC": "ESC: 10 super-class classifiers (partition chosen on an internal validation third), 67 % samples, "
+           "majority vote, LIBSVM C = 1",
+    "BR": f"BR, product one-vs-one SVMs, λ1 = {LAMBDA1} (= C = 10, M3MDC's λ1; not the paper's setting)",
+}
+PAPER_METHODS = ("M3MDC", "BR", "ECC", "ECP", "ESC")
+#: the paper's Figure 1 grid: λ1, λ2 in {10, 1, 0.1, 0.01, 0.001, 0.0001}
+GRID = (10.0, 1.0, 0.1, 0.01, 0.001, 0.0001)
+QUICK_GRID = (0.1,)
+#: W-step cap for the sensitivity grid only (the tables use the solver's default): at λ1 ≤ 1e-3
+#: (C ≥ 1000) the dual coordinate descent needs up to 20,000 passes per pair and one fit takes
+#: minutes; the grid records the duality gap each cell reached
+GRID_DCD_MAX_PASSES = 300
 
 # Jia & Zhang (AAAI 2020), Table 3: (mean, std) per data set, metric and method.
 PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
@@ -58,6 +78,9 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
             "exact_match": (0.442, 0.125),
             "sub_exact_match": (0.935, 0.061),
         },
+        "ECC": {"hamming_score": (0.695, 0.065), "exact_match": (0.454, 0.123), "sub_exact_match": (0.935, 0.069)},
+        "ECP": {"hamming_score": (0.721, 0.082), "exact_match": (0.559, 0.136), "sub_exact_match": (0.883, 0.074)},
+        "ESC": {"hamming_score": (0.701, 0.079), "exact_match": (0.513, 0.122), "sub_exact_match": (0.890, 0.076)},
     },
     "solar_flare1": {
         "M3MDC": {
@@ -70,6 +93,9 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
             "exact_match": (0.821, 0.073),
             "sub_exact_match": (0.947, 0.039),
         },
+        "ECC": {"hamming_score": (0.922, 0.034), "exact_match": (0.817, 0.078), "sub_exact_match": (0.951, 0.036)},
+        "ECP": {"hamming_score": (0.921, 0.036), "exact_match": (0.817, 0.078), "sub_exact_match": (0.947, 0.039)},
+        "ESC": {"hamming_score": (0.923, 0.033), "exact_match": (0.821, 0.073), "sub_exact_match": (0.951, 0.036)},
     },
 }
 
@@ -121,9 +147,24 @@ def _correlation(C: np.ndarray) -> np.ndarray:
     return np.asarray(R)
 
 
+def _fit_baselines(X_tr: np.ndarray, Y_tr: np.ndarray, X_te: np.ndarray, n_classes: list[int],
+                   seed: int) -> dict[str, Any]:
+    """The paper's LIBSVM baselines (BR, ECC, ECP, ESC; :mod:`experiments.mdc_baselines`) on one
+    split: predictions, fit seconds and the ensembles' chain orders / partitions."""
+    out: dict[str, Any] = {}
+    models: dict[str, Any] = {"BR_LIBSVM": mb.BinaryRelevance()}
+    models.update({kind: mb.Ensemble(kind, seed=seed) for kind in mb.KINDS})
+    for name, model in models.items():
+        pred, sec = _fit_predict(model, X_tr, Y_tr, X_te, n_classes)
+        out[name] = {"pred": pred, "fit_seconds": sec,
+                     "members": model.describe() if isinstance(model, mb.Ensemble) else None}
+    return out
+
+
 def run_dataset(ds: MDCDataset, solver: PairSolver | None = None, n_folds: int | None = None) -> dict[str, Any]:
-    """Cross-validate M3MDC, BR and BR with LIBSVM's default C (``n_folds``: the first folds
-    only, for a smoke run); fit M3MDC on all data for C."""
+    """Cross-validate M3MDC, BR (λ1 = 0.1 and 1) and the paper's LIBSVM baselines (BR, ECC, ECP,
+    ESC; ensembles seeded with the fold number) (``n_folds``: the first folds only, for a smoke
+    run); fit M3MDC on all data for C."""
     folds: list[dict[str, Any]] = []
     for k, tr, te in ds.cv_splits():
         if n_folds is not None and k >= n_folds:
@@ -137,40 +178,45 @@ def run_dataset(ds: MDCDataset, solver: PairSolver | None = None, n_folds: int |
         pred_br, sec_br = _fit_predict(br, X_tr, Y_tr, X_te, ds.n_classes)
         br1 = BinaryRelevanceSVM(lambda1=BR_LIBSVM_DEFAULT_LAMBDA1, solver=solver)
         pred_br1, sec_br1 = _fit_predict(br1, X_tr, Y_tr, X_te, ds.n_classes)
-        folds.append(
-            {
-                "fold": k,
-                "n_train": int(tr.size),
-                "n_test": int(te.size),
-                "M3MDC": {
-                    "metrics": mdc_metrics(Y_te, pred_m3),
-                    "fit_seconds": sec_m3,
-                    "n_iter": m3.n_iter_,
-                    "converged": m3.converged_,
-                    "history": m3.history_,
-                },
-                "BR": {"metrics": mdc_metrics(Y_te, pred_br), "fit_seconds": sec_br},
-                "BR_C1": {"metrics": mdc_metrics(Y_te, pred_br1), "fit_seconds": sec_br1},
-            }
-        )
+        fold: dict[str, Any] = {
+            "fold": k,
+            "n_train": int(tr.size),
+            "n_test": int(te.size),
+            "M3MDC": {
+                "metrics": mdc_metrics(Y_te, pred_m3),
+                "fit_seconds": sec_m3,
+                "n_iter": m3.n_iter_,
+                "converged": m3.converged_,
+                "history": m3.history_,
+            },
+            "BR": {"metrics": mdc_metrics(Y_te, pred_br), "fit_seconds": sec_br},
+            "BR_C1": {"metrics": mdc_metrics(Y_te, pred_br1), "fit_seconds": sec_br1},
+        }
+        for name, r in _fit_baselines(X_tr, Y_tr, X_te, ds.n_classes, seed=k).items():
+            fold[name] = {"metrics": mdc_metrics(Y_te, r["pred"]), "fit_seconds": r["fit_seconds"]}
+            if r["members"] is not None:
+                fold[name]["members"] = r["members"]
+        folds.append(fold)
         logger.info(
-            "%s fold %d: HS M3MDC %.4f BR %.4f (%.1fs, %d alternations)",
+            "%s fold %d: HS %s (%.1fs, %d alternations)",
             ds.name,
             k,
-            folds[-1]["M3MDC"]["metrics"]["hamming_score"],
-            folds[-1]["BR"]["metrics"]["hamming_score"],
+            " ".join(f"{m} {fold[m]['metrics']['hamming_score']:.4f}" for m in METHODS),
             sec_m3,
             m3.n_iter_,
         )
     summary = {
         method: {metric: _mean_std([f[method]["metrics"][metric] for f in folds]) for metric in METRICS}
-        for method in ("M3MDC", "BR", "BR_C1")
+        for method in METHODS
     }
     per_fold_tests = {
-        metric: wilcoxon_test(
-            [f["M3MDC"]["metrics"][metric] for f in folds], [f["BR"]["metrics"][metric] for f in folds]
-        )
-        for metric in METRICS
+        other: {
+            metric: wilcoxon_test(
+                [f["M3MDC"]["metrics"][metric] for f in folds], [f[other]["metrics"][metric] for f in folds]
+            )
+            for metric in METRICS
+        }
+        for other in METHODS if other != "M3MDC"
     }
     # the learned class-pair covariance (Figure 2) from one fit on the whole data set
     scaler = FeatureScaler(ds.features).fit(ds)
@@ -265,10 +311,200 @@ def _plot_convergence(res: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _grid_cell(task: tuple[Any, ...]) -> dict[str, Any]:
+    """One cell × fold of the sensitivity grid: M3MDC at (λ1, λ2) in process (serial pair solver,
+    W step capped at :data:`GRID_DCD_MAX_PASSES` passes); runs in a Spark task."""
+    l1, l2, k, X_tr, Y_tr, X_te, Y_te, n_classes = task
+    logging.getLogger("sparkhc.models.jia_zhang.solver").setLevel(logging.ERROR)
+    t0 = time.perf_counter()
+    m = M3MDC(lambda1=l1, lambda2=l2, dcd_max_passes=GRID_DCD_MAX_PASSES)
+    m.fit(X_tr, Y_tr, n_classes)
+    return {
+        "lambda1": l1,
+        "lambda2": l2,
+        "fold": k,
+        "metrics": mdc_metrics(Y_te, m.predict(X_te)),
+        "converged": bool(m.converged_),
+        "n_iter": int(m.n_iter_),
+        "max_duality_gap": float(max((h["duality_gap"] for h in m.history_), default=0.0)),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def lambda_grid(ds: MDCDataset, spark: Any = None, grid: Sequence[float] = GRID,
+                n_folds: int | None = None) -> dict[str, Any]:
+    """The paper's Figure 1: M3MDC's cross-validated metrics over λ1 × λ2 in ``grid`` (same folds
+    and scaling as the tables). The (cell, fold) fits run as Spark tasks when ``spark`` is given."""
+    tasks = []
+    for k, tr, te in ds.cv_splits():
+        if n_folds is not None and k >= n_folds:
+            break
+        scaler = FeatureScaler(ds.features).fit(ds, tr)
+        X_tr, X_te = scaler.transform(ds, tr), scaler.transform(ds, te)
+        for l1 in grid:
+            for l2 in grid:
+                tasks.append((l1, l2, k, X_tr, ds.Y[tr], X_te, ds.Y[te], list(ds.n_classes)))
+    t0 = time.perf_counter()
+    if spark is not None:
+        cells = spark.sparkContext.parallelize(tasks, len(tasks)).map(_grid_cell).collect()
+    else:
+        cells = [_grid_cell(t) for t in tasks]
+    table = []
+    for l1 in grid:
+        for l2 in grid:
+            rows = [c for c in cells if c["lambda1"] == l1 and c["lambda2"] == l2]
+            table.append({
+                "lambda1": l1,
+                "lambda2": l2,
+                **{m: _mean_std([r["metrics"][m] for r in rows]) for m in METRICS},
+                "folds": len(rows),
+                "converged_folds": sum(r["converged"] for r in rows),
+                "max_duality_gap": max(r["max_duality_gap"] for r in rows),
+                "seconds": sum(r["seconds"] for r in rows),
+            })
+    return {"grid": list(grid), "dcd_max_passes": GRID_DCD_MAX_PASSES, "cells": table,
+            "wall_seconds": time.perf_counter() - t0, "backend": "Spark tasks" if spark is not None else "serial"}
+
+
+def _plot_grid(ds_results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ds_results if "lambda_grid" in ds_results[n]]
+    fig, axes = plt.subplots(len(names), len(METRICS), figsize=(4.2 * len(METRICS), 3.6 * len(names)),
+                             squeeze=False)
+    for r, name in enumerate(names):
+        g = ds_results[name]["lambda_grid"]
+        grid = g["grid"]
+        for c, metric in enumerate(METRICS):
+            ax = axes[r][c]
+            M = np.array([[next(x[metric]["mean"] for x in g["cells"] if x["lambda1"] == l1 and x["lambda2"] == l2)
+                           for l2 in grid] for l1 in grid])
+            im = ax.imshow(M, cmap="viridis", aspect="auto")
+            for i in range(len(grid)):
+                for j in range(len(grid)):
+                    ax.text(j, i, f"{M[i, j]:.3f}", ha="center", va="center", fontsize=6,
+                            color="white" if M[i, j] < (M.min() + M.max()) / 2 else "black")
+            ax.set_xticks(range(len(grid)), [f"{v:g}" for v in grid], fontsize=7)
+            ax.set_yticks(range(len(grid)), [f"{v:g}" for v in grid], fontsize=7)
+            ax.set_xlabel("λ2", fontsize=8)
+            ax.set_ylabel("λ1", fontsize=8)
+            ax.set_title(f"{DISPLAY.get(name, name)}: {METRIC_LABELS[metric]}", fontsize=9)
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.suptitle("M3MDC sensitivity to λ1, λ2 (10-fold CV means; paper Figure 1 layout as heat maps)", fontsize=10)
+    fig.tight_layout()
+    harness.save_plot(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def _verdict_better(diff: float, p: float | None, alpha: float = 0.05) -> str:
+    """Reproduced when ours goes the paper's way with one-sided p < alpha, partly when the
+    direction holds without significance, not when it goes the other way."""
+    if diff > 1e-12 and p is not None and p < alpha:
+        return "reproduced"
+    if diff > 1e-12:
+        return "partly (direction only)"
+    return "not"
+
+
+def findings(results: dict[str, Any]) -> list[dict[str, str]]:
+    """The findings table's rows (the paper's claims about Edm / Flare1 and its defaults)."""
+    rows: list[dict[str, str]] = []
+    ds_res = results["datasets"]
+    for name, res in ds_res.items():
+        if name not in PAPER:
+            continue
+        s, w = res["summary"], res["wilcoxon_over_folds"]
+        d = DISPLAY.get(name, name)
+        for other, label in (("BR_C1", "BR (C = 1)"), ("ECC", "ECC"), ("ECP", "ECP"), ("ESC", "ESC")):
+            paper_key = "BR" if other.startswith("BR") else other
+            for metric in METRICS:
+                if metric != "hamming_score" and not (other == "BR_C1" or other == "ECP"):
+                    continue
+                pd = PAPER[name]["M3MDC"][metric][0] - PAPER[name][paper_key][metric][0]
+                ours = s["M3MDC"][metric]["mean"] - s[other][metric]["mean"]
+                t = w[other][metric]
+                claim = "better than" if pd > 0 else ("level with" if pd == 0 else "worse than")
+                if pd > 0:
+                    verdict = _verdict_better(ours, t["p_greater"])
+                elif pd == 0:
+                    verdict = "reproduced" if t["p_two_sided"] >= 0.05 else "not"
+                else:
+                    verdict = "reproduced" if ours < 0 else "not"
+                rows.append({
+                    "finding": f"{d}: M3MDC {claim} {label} in {METRIC_LABELS[metric]}",
+                    "paper": f"{PAPER[name]['M3MDC'][metric][0]:.3f} vs {PAPER[name][paper_key][metric][0]:.3f} "
+                             f"({pd:+.3f})",
+                    "ours": f"{_fmt(s['M3MDC'][metric])} vs {_fmt(s[other][metric])} ({ours:+.3f})",
+                    "significance": f"Wilcoxon signed-rank over {t['n']} folds: one-sided p = {_fmt_p(t['p_greater'])}, "
+                                    f"two-sided p = {_fmt_p(t['p_two_sided'])} ({t['wins']} wins / {t['losses']} losses)",
+                    "verdict": verdict,
+                })
+    for name, res in ds_res.items():
+        g = res.get("lambda_grid")
+        if not g:
+            continue
+        best = max(g["cells"], key=lambda c: c["hamming_score"]["mean"])
+        default = next((c for c in g["cells"] if c["lambda1"] == LAMBDA1 and c["lambda2"] == LAMBDA2), None)
+        if default is None:
+            continue
+        at01 = [c for c in g["cells"] if c["lambda1"] == LAMBDA1 and c["lambda2"] <= 1.0]
+        spread = max(c["hamming_score"]["mean"] for c in at01) - min(c["hamming_score"]["mean"] for c in at01)
+        gap = best["hamming_score"]["mean"] - default["hamming_score"]["mean"]
+        rows.append({
+            "finding": f"{DISPLAY.get(name, name)}: λ1 = 0.1 with λ2 ≤ 1 is (near) best; default λ1 = 0.1, λ2 = 0.001",
+            "paper": "Figure 1 (Music, Song): relatively better at λ1 = 0.1, λ2 ≤ 1",
+            "ours": f"default HS {_fmt(default['hamming_score'])}; grid best HS {best['hamming_score']['mean']:.3f} at "
+                    f"λ1 = {best['lambda1']:g}, λ2 = {best['lambda2']:g} (default {gap:.3f} below); HS spread over "
+                    f"λ2 ≤ 1 at λ1 = 0.1: {spread:.3f}",
+            "significance": "none (a sensitivity plot; the best cell is read off the test folds, so it is no selection)",
+            "verdict": "reproduced" if gap <= 0.01 else ("partly" if gap <= 0.03 else "not"),
+        })
+    return rows
+
+
+def _what_holds(results: dict[str, Any]) -> list[str]:
+    """Plain statements read off the numbers of this run."""
+    out = ["## What holds", ""]
+    for name, res in results["datasets"].items():
+        s, w = res["summary"], res["wilcoxon_over_folds"]
+        d = DISPLAY.get(name, name)
+        for metric in METRICS:
+            order = sorted(METHODS, key=lambda m: -s[m][metric]["mean"])
+            rank = order.index("M3MDC") + 1
+            sig = [o for o in METHODS if o != "M3MDC" and w[o][metric]["p_greater"] is not None
+                   and w[o][metric]["p_greater"] < 0.05]
+            out.append(
+                f"- {d}, {METRIC_LABELS[metric]}: M3MDC ranks {rank} of {len(METHODS)} "
+                f"(best: {order[0]} {s[order[0]][metric]['mean']:.3f}); significantly better (one-sided "
+                f"Wilcoxon over folds, p < 0.05) than {', '.join(sig) if sig else 'none'}."
+            )
+        gain_c1 = s["M3MDC"]["hamming_score"]["mean"] - s["BR_C1"]["hamming_score"]["mean"]
+        gain_c10 = s["M3MDC"]["hamming_score"]["mean"] - s["BR"]["hamming_score"]["mean"]
+        out.append(
+            f"- {d}: M3MDC − BR in Hamming Score is {gain_c1:+.3f} against BR at the paper's C = 1 and "
+            f"{gain_c10:+.3f} against BR at M3MDC's own λ1 = 0.1 (C = 10): "
+            + ("most of the paper-faithful gain is the regularisation strength, not the coupling of the class "
+               "spaces." if abs(gain_c10) < 0.5 * abs(gain_c1) else "the gain does not come from the C difference alone.")
+        )
+    out.append("")
+    return out
+
+
+def _findings_table(rows: list[dict[str, str]]) -> list[str]:
+    out = ["| finding | paper | ours (mean ± std over folds) | significance | verdict |",
+           "| --- | --- | --- | --- | --- |"]
+    out += [f"| {r['finding']} | {r['paper']} | {r['ours']} | {r['significance']} | {r['verdict']} |" for r in rows]
+    return out
+
+
 def _table3(results: dict[str, Any]) -> str:
     ds_res = results["datasets"]
+    rows = findings(results)
     lines = [
-        "# M3MDC vs BR: Jia & Zhang (AAAI 2020) Table 3 layout",
+        "# M3MDC vs BR, ECC, ECP, ESC: Jia & Zhang (AAAI 2020) Table 3 layout",
         "",
         "Produced by:",
         "",
@@ -278,11 +514,38 @@ def _table3(results: dict[str, Any]) -> str:
         "",
         f"(the same as `{MODULE_COMMAND}`, run from the repository root).",
         "",
+        "## Findings",
+        "",
+        "Paper-faithful comparisons: M3MDC at the paper's λ1 = 0.1, λ2 = 0.001 against the baselines at the "
+        "paper's settings (LIBSVM linear kernel with its default C = 1; ensembles of 10 members on 67 % samples, "
+        "majority vote). The paper's test is the Wilcoxon signed-rank test over its 10 data sets per metric; "
+        "with two data sets here it is applied over the 10 folds of each data set (one-sided: M3MDC better). "
+        "Verdict: *reproduced* when the difference goes the paper's way with one-sided p < 0.05, *partly* when "
+        "only the direction holds, *not* when it goes the other way (for a claim of a loss: the direction only). "
+        "No extension (tuned setting) is used in these rows; nothing here was chosen on test folds.",
+        "",
+        *_findings_table(rows),
+        "",
+        "In words: see *What holds* below the tables.",
+        "",
+        "## Protocol",
+        "",
         f"Ten-fold cross-validation with the staged folds; mean ± standard deviation (ddof = 1) over the "
         f"10 test folds. M3MDC: λ1 = {LAMBDA1}, λ2 = {LAMBDA2}, C₀ = I/m, stop when "
-        "‖W_t − W_{t−1}‖_F / ‖W_t‖_F < 1e-4 or after 20 alternations. BR: independent one-vs-one linear "
-        f"SVMs per class space with the same solver and λ1 = {LAMBDA1} (λ2 = 0). Numeric features min–max "
-        "scaled with training-fold statistics, nominal features one-hot.",
+        "‖W_t − W_{t−1}‖_F / ‖W_t‖_F < 1e-4 or after 20 alternations. Numeric features min–max "
+        "scaled with training-fold statistics, nominal features one-hot (the same inputs for every method). "
+        "Methods (rows):",
+        "",
+    ]
+    lines += [f"- **{m}**: {d}" for m, d in METHODS.items()]
+    lines += [
+        "",
+        "The ensembles (`experiments/mdc_baselines.py`) follow the paper's description; where it is silent: "
+        "majority vote per class space (ties to the lowest class index), chains trained on the true values "
+        "of the earlier class spaces, ESC's partition chosen among all partitions of the class spaces (2 for "
+        "Edm, 5 for Flare1, instead of Read et al.'s simulated annealing) by exact match on an internal "
+        "validation third of the member's sample, no pruning of rare combinations. Ensemble random "
+        "numbers are seeded with the fold number.",
         "",
         "## Table 3 (this implementation)",
         "",
@@ -291,19 +554,16 @@ def _table3(results: dict[str, Any]) -> str:
     ]
     for name, res in ds_res.items():
         s = res["summary"]
-        for method in ("M3MDC", "BR"):
+        for method in METHODS:
             cells = []
             for metric in METRICS:
-                mine, other = (
-                    s[method][metric]["mean"],
-                    s["BR" if method == "M3MDC" else "M3MDC"][metric]["mean"],
-                )
+                best = max(s[m][metric]["mean"] for m in METHODS)
                 text = _fmt(s[method][metric])
-                cells.append(f"**{text}**" if mine > other + 1e-12 else text)
+                cells.append(f"**{text}**" if s[method][metric]["mean"] >= best - 1e-12 else text)
             lines.append(f"| {DISPLAY.get(name, name)} | {method} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Bold: the better of M3MDC and BR (ties not bold).",
+        "Bold: the best mean in its data set and column.",
         "",
         "## The paper's Table 3 (same data sets)",
         "",
@@ -311,77 +571,70 @@ def _table3(results: dict[str, Any]) -> str:
         "| --- | --- | " + " | ".join("---" for _ in METRICS) + " |",
     ]
     for name in (n for n in ds_res if n in PAPER):
-        for method in ("M3MDC", "BR"):
+        for method in PAPER_METHODS:
             cells = [f"{PAPER[name][method][m][0]:.3f} ± {PAPER[name][method][m][1]:.3f}" for m in METRICS]
             lines.append(f"| {DISPLAY.get(name, name)} | {method} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "## M3MDC − BR differences of the means: this implementation vs the paper",
+        "The paper's BR is LIBSVM with its default C = 1: compare it with our BR_C1 and BR_LIBSVM rows.",
         "",
-        "| Data set | Metric | ours M3MDC − BR | paper M3MDC − BR | ours M3MDC − paper M3MDC |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name, res in ((n, r) for n, r in ds_res.items() if n in PAPER):
-        s = res["summary"]
-        for metric in METRICS:
-            ours = s["M3MDC"][metric]["mean"] - s["BR"][metric]["mean"]
-            paper = PAPER[name]["M3MDC"][metric][0] - PAPER[name]["BR"][metric][0]
-            vs = s["M3MDC"][metric]["mean"] - PAPER[name]["M3MDC"][metric][0]
-            lines.append(
-                f"| {DISPLAY.get(name, name)} | {METRIC_LABELS[metric]} | {ours:+.3f} | {paper:+.3f} | {vs:+.3f} |"
-            )
-    for name, res in ((n, r) for n, r in ds_res.items() if n in PAPER):
-        s = res["summary"]
-        lines += [
-            "",
-            f"{DISPLAY.get(name, name)}: M3MDC − BR in Hamming Score is {s['M3MDC']['hamming_score']['mean'] - s['BR']['hamming_score']['mean']:+.3f} "
-            f"here and {PAPER[name]['M3MDC']['hamming_score'][0] - PAPER[name]['BR']['hamming_score'][0]:+.3f} in the paper; "
-            f"BR with λ1 = 1 (LIBSVM's default C = 1, below) scores {_fmt(s['BR_C1']['hamming_score'])} Hamming Score "
-            f"and {_fmt(s['BR_C1']['exact_match'])} Exact Match against the paper's BR "
-            f"{PAPER[name]['BR']['hamming_score'][0]:.3f} ± {PAPER[name]['BR']['hamming_score'][1]:.3f} and "
-            f"{PAPER[name]['BR']['exact_match'][0]:.3f} ± {PAPER[name]['BR']['exact_match'][1]:.3f}.",
-        ]
-    lines += [
+        "## Wilcoxon signed-rank tests, M3MDC vs each method, over the 10 folds",
         "",
-        "## Supplementary: BR with LIBSVM's default C = 1 (λ1 = 1)",
+        "scipy.stats.wilcoxon, zero differences dropped; one-sided alternative: M3MDC better.",
         "",
-        "The paper's BR uses LIBSVM with a linear kernel and does not state its C; LIBSVM's default is C = 1, "
-        "i.e. λ1 = 1 here (M3MDC and the BR above use λ1 = 0.1, i.e. C = 10). Shown for context only; "
-        "the tests below compare M3MDC with the BR above (same λ1).",
-        "",
-        "| Data set | " + " | ".join(METRIC_LABELS[m] for m in METRICS) + " |",
-        "| --- | " + " | ".join("---" for _ in METRICS) + " |",
+        "| Data set | vs | Metric | non-zero / folds | wins / losses | p two-sided | p one-sided |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in ds_res.items():
-        lines.append(
-            f"| {DISPLAY.get(name, name)} | "
-            + " | ".join(_fmt(res["summary"]["BR_C1"][m]) for m in METRICS)
-            + " |"
-        )
+        for other, tests in res["wilcoxon_over_folds"].items():
+            for metric in METRICS:
+                t = tests[metric]
+                lines.append(
+                    f"| {DISPLAY.get(name, name)} | {other} | {METRIC_LABELS[metric]} | {t['n_nonzero']} / {t['n']} | "
+                    f"{t['wins']} / {t['losses']} | {_fmt_p(t['p_two_sided'])} | {_fmt_p(t['p_greater'])} |"
+                )
     w = results["wilcoxon"]
     lines += [
         "",
-        "## Wilcoxon signed-rank tests, M3MDC vs BR",
-        "",
-        "Over data sets × metrics (pairs of fold means; scipy.stats.wilcoxon, zero differences dropped): "
+        "Over data sets × metrics (pairs of fold means, M3MDC vs BR_C1): "
         f"n = {w['pooled']['n']} pairs, {w['pooled']['n_nonzero']} non-zero, M3MDC better in {w['pooled']['wins']}, "
         f"worse in {w['pooled']['losses']}; two-sided p = {_fmt_p(w['pooled']['p_two_sided'])}, one-sided "
-        f"(M3MDC > BR) p = {_fmt_p(w['pooled']['p_greater'])}. With n ≤ 6 the smallest attainable two-sided "
-        "p-value is 0.031, so this test has little power; the paper pooled 10 data sets per metric.",
+        f"p = {_fmt_p(w['pooled']['p_greater'])} (with n ≤ 6 the smallest attainable two-sided p is 0.031; the "
+        "paper pooled 10 data sets per metric).",
         "",
-        "Per data set over the 10 folds:",
-        "",
-        "| Data set | Metric | non-zero / folds | wins / losses | p two-sided | p one-sided (M3MDC > BR) |",
-        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for name, res in ds_res.items():
-        for metric in METRICS:
-            t = res["wilcoxon_over_folds"][metric]
-            lines.append(
-                f"| {DISPLAY.get(name, name)} | {METRIC_LABELS[metric]} | {t['n_nonzero']} / {t['n']} | "
-                f"{t['wins']} / {t['losses']} | {_fmt_p(t['p_two_sided'])} | {_fmt_p(t['p_greater'])} |"
-            )
-    lines += ["", "## Convergence (‖W_t − W_{t−1}‖_F per alternation; W_0 = 0)", ""]
+    lines += _what_holds(results)
+    grids = {n: r["lambda_grid"] for n, r in ds_res.items() if "lambda_grid" in r}
+    if grids:
+        g0 = next(iter(grids.values()))
+        lines += [
+            "## Sensitivity to λ1, λ2 (the paper's Figure 1)",
+            "",
+            f"Plot: `sensitivity_lambda.png`. M3MDC over λ1 × λ2 ∈ {{{', '.join(f'{v:g}' for v in g0['grid'])}}}², "
+            "the same 10 folds and scaling as the tables; each (cell, fold) fit is one Spark task running the "
+            f"serial pair solver, with the W step capped at {g0['dcd_max_passes']} passes per pair (the tables use "
+            "the product default of 20,000; at λ1 ≤ 0.001 one uncapped fit takes minutes), so the cells report "
+            "the largest W-step duality gap they ended with. The paper shows Music and Song, which are not "
+            "staged here; this grid is on Edm and Flare1. It is a sensitivity analysis on the test folds, not a "
+            "selection: the tables use the paper's defaults.",
+            "",
+        ]
+        for name, g in grids.items():
+            lines += [
+                f"### {DISPLAY.get(name, name)} (wall {g['wall_seconds']:.0f} s)",
+                "",
+                "| λ1 | λ2 | " + " | ".join(METRIC_LABELS[m] for m in METRICS)
+                + " | converged folds | max W-step gap |",
+                "| --- | --- | " + " | ".join("---" for _ in METRICS) + " | --- | --- |",
+            ]
+            for c in g["cells"]:
+                mark = " (default)" if c["lambda1"] == LAMBDA1 and c["lambda2"] == LAMBDA2 else ""
+                lines.append(
+                    f"| {c['lambda1']:g} | {c['lambda2']:g}{mark} | " + " | ".join(_fmt(c[m]) for m in METRICS)
+                    + f" | {c['converged_folds']} / {c['folds']} | {c['max_duality_gap']:.1e} |"
+                )
+            lines.append("")
+    lines += ["## Convergence (‖W_t − W_{t−1}‖_F per alternation; W_0 = 0)", ""]
     for name, res in ds_res.items():
         ff = res["full_fit"]
         lines += [
@@ -411,13 +664,15 @@ def _table3(results: dict[str, Any]) -> str:
     lines += [
         "## Timing",
         "",
-        "| Data set | M3MDC fit (s, mean over folds) | BR fit (s) | total (s) |",
-        "| --- | --- | --- | --- |",
+        "Fit seconds per fold (mean over folds; wall time on the shared machine, not a benchmark):",
+        "",
+        "| Data set | " + " | ".join(METHODS) + " | total (s) |",
+        "| --- | " + " | ".join("---" for _ in METHODS) + " | --- |",
     ]
     for name, res in ds_res.items():
-        m3 = np.mean([f["M3MDC"]["fit_seconds"] for f in res["folds"]])
-        br = np.mean([f["BR"]["fit_seconds"] for f in res["folds"]])
-        lines.append(f"| {DISPLAY.get(name, name)} | {m3:.2f} | {br:.2f} | {res['seconds']:.1f} |")
+        secs = [np.mean([f[m]["fit_seconds"] for f in res["folds"]]) for m in METHODS]
+        lines.append(f"| {DISPLAY.get(name, name)} | " + " | ".join(f"{x:.2f}" for x in secs)
+                     + f" | {res['seconds']:.1f} |")
     lines += [
         "",
         f"Total {results['seconds']:.1f} s ({results['backend']} pairwise solver; Python {results['python']}, "
@@ -448,9 +703,11 @@ def run_experiment(
     datasets: Sequence[str] = ("edm", "solar_flare1"),
     spark: Any = None,
     folds: int | None = None,
+    grid: Sequence[float] | None = GRID,
 ) -> dict[str, Any]:
     """Run the cross-validation on ``datasets`` and write table, plots and ``results.json``
-    (``folds``: the first folds only, a smoke run).
+    (``folds``: the first folds only, a smoke run; ``grid``: the λ1 × λ2 values of the
+    sensitivity study, ``None`` for none).
 
     ``data_dir`` is ``../shared/data`` (or its ``mdc`` folder). With a SparkSession ``spark`` the
     pairwise sub-problems run on Spark (same results as the serial solver). Returns the results.
@@ -475,8 +732,13 @@ def run_experiment(
         ds_results[name] = res
         _plot_correlation(res, out / f"correlation_{name}.png")
         _plot_convergence(res, out / f"convergence_{name}.png")
+        if grid:
+            res["lambda_grid"] = lambda_grid(ds, spark, grid, folds)
+            res["seconds"] = time.perf_counter() - t1
+    if grid:
+        _plot_grid(ds_results, out / "sensitivity_lambda.png")
     m3 = [ds_results[n]["summary"]["M3MDC"][m]["mean"] for n in ds_results for m in METRICS]
-    br = [ds_results[n]["summary"]["BR"][m]["mean"] for n in ds_results for m in METRICS]
+    br = [ds_results[n]["summary"]["BR_C1"][m]["mean"] for n in ds_results for m in METRICS]
     results: dict[str, Any] = {
         "command": COMMAND,
         "module_command": MODULE_COMMAND,
@@ -487,11 +749,15 @@ def run_experiment(
             "max_iter": 20,
             "ridge": 1e-8,
             "br_libsvm_default_lambda1": BR_LIBSVM_DEFAULT_LAMBDA1,
+            "ensembles": {"members": mb.N_MEMBERS, "sample_fraction": mb.SAMPLE_FRACTION, "C": mb.LIBSVM_DEFAULT_C,
+                          "esc_validation_fraction": mb.ESC_VALIDATION_FRACTION, "seed": "fold number"},
+            "methods": METHODS,
         },
         "datasets": ds_results,
         "wilcoxon": {
             "pooled": wilcoxon_test(m3, br),
             "pooled_pairs": [{"dataset": n, "metric": m} for n in ds_results for m in METRICS],
+            "pooled_against": "BR_C1",
         },
         "paper": {n: PAPER[n] for n in ds_results if n in PAPER},
         "backend": backend,
@@ -539,9 +805,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark.stop()
     for name, r in res["datasets"].items():
         s = r["summary"]
-        print(
-            f"{name}: " + ", ".join(f"{m} M3MDC {_fmt(s['M3MDC'][m])} BR {_fmt(s['BR'][m])}" for m in METRICS)
-        )
+        for m in METRICS:
+            print(f"{name} {m}: " + ", ".join(f"{k} {_fmt(s[k][m])}" for k in METHODS))
     print(f"wrote {args.out} in {res['seconds']:.1f} s")
     return 0
 

@@ -100,8 +100,11 @@ def test_xiao_quick(spark, data_dir, tmp_path):
 
 def test_li_yamanishi_quick(spark, data_dir, tmp_path):
     _experiment(spark, data_dir, tmp_path, "li-yamanishi")
-    (doc,) = _check_stamps(tmp_path, ["results.json", "bep.md", "pr_nine_commodities.png", "pr_ten_largest.png"])
+    (doc,) = _check_stamps(tmp_path, ["results.json", "bep.md", "pr_nine_commodities.png", "pr_ten_largest.png",
+                                      "fmm_vs_wbm.png"])
     assert doc["quick"] is True and list(doc["configs"]) == ["lewis"]
+    inv = doc["configs"]["lewis"]["ten_largest"]["investigation"]
+    _in_range([inv["test"]["fmm_selected"]["bep"], inv["test"]["wbm_selected"]["bep"]], 0, 1)
     beps = [m["bep"] for s in ("nine_commodities", "ten_largest")
             for m in doc["configs"]["lewis"][s]["methods"].values()]
     _in_range(beps, 0, 1)
@@ -110,8 +113,10 @@ def test_li_yamanishi_quick(spark, data_dir, tmp_path):
 def test_m3mdc_quick(spark, data_dir, tmp_path):
     _experiment(spark, data_dir, tmp_path, "m3mdc")
     (doc,) = _check_stamps(tmp_path, ["results.json", "table3.md", "correlation_edm.png", "convergence_edm.png",
-                                      "correlation_solar_flare1.png", "convergence_solar_flare1.png"])
+                                      "correlation_solar_flare1.png", "convergence_solar_flare1.png",
+                                      "sensitivity_lambda.png"])
     assert doc["backend"] == "Spark" and doc["folds_run"] == 2
+    assert {"M3MDC", "BR", "BR_C1", "ECC", "ECP", "ESC"} <= set(doc["datasets"]["edm"]["summary"])
     _in_range([s[m]["mean"] for ds in doc["datasets"].values() for s in ds["summary"].values() for m in s], 0, 1)
 
 
@@ -121,6 +126,7 @@ def test_m3mdc_text_quick(spark, data_dir, tmp_path):
     (doc,) = _check_stamps(tmp_path, ["reuters21578.json", "reuters21578.md"])
     _in_range([v for s in doc["systems"].values() for k, v in s["metrics"].items()
                if k in ("hamming_score", "exact_match", "sub_exact_match")], 0, 1)
+    assert set(doc["baselines"]) == {"BR_LIBSVM", "ECC", "ECP", "ESC"} and "BR_C1" in doc["systems"]
 
 
 def test_quick_refuses_a_corpus_the_experiment_does_not_read(spark, data_dir, tmp_path):

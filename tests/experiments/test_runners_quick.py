@@ -67,11 +67,20 @@ def _in_range(values: list[float], lo: float, hi: float) -> None:
 def test_murawaki_quick(spark, data_dir, tmp_path):
     _experiment(spark, data_dir, tmp_path, "murawaki", "rcv1v2_subset")
     (doc,) = _check_stamps(tmp_path, ["rcv1v2_subset_quick.json", "rcv1v2_subset_quick.md",
-                                      "rcv1v2_subset_quick_bf_weights.md", "rcv1v2_subset_quick_bf_weights.png"])
+                                      "rcv1v2_subset_quick_bf_weights.md", "rcv1v2_subset_quick_bf_weights.png",
+                                      "rcv1v2_subset_quick_figure2.png", "rcv1v2_subset_quick_bf_size.png"])
     assert doc["quick"] is True and doc["rounds"] == [0]
     summary = doc["summary"]
     assert {"FLAT", "DP-GT-BF", "DP-GT-BF-CA", "SVM (LIBLINEAR 1-vs-rest)"} <= set(summary)
     _in_range([v[0] for s in summary.values() for k, v in s.items() if k in ("EBF", "LBMiF", "LBMaF", "hF")], 0, 1)
+    # Table 2, the significance tests, the findings table and the BF investigation are there
+    _in_range([v[0] for s in doc["train_summary"].values() for k, v in s.items() if k in ("EBF", "hF")], 0, 1)
+    _in_range([t[k]["p"] for t in doc["significance"] for k in ("sign_EBF", "ar_hF")], 0, 1)
+    assert {f["block"] for f in doc["findings"]} == {"paper", "sparkhc"}
+    assert len(doc["grid"]) == 16 and all(v["size"][0] > 0 for v in doc["grid"].values())
+    page = (tmp_path / "rcv1v2_subset_quick.md").read_text(encoding="utf-8")
+    for heading in ("## Findings", "## Table 2", "## Figure 2", "## Investigation"):
+        assert heading in page
 
 
 def test_cesa_bianchi_quick(spark, data_dir, tmp_path):

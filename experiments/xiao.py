@@ -484,11 +484,18 @@ def _draw_facts(space: PathSpace, x: sp.csr_matrix, s_gold: np.ndarray, lab: np.
     per_path = space.path_scores(s_gold[lab]) > 0
     counts = per_path.sum(axis=0)
     longest = int(lab[int(np.argmax(lengths))])
-    leaf = int(np.argmax(per_path[int(np.argmax(lengths))]))
+    scores = space.path_scores(s_gold[lab])
+    leaf = int(np.argmax(scores[int(np.argmax(lengths))]))
+    # token totals N_p of the paths in PCNB's first M-step (path scores as event counts)
+    tokens = scores.T @ lengths
+    heavy = int(np.argmax(tokens))
     return {"n_labeled": int(lab.size), "paths_covered": int((counts > 0).sum()), "paths": int(space.n_paths),
             "min_per_path": int(counts.min()), "longest_tokens": float(lengths.max()),
             "median_tokens": float(np.median(lengths)), "longest_row": longest,
-            "longest_class": space.names[int(space.path_leaf[leaf])]}
+            "longest_class": space.names[int(space.path_leaf[leaf])],
+            "longest_group": space.names[int(space.paths[leaf, 0])],
+            "path_tokens_max_over_median": float(tokens.max() / max(float(np.median(tokens)), 1e-300)),
+            "heaviest_path": space.names[int(space.path_leaf[heavy])]}
 
 
 def _flat_init_pcem(space: PathSpace, x_l: sp.csr_matrix, s_l: np.ndarray, x_u: sp.csr_matrix, x_test: sp.csr_matrix,
@@ -683,6 +690,21 @@ def investigation_page(name: str, cfg: dict[str, Any], summ: dict[str, Any], inv
     else:
         lines.append(f"Collapsing run(s): {', '.join(map(str, collapsed))} (PCEM {', '.join(f'{pcem[d]:.2f}' for d in collapsed)} "
                      f"vs EM {', '.join(f'{em[d]:.2f}' for d in collapsed)}). Mean micro-F1 change against PCEM:")
+        for d in collapsed:
+            shares: dict[str, dict[str, float]] = {v: next((r["top_share"] for r in inv["results"] if r["name"] == v and r["draw"] == d), {})
+                  for v in ("PCEM", "PCNB", "EM")}
+            g = max(gold, key=lambda x: gold[x] - shares["PCEM"].get(x, 0.0)) if gold else "-"
+            f = inv["draws"][d]
+            lines.append("")
+            lines.append(
+                f"In run {d} PCEM decodes {shares['PCEM'].get(g, 0.0):.1f}% of the test documents into `{g}` (gold "
+                f"{gold.get(g, 0.0):.1f}%); its start PCNB already {shares['PCNB'].get(g, 0.0):.1f}%, flat EM "
+                f"{shares['EM'].get(g, 0.0):.1f}%. The run's longest labeled document ({f['longest_tokens']:,.0f} tokens, "
+                f"median {f['median_tokens']:.0f}) is in `{f['longest_class']}`; the heaviest path in PCNB's M-step "
+                f"is `{f['heaviest_path']}` with {f['path_tokens_max_over_median']:.1f} times the median path's "
+                "token total (a labeled document counts on every path sharing a node with its label, so a long "
+                "document inflates the totals N_p of its whole group, and every word those paths have not seen gets "
+                "probability 1/(|V| + N_p)).")
         lines += ["", "| factor varied | variant | change on the collapsing run(s) | change on the other runs | moved? |",
                   "| --- | --- | ---: | ---: | --- |"]
         factors = {"initial E-step": ["PCNB", "PCEM, flat-NB initial E-step"],
@@ -712,12 +734,14 @@ def investigation_page(name: str, cfg: dict[str, Any], summ: dict[str, Any], inv
     lines += ["", f"## Which labeled documents were drawn: {len(draws)} draws ({k} runs + {len(draws) - k} more)", "",
               f"The same bydate split, {inv['n_labeled']} labeled documents per draw (seeded permutations). PCEM − EM "
               "in micro-F1 points:", "",
-              "| draw | paths with a labeled doc | fewest per path | longest labeled doc (tokens, class) | PCEM | EM | "
-              "PCEM − EM | PCEM, max_length 500 − EM | PCEM, longest doc unlabeled − EM |",
-              "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+              "| draw | paths with a labeled doc | fewest per path | longest labeled doc (tokens, class) | heaviest path "
+              "(its token total N_p / the median path's) | PCEM | EM | PCEM − EM | PCEM, max_length 500 − EM | "
+              "PCEM, longest doc unlabeled − EM |",
+              "| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for i, f in enumerate(draws):
         lines.append(f"| {f['draw']}{' (run)' if f['run'] else ''} | {f['paths_covered']} | {f['min_per_path']} | "
-                     f"{f['longest_tokens']:,.0f} ({f['longest_class']}) | {_res(inv, 'PCEM', f['draw']):.2f} | "
+                     f"{f['longest_tokens']:,.0f} ({f['longest_class']}) | {f['heaviest_path']} "
+                     f"({f['path_tokens_max_over_median']:.1f}x) | {_res(inv, 'PCEM', f['draw']):.2f} | "
                      f"{_res(inv, 'EM', f['draw']):.2f} | {diff[i]:+.2f}{' (collapse)' if col[i] else ''} | "
                      f"{ml[i]:+.2f} | {nolong[i]:+.2f} |")
 
@@ -727,8 +751,16 @@ def investigation_page(name: str, cfg: dict[str, Any], summ: dict[str, Any], inv
         r = spearmanr(a, diff)
         return f"{float(r.statistic):+.2f} (p = {float(r.pvalue):.3g})"
 
-    lines += ["", f"Over the {len(draws)} draws: {int(col.sum())} collapse(s); PCEM − EM has Spearman correlation "
-              f"{rho(longest)} with the longest labeled document's length, {rho(cover)} with the number of paths "
+    ratio = np.array([f["path_tokens_max_over_median"] for f in draws])
+    groups_c = sorted({f["longest_group"] for f, c in zip(draws, col, strict=True) if c})
+    same_group = [f for f in draws if f["longest_group"] in groups_c]
+    n_same_c = sum(1 for f, c in zip(draws, col, strict=True) if c and f["longest_group"] in groups_c)
+    lines += ["", f"Over the {len(draws)} draws: {int(col.sum())} collapse(s). The longest labeled document of "
+              f"the collapsing draws is in the group(s) {', '.join(groups_c) or '-'}; {n_same_c} of the "
+              f"{len(same_group)} draws whose longest labeled document is in these groups collapse, "
+              f"{int(col.sum()) - n_same_c} of the {len(draws) - len(same_group)} others. PCEM − EM has Spearman "
+              f"correlation {rho(ratio)} with the heaviest path's token total over the median path's (the length "
+              f"effect through the path scores), {rho(longest)} with the longest labeled document's length, {rho(cover)} with the number of paths "
               f"that have a labeled document and {rho(fewest)} with the fewest labeled documents of a path. With "
               f"`max_length` 500: {int((ml < -cp).sum())} collapse(s), PCEM − EM {ml.mean():+.2f} on average (raw: "
               f"{diff.mean():+.2f}); with the longest labeled document moved to the unlabeled part: "

@@ -36,6 +36,11 @@ TOKENS = "tokens"
 #: reclassify): a record may carry ``doc_id`` or ``id`` (the README's format), or both when they
 #: are equal; the features and predictions always name it ``doc_id``.
 ID_ALIAS = "id"
+#: ``SparseBatch.extra`` column (2-D, one row per document): node scores that replace the gold
+#: labels as the supervision of the models that accept them (the Xiao et al. models: a document
+#: is labeled when its row has a positive score, e.g. the weak labels of dataless classification;
+#: set by :func:`sparkhc.spark.training.fit_subsets`)
+NODE_SCORES = "node_scores"
 
 
 @dataclass

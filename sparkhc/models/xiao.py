@@ -64,7 +64,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from sparkhc.batch import SparseBatch, label_matrix
+from sparkhc.batch import NODE_SCORES, SparseBatch, label_matrix
 from sparkhc.errors import ConfigError, NotFittedError
 from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.taxonomy import Taxonomy
@@ -341,7 +341,10 @@ def add_statistics(*parts: Mapping[str, np.ndarray]) -> Stats:
 
 
 def estimate(
-    stats: Mapping[str, np.ndarray], groups: np.ndarray | None = None, vocabulary: str = "labeled"
+    stats: Mapping[str, np.ndarray],
+    groups: np.ndarray | None = None,
+    vocabulary: str = "labeled",
+    smoothing: float = 1.0,
 ) -> Params:
     """M-step with Laplace smoothing (Xiao Eqs. 3-4 and 6-7), in log space.
 
@@ -352,6 +355,10 @@ def estimate(
     ``V`` is the set of terms that occur in the (weakly) labeled documents (``stats["vocab"] > 0``);
     other terms get ``log θ_{t|k} = 0`` and so are ignored by the E-step and the prediction.
     ``"all"``: every column of the count matrix.
+
+    ``smoothing`` is the pseudo-count ``α`` of the word distributions,
+    ``θ_{t|k} = (α + word_kt) / (α|V| + Σ_t word_kt)`` (the paper: ``α = 1``, Laplace); the
+    class priors keep ``+1``.
     """
     word = np.asarray(stats["word"], dtype=np.float64)
     prior = np.asarray(stats["prior"], dtype=np.float64)
@@ -360,9 +367,9 @@ def estimate(
         mask = np.asarray(stats["vocab"]) > 0
         v = int(mask.sum())
         tot = word @ mask.astype(np.float64)
-        log_word = np.where(mask[None, :], np.log1p(word) - np.log(v + tot)[:, None], 0.0)
+        log_word = np.where(mask[None, :], _log_plus(word, smoothing) - np.log(smoothing * v + tot)[:, None], 0.0)
     else:
-        log_word = np.log1p(word) - np.log(word.shape[1] + word.sum(axis=1, keepdims=True))
+        log_word = _log_plus(word, smoothing) - np.log(smoothing * word.shape[1] + word.sum(axis=1, keepdims=True))
     if groups is None:
         log_prior = np.log1p(prior) - np.log(k + prior.sum())
     else:
@@ -371,6 +378,11 @@ def estimate(
         gtot = np.bincount(g, weights=prior)
         log_prior = np.log1p(prior) - np.log(size[g] + gtot[g])
     return {"log_prior": log_prior, "log_word": log_word}
+
+
+def _log_plus(a: np.ndarray, alpha: float) -> np.ndarray:
+    """``log(α + a)``; ``log1p`` at the paper's ``α = 1``."""
+    return np.log1p(a) if alpha == 1.0 else np.log(alpha + a)
 
 
 def log_joint(counts: Any, params: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -433,9 +445,11 @@ def nb_log_likelihood(params: Mapping[str, np.ndarray], stats: Mapping[str, np.n
     return float(params["log_prior"] @ stats["prior"] + np.sum(params["log_word"] * stats["word"]))
 
 
-def log_prior_density(params: Mapping[str, np.ndarray]) -> float:
-    """``log P(θ)`` of the Dirichlet(2) priors (up to a constant): ``Σ log θ_k + Σ log θ_{t|k}``."""
-    return float(params["log_prior"].sum() + params["log_word"].sum())
+def log_prior_density(params: Mapping[str, np.ndarray], smoothing: float = 1.0) -> float:
+    """``log P(θ)`` of the Dirichlet priors (up to a constant): ``Σ log θ_k + α Σ log θ_{t|k}``
+    (Dirichlet(2) for the classes, Dirichlet(1 + α) for the words: the MAP estimates of
+    :func:`estimate`)."""
+    return float(params["log_prior"].sum() + smoothing * params["log_word"].sum())
 
 
 # =============================================================================================
@@ -456,6 +470,7 @@ class _XiaoModel(HierModel):
         "seed": 0,
         "vocabulary": "labeled",
         "max_length": None,
+        "smoothing": 1.0,
     }
 
     def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
@@ -481,6 +496,8 @@ class _XiaoModel(HierModel):
         )
         self._check_param("seed", isinstance(p["seed"], int), "an int")
         self._check_param("vocabulary", p["vocabulary"] in ("labeled", "all"), "'labeled' or 'all'")
+        sm = p["smoothing"]
+        self._check_param("smoothing", isinstance(sm, (int, float)) and sm > 0, "a number > 0")
         ml = p["max_length"]
         self._check_param(
             "max_length", ml is None or (isinstance(ml, (int, float)) and ml > 0), "None or a number > 0"
@@ -520,7 +537,7 @@ class _XiaoModel(HierModel):
         return sufficient_statistics(counts, S, labeled=True)
 
     def estimate(self, stats: Mapping[str, np.ndarray]) -> Params:
-        return estimate(stats, self.groups(), str(self.params["vocabulary"]))
+        return estimate(stats, self.groups(), str(self.params["vocabulary"]), float(self.params["smoothing"]))
 
     def posteriors(self, counts: Any, params: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         return posteriors(counts, params, self.groups())
@@ -544,7 +561,7 @@ class _XiaoModel(HierModel):
 
     def objective(self, params: Params, loglik: float) -> float:
         """``log P(θ) + Σ labeled + Σ unlabeled`` (the summed ``loglik`` of the E-steps)."""
-        return log_prior_density(params) + loglik
+        return log_prior_density(params, float(self.params["smoothing"])) + loglik
 
     # ------------------------------------------------------------------ serial training
     def fit_arrays(
@@ -685,8 +702,21 @@ class _XiaoModel(HierModel):
         return self.space.node_scores(label_matrix(labels, self.space.base, closed=True))
 
     def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int = 0) -> _XiaoModel:
-        """Fit on a batch: documents with an empty label list are the unlabeled ones."""
+        """Fit on a batch: documents with an empty label list are the unlabeled ones. With the
+        :data:`~sparkhc.batch.NODE_SCORES` column (padded node scores, one row per document, e.g.
+        dataless weak labels) the documents with a positive row are the labeled ones and their
+        rows are their node scores; the labels are not read."""
         x = self._batch_arrays(batch)
+        if NODE_SCORES in batch.extra:
+            s_all = np.asarray(batch.extra[NODE_SCORES], dtype=np.float64)
+            if s_all.shape != (len(batch), self.space.n_nodes):
+                raise ConfigError(f"model {self.name!r}: the {NODE_SCORES!r} column has shape {s_all.shape}, "
+                                  f"expected ({len(batch)}, {self.space.n_nodes}) (documents, padded nodes)")
+            has = s_all.sum(axis=1) > 0
+            if not has.any():
+                raise ConfigError(f"model {self.name!r}: no document with a positive node score in the batch")
+            lab_idx, unl = np.flatnonzero(has), np.flatnonzero(~has)
+            return self.fit_arrays(x[lab_idx], s_all[lab_idx], x[unl] if unl.size else None)
         if batch.labels is None:
             raise ConfigError(f"model {self.name!r} needs labels for at least some documents")
         has = np.array([len(lab) > 0 for lab in batch.labels], dtype=bool)
@@ -960,7 +990,7 @@ class TDNB(_NodeModel):
         m = self._level_mask(level)
         lp, lw = params["log_prior"][m], params["log_word"][m]
         return float(
-            lp.sum() + lw.sum() + lp @ stats_l["prior"][m] + np.sum(lw * stats_l["word"][m]) + loglik_u
+            lp.sum() + float(self.params["smoothing"]) * lw.sum() + lp @ stats_l["prior"][m] + np.sum(lw * stats_l["word"][m]) + loglik_u
         )
 
     def _run_em(

@@ -5,11 +5,17 @@ A model declares how it trains (``HierModel.training``, ``node_parallel()``, ``n
 strategy to the function that runs it. Every entry point that trains (``sparkhc train``, the
 ``pyspark.ml`` estimator, the experiments) goes through :func:`fit_model`, so a new model that
 trains by mixing needs no edit here.
+
+:func:`fit_subsets` trains many independent small models, each on a subset of one set of
+documents, one Spark task per model calling the model's own ``fit`` (label-rate curves, repeated
+labeled draws, grids: the Xiao et al. experiments); the ``local`` strategy of :func:`fit_model`
+is one such task.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -17,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from sparkhc.batch import NODE_SCORES, SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, TrainingStrategy
@@ -120,16 +128,23 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
     return n[0], None
 
 
-def _local(job: TrainingJob) -> tuple[int, int | None]:
-    """Collect the selected rows on the driver (``doc_id`` order, Arrow, no Python object per
-    row for the features) and fit there."""
-    from sparkhc.batch import DOC_ID, SparseBatch
+def collect_batch(df: DataFrame, n_features: int, with_counts: bool, source: str) -> SparseBatch:
+    """The rows of ``df`` on the driver as one batch, in ``doc_id`` order (Arrow, no Python object
+    per row for the features)."""
+    from sparkhc.batch import DOC_ID
 
+    return SparseBatch.from_arrow(df.orderBy(DOC_ID).toArrow(), n_features, with_counts=with_counts, source=source)
+
+
+def _local(job: TrainingJob) -> tuple[int, int | None]:
+    """Collect the selected rows (``doc_id`` order) and fit the model in one Spark task
+    (:func:`fit_subsets` with one fit of every row: the model's own ``fit``); the fitted model's
+    attributes are adopted by ``job.model``."""
     t0 = time.perf_counter()
-    table = job.df.orderBy(DOC_ID).toArrow()
-    batch = SparseBatch.from_arrow(table, job.model.n_features, with_counts=job.model.needs_counts,
-                                   source="the selected training documents")
-    job.model.fit(batch, epochs=job.epochs, seed=job.train.seed)
+    batch = collect_batch(job.df, job.model.n_features, job.model.needs_counts, "the selected training documents")
+    (res,) = fit_subsets(job.spark, batch, [SubsetFit("all", job.model, epochs=job.epochs, seed=job.train.seed)],
+                         keep_state=True)
+    job.model.__dict__.update(res.model.__dict__)
     if job.progress is not None:
         job.progress({"epoch": job.epochs, "epochs": job.epochs, "examples": len(batch), "local": True,
                       "seconds": time.perf_counter() - t0})
@@ -209,3 +224,130 @@ def fit_model(
         model.shift_edges(calib.offsets)  # type: ignore[attr-defined]
     return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
                           calib.summary() if calib is not None else None)
+
+
+# =============================================================================================
+# many independent small fits
+@dataclass
+class SubsetFit:
+    """One independent fit of :func:`fit_subsets`.
+
+    ``model`` (unfitted) is trained by its own ``fit`` on the documents ``rows`` of the shared
+    batch (None: all), with supervision on the rows ``labeled`` only: the other documents keep
+    their features but their labels are hidden (unlabeled documents, which semi-supervised
+    models use). ``labeled=None`` keeps the batch's labels as they are. ``node_scores`` (one row
+    per ``labeled`` row, optional) is passed as the :data:`NODE_SCORES` column instead of the
+    labels (e.g. the weak labels of dataless classification). ``epochs`` / ``seed`` go to
+    ``model.fit``.
+    """
+
+    key: Any
+    model: HierModel
+    labeled: np.ndarray | None = None
+    rows: np.ndarray | None = None
+    node_scores: np.ndarray | None = None
+    epochs: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class SubsetResult:
+    """The outcome of one :class:`SubsetFit`: the fitted model (its state dropped unless
+    ``keep_state``), the seconds of the fit, and ``model.decode`` of the evaluation batch as CSR
+    rows (``offsets``, ``nodes``: the nodes of document ``i`` are ``nodes[offsets[i]:offsets[i+1]]``)."""
+
+    key: Any
+    model: HierModel
+    seconds: float
+    decode_seconds: float = 0.0
+    offsets: np.ndarray | None = None
+    nodes: np.ndarray | None = None
+
+    def decoded(self) -> list[np.ndarray]:
+        """The decoded node arrays of the evaluation documents (``model.decode`` order)."""
+        if self.offsets is None or self.nodes is None:
+            raise ValueError(f"fit {self.key!r} had no evaluation batch")
+        return [self.nodes[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
+
+
+def subset_batch(batch: SparseBatch, fit: SubsetFit) -> SparseBatch:
+    """The batch ``fit.model`` is fitted on: the rows ``fit.rows``, labels hidden outside
+    ``fit.labeled``, ``fit.node_scores`` as the :data:`NODE_SCORES` column."""
+    n = len(batch)
+    rows = np.arange(n) if fit.rows is None else np.asarray(fit.rows, dtype=np.int64)
+    extra = {k: v for k, v in batch.extra.items() if k != NODE_SCORES}
+    labels = batch.labels
+    if fit.labeled is not None:
+        lab = np.asarray(fit.labeled, dtype=np.int64)
+        keep = np.zeros(n, dtype=bool)
+        keep[lab] = True
+        if not keep[rows].sum() == lab.size:
+            raise ValueError(f"fit {fit.key!r}: labeled rows outside the fit's rows (or repeated)")
+        if labels is not None:
+            labels = [lab_ if k else [] for lab_, k in zip(labels, keep, strict=True)]
+        if fit.node_scores is not None:
+            s = np.asarray(fit.node_scores, dtype=np.float64)
+            if s.shape[0] != lab.size:
+                raise ValueError(f"fit {fit.key!r}: {s.shape[0]} node-score rows for {lab.size} labeled rows")
+            full = np.zeros((n, s.shape[1]))
+            full[lab] = s
+            extra[NODE_SCORES] = full
+    elif fit.node_scores is not None:
+        raise ValueError(f"fit {fit.key!r}: node_scores need the labeled rows they belong to")
+    whole = SparseBatch(batch.X, batch.doc_ids, labels, batch.counts, extra)
+    return whole if fit.rows is None else whole.subset(rows)
+
+
+def _fit_subset_task(data_bc: Any, eval_bc: Any, keep_state: bool, fit: SubsetFit) -> SubsetResult:
+    t0 = time.perf_counter()
+    model = fit.model
+    model.fit(subset_batch(data_bc.value, fit), epochs=fit.epochs, seed=fit.seed)
+    seconds = time.perf_counter() - t0
+    res = SubsetResult(fit.key, model, seconds)
+    if eval_bc is not None:
+        t1 = time.perf_counter()
+        decoded, _ = model.decode(eval_bc.value)
+        res.offsets = np.concatenate([[0], np.cumsum([len(d) for d in decoded])]).astype(np.int64)
+        res.nodes = (np.concatenate(decoded) if decoded else np.zeros(0)).astype(np.int32)
+        res.decode_seconds = time.perf_counter() - t1
+    if not keep_state:
+        model.set_state(model.init_state())
+    return res
+
+
+def fit_subsets(
+    spark: SparkSession,
+    data: SparseBatch | DataFrame,
+    fits: list[SubsetFit],
+    evaluate: SparseBatch | None = None,
+    keep_state: bool = False,
+) -> list[SubsetResult]:
+    """Fit many independent models, each on a subset of one set of documents, as Spark tasks.
+
+    One task per fit, each calling the model's own ``fit`` on :func:`subset_batch`, so every
+    fitted model equals the one ``model.fit`` gives in one process on the same subset (the same
+    code on the same arrays). The documents (``data``: a batch, or a features DataFrame collected
+    in ``doc_id`` order) and the evaluation batch are broadcast once. For small models trained
+    many times over (label-rate curves, repeated labeled draws, grids): per fit, one task instead
+    of one Spark job per training pass. With ``evaluate`` every task also decodes it
+    (:attr:`SubsetResult.nodes`); the fitted models come back without their state unless
+    ``keep_state`` (states can be large: components x vocabulary). Results are in ``fits`` order.
+    """
+    if not fits:
+        return []
+    if isinstance(data, DataFrame):
+        m0 = fits[0].model
+        data = collect_batch(data, m0.n_features, any(f.model.needs_counts for f in fits), "the training documents")
+    sc = spark.sparkContext
+    data_bc = sc.broadcast(data)
+    eval_bc = sc.broadcast(evaluate) if evaluate is not None else None
+    t0 = time.perf_counter()
+    try:
+        task = functools.partial(_fit_subset_task, data_bc, eval_bc, keep_state)
+        out: list[SubsetResult] = sc.parallelize(fits, len(fits)).map(task).collect()
+    finally:
+        data_bc.unpersist()
+        if eval_bc is not None:
+            eval_bc.unpersist()
+    log.info("fit_subsets: %d fits in %.2f s", len(fits), time.perf_counter() - t0)
+    return out

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparkhc.batch import SparseBatch, label_matrix
+from sparkhc.batch import NODE_SCORES, SparseBatch, label_matrix
+from sparkhc.errors import ConfigError
 from sparkhc.models import get_model_class, make_model, names
 from sparkhc.models.xiao import (
     EMMC,
@@ -334,3 +335,42 @@ def test_max_length_scales_long_documents() -> None:
     model.fit_arrays(x, model.node_scores_from_labels([["A", "a1"], ["A", "a2"]]))
     assert model.params_ is not None
     np.testing.assert_allclose(np.exp(model.params_["log_word"][0]), [5 / 13, 2 / 13, 6 / 13], rtol=1e-12)
+
+
+def test_smoothing_by_hand() -> None:
+    """θ_{t|k} = (α + word_kt) / (α|V| + Σ_t word_kt); the class prior keeps +1."""
+    stats = {"word": np.array([[2.0, 0.0, 1.0], [0.0, 0.0, 4.0]]), "prior": np.array([1.0, 3.0])}
+    p = estimate(stats, vocabulary="all", smoothing=0.5)
+    # row 0: (0.5 + [2, 0, 1]) / (1.5 + 3); row 1: (0.5 + [0, 0, 4]) / (1.5 + 4)
+    np.testing.assert_allclose(np.exp(p["log_word"]), [[2.5 / 4.5, 0.5 / 4.5, 1.5 / 4.5], [0.5 / 5.5, 0.5 / 5.5, 4.5 / 5.5]],
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.exp(p["log_prior"]), [2 / 6, 4 / 6], rtol=1e-12)
+    # the paper's α = 1 is the default, the same arithmetic as before (log1p): bit-identical
+    one = estimate(stats, vocabulary="all")
+    assert np.array_equal(one["log_word"], np.log1p(stats["word"]) - np.log(3 + stats["word"].sum(axis=1, keepdims=True)))
+    assert np.array_equal(estimate(stats, vocabulary="all", smoothing=1.0)["log_word"], one["log_word"])
+    # the labeled vocabulary: terms outside it get log θ = 0, |V| counts the others only
+    lab = estimate({**stats, "vocab": np.array([1.0, 0.0, 1.0])}, smoothing=0.5)
+    np.testing.assert_allclose(np.exp(lab["log_word"][0]), [2.5 / 4.0, 1.0, 1.5 / 4.0], rtol=1e-12)
+    with pytest.raises(ConfigError, match="smoothing"):
+        PCNB(two_level(), 3, smoothing=0).validate_params()
+
+
+def test_node_scores_column_replaces_the_labels() -> None:
+    """fit(batch) with the node_scores column == fit_arrays on the rows with a positive score (the
+    others unlabeled); the labels are not read."""
+    tax = two_level()
+    space, x, s, _ = synthetic(tax, n=60)
+    weak = s.copy()
+    weak[::3] = 0.0  # every third document carries no supervision
+    batch = SparseBatch(x, np.arange(60).astype(str), [["b1"]] * 60, counts=x, extra={NODE_SCORES: weak})
+    got = PCEM(tax, x.shape[1], max_iter=5).fit(batch)
+    has = np.flatnonzero(weak.sum(axis=1) > 0)
+    unl = np.flatnonzero(weak.sum(axis=1) == 0)
+    want = PCEM(tax, x.shape[1], max_iter=5).fit_arrays(x[has], weak[has], x[unl])
+    assert got.history_ == want.history_
+    for k, v in want.get_state().arrays.items():
+        assert np.array_equal(got.get_state().arrays[k], v), k
+    bad = SparseBatch(x, batch.doc_ids, None, counts=x, extra={NODE_SCORES: weak[:, :2]})
+    with pytest.raises(ConfigError, match="node_scores"):
+        PCEM(tax, x.shape[1]).fit(bad)

@@ -194,6 +194,15 @@ class CesaModel(HierModel):
         s = self.scores(batch)
         return hierarchical_decode(self.taxonomy, self._g(s)), s
 
+    def predict_nodes(self, batch: SparseBatch) -> np.ndarray:
+        """Every node's own decision ``g_i(x)`` (bool (n_docs, n_nodes), column 0 False), not
+        decoded: how the paper evaluates the flat PERC and SVM ("each node is trained and
+        evaluated independently of the others, disregarding all taxonomical information"; the
+        result need not be ancestor-closed, see ``MetricCounts.add(..., pred_closed=False)``)."""
+        g = self._g(self.scores(batch))
+        g[:, 0] = False
+        return g
+
     def decode(self, batch: SparseBatch) -> tuple[list[np.ndarray], np.ndarray | None]:
         pred, s = self.predict_multilabel(batch)
         return deepest_sets(self.taxonomy, pred), s

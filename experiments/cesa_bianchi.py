@@ -367,7 +367,7 @@ def render_findings(findings: dict[str, Any]) -> list[str]:
             v = f["losses"][key]
             d = 4 if key == "hloss_normalized" else 3
             vs = f"{f['a']} vs {v['b_row']}" if f["b"] is None else ""
-            paper.append(f"{SHORT[key]} {v['paper_a']:.{d}f} vs {v['paper_b']:.3f}")
+            paper.append(f"{SHORT[key]} {v['paper_a']:.3f} vs {v['paper_b']:.3f}")
             ours.append(f"{SHORT[key]} {v['a']:.{d}f} vs {v['b']:.{d}f} ({v['diff']:+.{d}f} ± {v['spread']:.{d}f})"
                         + (f" {vs}" if vs else "") + ("" if v["holds"] else " ✗"))
             sig.append(f"{SHORT[key]} p = {v['p']:.2g}")

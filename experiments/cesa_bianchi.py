@@ -584,8 +584,10 @@ def write_readme(out_dir: str | os.PathLike[str]) -> Path | None:
     each corpus's findings and paper rows, then notes without numbers. None when there is no
     results file."""
     out = Path(out_dir)
-    docs = {c: json.loads((out / f"results_{c}.json").read_text(encoding="utf-8"))
-            for c in CORPORA if (out / f"results_{c}.json").is_file()}
+    found = {c: json.loads((out / f"results_{c}.json").read_text(encoding="utf-8"))
+             for c in CORPORA if (out / f"results_{c}.json").is_file()}
+    docs = {c: d for c, d in found.items() if "findings" in d}
+    old = sorted(set(found) - set(docs))  # written by an older runner: listed, not shown
     if not docs:
         return None
     lines = [
@@ -604,6 +606,8 @@ def write_readme(out_dir: str | os.PathLike[str]) -> Path | None:
         g = doc.get("generated", {})
         lines.append(f"| {c} | [table1_{c}.md](table1_{c}.md) | [results_{c}.json](results_{c}.json) | "
                      f"commit `{str(g.get('git_commit', '?'))[:12]}`, {g.get('date', '?')} |")
+    for c in old:
+        lines.append(f"| {c} | results written by an older runner (no findings): regenerate | | |")
     for c, doc in docs.items():
         multi = len(doc["splits"]) > 1
         lines += [

@@ -47,6 +47,7 @@ __all__ = [
     "SVMSolution",
     "dcd_pass",
     "dcd_loop",
+    "shrink",
     "solve_hinge_svm",
     "train_linear_svm",
     "hinge_svm_primal",
@@ -116,6 +117,20 @@ def dcd_pass(indptr, indices, data, y, qd, alpha, w, inv_s, beta, rho, sigma, or
             for q in range(lo, hi):
                 w[indices[q]] += c * data[q]
     return sigma, vmax, vmin, pgmax, pgmin
+
+
+def shrink(
+    order: np.ndarray, alpha: np.ndarray, grad: np.ndarray, pg_hi: float, pg_lo: float, pgmax: float, pgmin: float
+) -> tuple[np.ndarray, float, float]:
+    """LIBLINEAR's shrinking after a :func:`dcd_pass` over ``order`` run with thresholds ``pg_hi`` /
+    ``pg_lo`` that returned ``pgmax`` / ``pgmin``: the examples that stay active (those the pass did
+    not skip: not at a bound with a gradient pointing out of the box beyond the threshold) and the
+    thresholds of the next pass (this pass's extreme projected gradients; +-inf when not of the
+    right sign)."""
+    a = alpha[order]
+    g = grad[: order.size]
+    keep = ~(((a <= 0.0) & (g > pg_hi)) | ((a >= 1.0) & (g < pg_lo)))
+    return order[keep], (pgmax if pgmax > 0 else np.inf), (pgmin if pgmin < 0 else -np.inf)
 
 
 def _compile() -> Any:
@@ -223,12 +238,7 @@ def solve_hinge_svm(
             pg_hi, pg_lo = np.inf, -np.inf
             continue
         if shrinking:
-            ao = a[order]
-            g = grad[: order.size]
-            keep = ~(((ao <= 0.0) & (g > pg_hi)) | ((ao >= 1.0) & (g < pg_lo)))
-            active = order[keep]
-            pg_hi = pgmax if pgmax > 0 else np.inf
-            pg_lo = pgmin if pgmin < 0 else -np.inf
+            active, pg_hi, pg_lo = shrink(order, a, grad, pg_hi, pg_lo, pgmax, pgmin)
     ay = a * ys
     w = C * np.asarray(Xc.T @ ay, dtype=np.float64).ravel()  # without the drift of the incremental updates
     b = rho * float(ay.sum())

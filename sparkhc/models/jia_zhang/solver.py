@@ -112,7 +112,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
-from sparkhc.linear import dcd_loop
+from sparkhc.linear import dcd_loop, shrink
 
 logger = logging.getLogger(__name__)
 
@@ -323,12 +323,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         )
         beta += rho * sigma
         if vmax - vmin > task.tol:  # measured during the pass (slightly stale): not yet worth a check
-            a = alpha[order]
-            g = grad[: order.size]
-            keep = ~(((a <= 0.0) & (g > pg_hi)) | ((a >= 1.0) & (g < pg_lo)))
-            active = order[keep]
-            pg_hi = pgmax if pgmax > 0 else np.inf
-            pg_lo = pgmin if pgmin < 0 else -np.inf
+            active, pg_hi, pg_lo = shrink(order, alpha, grad, pg_hi, pg_lo, pgmax, pgmin)
             continue
         if active.size < n:  # converged on the active set: one full pass before any check
             active = everything

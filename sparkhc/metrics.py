@@ -376,8 +376,9 @@ class MetricCounts:
         return Fraction(1, self._cost_den[int(node)])
 
     # ------------------------------------------------------------------ accumulation
-    def _keys(self, m: Any, what: str, n_docs: int | None) -> tuple[np.ndarray, int]:
-        """Sorted unique keys row * n_nodes + col of the real-node members of a label matrix."""
+    def _keys(self, m: Any, what: str, n_docs: int | None, closed: bool = True) -> tuple[np.ndarray, int]:
+        """Sorted unique keys row * n_nodes + col of the real-node members of a label matrix
+        (``closed``: check that every set is ancestor-closed)."""
         n_nodes = self.taxonomy.n_nodes
         m = sp.csr_matrix(m)
         if m.shape[1] != n_nodes:
@@ -388,6 +389,8 @@ class MetricCounts:
         cols = m.indices.astype(np.int64)
         keep = self._real[cols] & (m.data != 0)  # no eliminate_zeros: never modify the caller's matrix
         keys = np.unique(rows[keep] * n_nodes + cols[keep])
+        if not closed:
+            return keys, int(m.shape[0])
         # ancestor-closedness: the parent of every member is the root or a member
         cols = keys % n_nodes
         par = self.taxonomy.parent[cols].astype(np.int64)
@@ -406,7 +409,7 @@ class MetricCounts:
             )
         return keys, int(m.shape[0])
 
-    def add(self, gold: Any, pred: Any, scores: np.ndarray | None = None) -> None:
+    def add(self, gold: Any, pred: Any, scores: np.ndarray | None = None, *, pred_closed: bool = True) -> None:
         """Count a batch of documents.
 
         Parameters
@@ -418,10 +421,15 @@ class MetricCounts:
         scores : ndarray of shape (n_docs, n_nodes), optional
             Real-valued label scores (larger = more confident) for the break-even point; only
             the scored columns are used. Pass scores for every batch or for none.
+        pred_closed : bool, default True
+            False accepts predictions that are not ancestor-closed: classifiers evaluated node by
+            node "disregarding all taxonomical information" (Cesa-Bianchi et al. 2004, Sect. 5, the
+            flat PERC and SVM). Every count is then taken over the nodes as given; the H-loss keeps
+            its general definition (see :meth:`document_losses`).
         """
         n_nodes = self.taxonomy.n_nodes
         gk, n = self._keys(gold, "gold", None)
-        pk, _ = self._keys(pred, "pred", n)
+        pk, _ = self._keys(pred, "pred", n, closed=pred_closed)
         if scores is not None:
             scores = np.asarray(scores, dtype=np.float64)
             if scores.shape != (n, n_nodes):
@@ -449,11 +457,7 @@ class MetricCounts:
         # symmetric difference and H-loss (Cesa-Bianchi et al. 2004, §2)
         diff = np.concatenate([fpk, fnk])
         _add_hist(self.symdiff_hist, np.bincount(diff // n_nodes, minlength=n))
-        dcols = diff % n_nodes
-        par = self.taxonomy.parent[dcols].astype(np.int64)
-        park = diff - dcols + par
-        agree = (par == 0) | _member(inter, park)
-        hk = diff[agree]
+        hk = self._hloss_keys(diff)
         hrows = hk // n_nodes
         hcols = hk % n_nodes
         self.hloss_nodes += np.bincount(hcols, minlength=n_nodes)
@@ -483,6 +487,44 @@ class MetricCounts:
             gs = gk[self.scored[gk % n_nodes]]
             g.reshape(-1)[(gs // n_nodes) * self._scored_ids.size + colpos[gs % n_nodes]] = True
             self._merge_scores(*_score_table(s, g, ~g))
+
+    def _hloss_keys(self, diff: np.ndarray) -> np.ndarray:
+        """The H-loss mistakes among the keys ``diff`` of the symmetric difference: the members
+        none of whose proper ancestors is in it (ŷ_i ≠ y_i and ŷ_j = y_j for all ancestors j).
+        With ancestor-closed sets it is enough to look at the parent; the walk up covers any sets."""
+        n_nodes = self.taxonomy.n_nodes
+        diff = np.sort(diff)
+        cols = diff % n_nodes
+        base = diff - cols
+        anc = self.taxonomy.parent[cols].astype(np.int64)
+        ok = np.ones(diff.size, dtype=bool)
+        while True:
+            up = anc > 0
+            if not up.any():
+                return diff[ok]
+            ok[up] &= ~_member(diff, base[up] + anc[up])
+            anc[up] = self.taxonomy.parent[anc[up]]
+
+    def document_losses(self, gold: Any, pred: Any, *, pred_closed: bool = True) -> dict[str, np.ndarray]:
+        """Per-document losses of Cesa-Bianchi et al. (2004, Sect. 2): ``zero_one`` ``[ŷ ≠ y]``,
+        ``symdiff`` ``Σ_i [ŷ_i ≠ y_i]``, ``hloss_uniform`` and ``hloss_normalized``
+        ``Σ_i c_i [ŷ_i ≠ y_i and ŷ_j = y_j for all ancestors j of i]`` (costs as in :meth:`cost`),
+        each a float64 array (n_docs,) over the real nodes; their means are what :meth:`add` and
+        :meth:`compute` give for the same documents. Nothing is accumulated. ``gold``, ``pred`` and
+        ``pred_closed`` as in :meth:`add` (for paired significance tests over documents)."""
+        n_nodes = self.taxonomy.n_nodes
+        gk, n = self._keys(gold, "gold", None)
+        pk, _ = self._keys(pred, "pred", n, closed=pred_closed)
+        diff = np.setxor1d(gk, pk, assume_unique=True)
+        sym = np.bincount(diff // n_nodes, minlength=n).astype(np.float64)
+        hk = self._hloss_keys(diff)
+        costs = np.array([1.0 / d for d in self._cost_den], dtype=np.float64)
+        return {
+            "zero_one": (sym > 0).astype(np.float64),
+            "symdiff": sym,
+            "hloss_uniform": np.bincount(hk // n_nodes, minlength=n).astype(np.float64),
+            "hloss_normalized": np.bincount(hk // n_nodes, weights=costs[hk % n_nodes], minlength=n),
+        }
 
     def _merge_scores(self, values: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:
         if values.size:

@@ -16,7 +16,8 @@ which equals the G-truncation of ``g`` (:func:`sparkhc.decoding.truncate`). Mode
                instance in the inverse, selective sampling ``|w_i.x| <= sqrt(5 ln t / N_i)``.
 ``ApproxHBayes``  APPROX-H-BAYES: H-RLS estimates ``p_i = (1 + w_i.x) / 2`` decoded with the
                H-BAYES rule (:func:`sparkhc.decoding.hbayes_decode`), normalised costs.
-``HSVM``       H-SVM: linear SVM (C = 1) per node on the examples whose parent is gold-positive.
+``HSVM``       H-SVM: linear SVM (C = 1) per node on the examples whose parent is gold-positive
+               (hinge loss, regularised bias, dual coordinate descent: :mod:`sparkhc.linear`).
 ``Perc``/``SVM``  flat baselines: every node trained on every example, independently.
 =============  =========================================================================
 
@@ -37,7 +38,6 @@ node arithmetic is the same code, and per-node margins never depend on the other
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from sparkhc.batch import SparseBatch
 from sparkhc.decoding import deepest_sets, depth_groups, hbayes_decode, hierarchical_decode
 from sparkhc.errors import ConfigError, NotFittedError
+from sparkhc.linear import train_linear_svm
 from sparkhc.models.base import Combine, HierModel, ModelState, shuffled_order
 from sparkhc.taxonomy import Taxonomy
 
@@ -62,7 +63,6 @@ __all__ = [
     "uniform_costs",
     "eligible_matrix",
     "eligible_rows",
-    "train_linear_svm",
 ]
 
 #: registry names of this module's models (Cesa-Bianchi, Gentile, Tironi, Zaniboni 2004); read by
@@ -193,6 +193,15 @@ class CesaModel(HierModel):
         """Binary ancestor-closed prediction (n_docs, n_nodes) by rule (4), and the scores."""
         s = self.scores(batch)
         return hierarchical_decode(self.taxonomy, self._g(s)), s
+
+    def predict_nodes(self, batch: SparseBatch) -> np.ndarray:
+        """Every node's own decision ``g_i(x)`` (bool (n_docs, n_nodes), column 0 False), not
+        decoded: how the paper evaluates the flat PERC and SVM ("each node is trained and
+        evaluated independently of the others, disregarding all taxonomical information"; the
+        result need not be ancestor-closed, see ``MetricCounts.add(..., pred_closed=False)``)."""
+        g = self._g(self.scores(batch))
+        g[:, 0] = False
+        return g
 
     def decode(self, batch: SparseBatch) -> tuple[list[np.ndarray], np.ndarray | None]:
         pred, s = self.predict_multilabel(batch)
@@ -827,33 +836,15 @@ class ApproxHBayes(HRLS):
 
 
 # ====================================================================================== SVMs
-def train_linear_svm(
-    X: sp.csr_matrix, y: np.ndarray, C: float = 1.0, seed: int = 0, max_iter: int = 10000
-) -> tuple[np.ndarray, float, bool]:
-    """A linear SVM for one node: returns ``(w, b, converged)``.
-
-    scikit-learn's ``LinearSVC(loss="hinge", C=C)`` (liblinear dual coordinate descent; the bias
-    is a constant feature 1 and is regularised, unlike libSVM's, which the paper used). A node
-    whose examples are all of one class (or that has none) gets ``w = 0`` and ``b = +1`` / ``-1``.
-    """
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm import LinearSVC
-
-    y = np.asarray(y, dtype=bool)
-    d = X.shape[1]
-    if y.size == 0 or y.all() or not y.any():
-        return np.zeros(d, dtype=np.float64), (1.0 if y.size and y.all() else -1.0), True
-    clf = LinearSVC(C=C, loss="hinge", dual=True, max_iter=max_iter, random_state=seed)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        clf.fit(X, y.astype(np.int8))
-    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return np.asarray(clf.coef_[0], dtype=np.float64), float(clf.intercept_[0]), converged
-
-
 class HSVM(CesaModel):
     """H-SVM (paper Sect. 5): node ``i`` is a linear SVM (C = 1) trained on the examples whose
     parent is gold-positive (roots: all examples), decoded with rule (4), ``g_i = [w_i.x + b_i > 0]``.
+
+    Each node solves ``min ½ (‖w‖² + b²) + C Σ hinge`` (the bias regularised as a constant feature 1,
+    as LIBLINEAR and scikit-learn's ``LinearSVC(loss="hinge")`` do; libSVM, which the paper used,
+    leaves it unregularised) by :func:`sparkhc.linear.train_linear_svm` (dual coordinate descent,
+    projected-gradient tolerance 1e-4, at most ``max_iter`` passes, order seeded by ``seed``). A node
+    whose examples are all of one class (or that has none) is the constant ``w = 0``, ``b = ±1``.
 
     A batch learner: :meth:`partial_fit` trains every node on the given batch from scratch
     (the previous state is replaced); it is not incremental. State: ``W`` (n_nodes, n_features),

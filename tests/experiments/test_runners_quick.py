@@ -88,7 +88,18 @@ def test_cesa_bianchi_quick(spark, data_dir, tmp_path):
     (doc,) = _check_stamps(tmp_path, ["results_rcv1v2_subset_quick.json", "table1_rcv1v2_subset_quick.md"])
     assert doc["quick"] is True and len(doc["splits"]) == 1
     rows = doc["summary"]
-    assert set(rows) == {"PERC", "H-PERC", "H-RLS", "AH-BAY", "SVM", "H-SVM", "H-PERC (node rule)"}
+    assert set(rows) == {"PERC", "H-PERC", "H-RLS", "AH-BAY", "SVM", "H-SVM", "H-PERC (node rule)",
+                         "PERC (rule 4)", "SVM (rule 4)"}
+    # the paper's flat rows are evaluated without decoding; truncating the same predictions by
+    # rule (4) can only remove nodes
+    for flat in ("PERC", "SVM"):
+        assert rows[flat]["pred_nodes"] >= rows[f"{flat} (rule 4)"]["pred_nodes"]
+    findings = doc["findings"]
+    assert findings["test"].startswith("paired t-test over the") and "test documents" in findings["test"]
+    assert len(findings["rows"]) == 7
+    for f in findings["rows"]:
+        assert f["verdict"] in ("reproduced", "partly", "not reproduced")
+        _in_range([v["p"] for v in f["losses"].values()], 0, 1)
     _in_range([r["zero_one"] for r in rows.values()], 0, 1)
     _in_range([r["hloss_normalized"] for r in rows.values()], 0, 1)
     _in_range([r["symdiff"] for r in rows.values()] + [r["hloss_uniform"] for r in rows.values()], 0, 103)

@@ -379,3 +379,134 @@ def test_eligible_rows_and_hperc_node_rule() -> None:
     assert eligible_rows(tax, gold, tax.id("A1")).tolist() == [0, 2]
     with pytest.raises(Exception, match="mistake"):
         HPerc(tax, 3, mistake="bogus").fit(_batch(np.eye(3), [["A"], ["B"], ["A1"]]))
+
+
+# ------------------------------------------------------------------ H-PERC update by hand
+
+# R -> A, B;  A -> A1, A2.  Three documents in this order (features x1, x2, x3):
+#   x1 = (1, 0, 0), gold {A, A1};  x2 = (0, 1, 0), gold {B};  x3 = (1, 1, 1), gold {A, A2}.
+# The paper's rule (Sect. 4): predict y_hat by (4) with g_i = [w_i.x >= 0]; then every ELIGIBLE
+# node (a root, or parent gold-positive) with y_hat_i != y_i does w_i += (2 y_i - 1) x.
+#   x1: all w = 0, so every g_i = 1 and y_hat = {A, B, A1, A2}; eligible A, B, A1, A2 (A is gold);
+#       wrong: B (1 vs 0), A2 (1 vs 0)  ->  w_B = -x1 = (-1, 0, 0), w_A2 = -x1 = (-1, 0, 0).
+#   x2: w_A.x2 = 0, w_B.x2 = 0, w_A1.x2 = 0, w_A2.x2 = 0: y_hat = {A, B, A1, A2}; eligible only the
+#       roots A, B (A is not gold); wrong: A  ->  w_A = -x2 = (0, -1, 0). A1, A2 are wrong too
+#       but not eligible: unchanged.
+#   x3: w_A.x3 = -1 -> 0, w_B.x3 = -1 -> 0, w_A1.x3 = 0 -> 1, w_A2.x3 = -1 -> 0; by (4) A1 is
+#       cut under A: y_hat = {}. Eligible A, B, A1, A2; wrong: A (0 vs 1), A2 (0 vs 1); A1 is
+#       right (y_hat 0 = y 0) although g_A1 = 1  ->  w_A = (1, 0, 1), w_A2 = (0, 1, 1).
+# With mistake="node" (g_i != y_i) A1 is also updated at x3: w_A1 = -x3 = (-1, -1, -1).
+# The flat PERC (every node, every example, g_i != y_i):
+#   x1: wrong B, A2 -> w_B = w_A2 = (-1, 0, 0);  x2: every g_i = 1, wrong A, A1, A2 ->
+#   w_A = (0, -1, 0), w_A1 = (0, -1, 0), w_A2 = (-1, -1, 0);  x3: g = A 0, B 0, A1 0, A2 0
+#   (w_A2.x3 = -2), wrong A and A2 -> w_A = (1, 0, 1), w_A2 = (0, 0, 1).
+HPERC_EDGES = [("R", "A"), ("R", "B"), ("A", "A1"), ("A", "A2")]
+HPERC_X = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 1]], dtype=np.float64)
+HPERC_GOLD = [["A", "A1"], ["B"], ["A", "A2"]]
+# weights (w_A, w_B, w_A1, w_A2) after each of the three examples
+HPERC_HAND = {
+    ("h_perc", "decoded"): [
+        [(0, 0, 0), (-1, 0, 0), (0, 0, 0), (-1, 0, 0)],
+        [(0, -1, 0), (-1, 0, 0), (0, 0, 0), (-1, 0, 0)],
+        [(1, 0, 1), (-1, 0, 0), (0, 0, 0), (0, 1, 1)],
+    ],
+    ("h_perc", "node"): [
+        [(0, 0, 0), (-1, 0, 0), (0, 0, 0), (-1, 0, 0)],
+        [(0, -1, 0), (-1, 0, 0), (0, 0, 0), (-1, 0, 0)],
+        [(1, 0, 1), (-1, 0, 0), (-1, -1, -1), (0, 1, 1)],
+    ],
+    ("perc", None): [
+        [(0, 0, 0), (-1, 0, 0), (0, 0, 0), (-1, 0, 0)],
+        [(0, -1, 0), (-1, 0, 0), (0, -1, 0), (-1, -1, 0)],
+        [(1, 0, 1), (-1, 0, 0), (0, -1, 0), (0, 0, 1)],
+    ],
+}
+
+
+@pytest.mark.parametrize("which", sorted(HPERC_HAND, key=str))
+def test_hperc_updates_by_hand(which: tuple[str, str | None]) -> None:
+    tax = Taxonomy.from_edges(HPERC_EDGES, root="R")
+    name, rule = which
+    model: HPerc = HPerc(tax, 3, mistake=rule) if name == "h_perc" else Perc(tax, 3)
+    order = [tax.id(n) for n in ("A", "B", "A1", "A2")]
+    for t, expected in enumerate(HPERC_HAND[which]):
+        model.partial_fit(_batch(HPERC_X[t : t + 1], [HPERC_GOLD[t]]))
+        W = model.get_state().arrays["W"]
+        np.testing.assert_array_equal(W[order], np.array(expected, dtype=np.float64), err_msg=f"after x{t + 1}")
+    # the same three examples in one batch: the same weights
+    one = HPerc(tax, 3, mistake=rule) if name == "h_perc" else Perc(tax, 3)
+    one.fit(_batch(HPERC_X, HPERC_GOLD))
+    np.testing.assert_array_equal(one.get_state().arrays["W"], model.get_state().arrays["W"])
+
+
+# ------------------------------------------------------------------ flat evaluation (no decoding)
+
+
+def test_flat_losses_of_unclosed_predictions_by_hand() -> None:
+    """The paper evaluates PERC and SVM node by node, without rule (4): the predicted set need
+    not be ancestor-closed, and the H-loss keeps its definition (all ancestors must agree)."""
+    from sparkhc.batch import label_matrix
+    from sparkhc.metrics import MetricCounts
+
+    tax = Taxonomy.from_edges(HPERC_EDGES + [("A1", "A11")], root="R")
+    gold = label_matrix([["A", "A1"], ["B"]], tax)
+    # doc 0 predicts {A11} alone: A wrong (root, counts), A1 wrong under a wrong A (not counted),
+    # A11 wrong under wrong ancestors (not counted) -> uniform H 1, symdiff 3, normalised 1/2.
+    # doc 1 predicts {B, A1}: A1 wrong, its parent A agrees (both 0) -> counted: H 1, symdiff 1,
+    # normalised c_A1 = 1/2 * 1/2 = 1/4.
+    pred = np.zeros((2, tax.n_nodes), dtype=bool)
+    pred[0, tax.id("A11")] = True
+    pred[1, [tax.id("B"), tax.id("A1")]] = True
+    mc = MetricCounts(tax)
+    with pytest.raises(ValueError, match="ancestor-closed"):
+        mc.add(gold, sp.csr_matrix(pred.astype(np.float32)))
+    losses = mc.document_losses(gold, sp.csr_matrix(pred.astype(np.float32)), pred_closed=False)
+    assert losses["hloss_uniform"].tolist() == [1.0, 1.0]
+    assert losses["symdiff"].tolist() == [3.0, 1.0]
+    assert losses["zero_one"].tolist() == [1.0, 1.0]
+    assert losses["hloss_normalized"].tolist() == [0.5, 0.25]
+    mc.add(gold, sp.csr_matrix(pred.astype(np.float32)), pred_closed=False)
+    m = mc.compute()
+    assert (m["hloss_uniform"], m["symdiff"], m["hloss_normalized"]) == (1.0, 2.0, 0.375)
+
+
+def test_document_losses_equal_the_hand_h_loss_on_random_sets() -> None:
+    from sparkhc.metrics import MetricCounts
+
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        tax = random_forest(rng, int(rng.integers(3, 12)))
+        par = parents_of(tax)
+        n = 8
+        gold = np.zeros((n, tax.n_nodes), dtype=bool)
+        pred = rng.random((n, tax.n_nodes)) < 0.4
+        pred[:, 0] = False
+        for r in range(n):
+            g = hand_truncate(par, {i for i in par if rng.random() < 0.5})
+            gold[r, list(g)] = True
+        closed = trial % 2 == 0
+        if closed:  # half the trials with truncated (closed) predictions, which add() also takes
+            pred = np.array([as_vec(tax, hand_truncate(par, as_set(p))) for p in pred])
+        mc = MetricCounts(tax)
+        out = mc.document_losses(sp.csr_matrix(gold), sp.csr_matrix(pred), pred_closed=closed)
+        for normalized, key in ((False, "hloss_uniform"), (True, "hloss_normalized")):
+            cost = hand_costs(par, normalized)
+            want = [h_loss(par, as_set(p), as_set(g), cost) for p, g in zip(pred, gold, strict=True)]
+            np.testing.assert_allclose(out[key], want, rtol=1e-12)
+        sym = [len(as_set(p) ^ as_set(g)) for p, g in zip(pred, gold, strict=True)]
+        assert out["symdiff"].tolist() == sym
+        mc.add(sp.csr_matrix(gold), sp.csr_matrix(pred), pred_closed=closed)
+        m = mc.compute()
+        for key in ("hloss_uniform", "hloss_normalized", "symdiff", "zero_one"):
+            assert m[key] == pytest.approx(float(out[key].mean()), rel=1e-12)
+
+
+def test_predict_nodes_is_the_undecoded_g() -> None:
+    tax = Taxonomy.from_edges(HPERC_EDGES, root="R")
+    model = Perc(tax, 3).fit(_batch(HPERC_X, HPERC_GOLD))
+    # flat weights by hand (above): w_A = (1, 0, 1), w_B = (-1, 0, 0), w_A1 = (0, -1, 0), w_A2 = (0, 0, 1)
+    x = _batch(np.array([[0.0, 0.0, -1.0]]), [["B"]])  # g: A 0 (-1), B 1 (0), A1 1 (0), A2 0 (-1)
+    g = model.predict_nodes(x)
+    assert as_set(g[0]) == {tax.id("B"), tax.id("A1")}  # not ancestor-closed: A1 without A
+    pred, _ = model.predict_multilabel(x)
+    assert as_set(pred[0]) == {tax.id("B")}  # rule (4) cuts A1 under A

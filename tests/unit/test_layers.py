@@ -145,3 +145,48 @@ def test_no_arrow_from_a_lower_layer_to_a_higher_one() -> None:
     bad = [f"{m} ({LAYERS[layer_of(m)][0]}) -> {d} ({LAYERS[layer_of(d)][0]})"
            for m, deps in import_graph().items() for d in sorted(deps) if layer_of(d) > layer_of(m)]
     assert bad == []
+
+
+#: packages the product (``sparkhc/``) must never import: scikit-learn is a test and benchmark
+#: dependency only (reference baselines in tests/, benchmarks/ and experiments/)
+FORBIDDEN_IN_PRODUCT = ("sklearn",)
+
+
+def imported_names(source: str) -> set[str]:
+    """Every module name an import in ``source`` names: ``import``/``from`` statements anywhere
+    (inside functions and ``if TYPE_CHECKING:`` blocks too) and ``importlib.import_module`` /
+    ``__import__`` calls with a literal name."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            fn = ast.unparse(node.func)
+            if fn in ("importlib.import_module", "import_module", "__import__") and isinstance(node.args[0].value, str):
+                out.add(node.args[0].value)
+    return out
+
+
+def test_forbidden_import_finder_sees_every_form() -> None:
+    src = (
+        "import sklearn.svm\n"
+        "def f():\n    from sklearn.exceptions import ConvergenceWarning\n"
+        "import importlib\nm = importlib.import_module('sklearn.linear_model')\n"
+        "from . import sibling\n"
+    )
+    assert imported_names(src) == {"sklearn.svm", "sklearn.exceptions", "importlib", "sklearn.linear_model"}
+
+
+def test_product_never_imports_scikit_learn() -> None:
+    """Walks every module under sparkhc/ (not a list): scikit-learn is not needed at run time."""
+    files = sorted((ROOT / "sparkhc").rglob("*.py"))
+    assert len(files) > 50 and ROOT / "sparkhc" / "models" / "cesa_bianchi.py" in files
+    bad = sorted(
+        f"{f.relative_to(ROOT)}: {name}"
+        for f in files
+        for name in imported_names(f.read_text(encoding="utf-8"))
+        if name.split(".")[0] in FORBIDDEN_IN_PRODUCT
+    )
+    assert bad == []

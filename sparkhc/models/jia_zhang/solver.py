@@ -56,7 +56,8 @@ against 475–1000, reaching duality gaps of 1e-7 to 5e-7 either way (37 s again
 The sub-problem solvers (``w_solver``)
 -------------------------------------
 ``"dcd"`` (the default): dual coordinate descent through the pair's weight vector
-(:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking): ``O(nnz)`` of
+(:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking; the pass is
+:func:`sparkhc.linear.dcd_pass`, shared with the hinge SVM of H-SVM): ``O(nnz)`` of
 the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equality kept by the
 method of multipliers, the same KKT stopping rule as SMO. Its sub-problem tolerance follows the
 relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at ``gap_tol``
@@ -111,6 +112,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
+from sparkhc.linear import dcd_loop, shrink
 
 logger = logging.getLogger(__name__)
 
@@ -307,7 +309,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         return PairResult(task.pair, w, optimal_bias(f0, y), alpha, 0, True)
     beta = optimal_bias(f0, y)
     rng = np.random.default_rng(task.pair)
-    loop = _dcd_pass_compiled if _kernels_available() else _dcd_pass
+    loop = dcd_loop()
     converged = False
     passes = 0
     everything = np.arange(n, dtype=np.int64)
@@ -321,12 +323,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         )
         beta += rho * sigma
         if vmax - vmin > task.tol:  # measured during the pass (slightly stale): not yet worth a check
-            a = alpha[order]
-            g = grad[: order.size]
-            keep = ~(((a <= 0.0) & (g > pg_hi)) | ((a >= 1.0) & (g < pg_lo)))
-            active = order[keep]
-            pg_hi = pgmax if pgmax > 0 else np.inf
-            pg_lo = pgmin if pgmin < 0 else -np.inf
+            active, pg_hi, pg_lo = shrink(order, alpha, grad, pg_hi, pg_lo, pgmax, pgmin)
             continue
         if active.size < n:  # converged on the active set: one full pass before any check
             active = everything
@@ -354,70 +351,6 @@ def _kkt_violation(v: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
     if not up.any() or not low.any():
         return 0.0
     return float(v[up].max() - v[low].min())
-
-
-def _dcd_pass(indptr, indices, data, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo):  # type: ignore[no-untyped-def]
-    """One pass of dual coordinate descent over the examples ``order`` (rows of the CSR arrays;
-    updates ``alpha`` and ``w`` in place, ``grad[k]``: the gradient of ``order[k]`` before its
-    update). Multipliers at a bound with a gradient beyond ``pg_hi`` / ``pg_lo`` (pointing out of
-    the box) are skipped, as in LIBLINEAR. Returns ``(σ, max_{I_up} v, min_{I_low} v, max PG, min PG)``
-    with ``v`` read before each update. Written element by element for numba (runs uncompiled too)."""
-    vmax = -np.inf
-    vmin = np.inf
-    pgmax = -np.inf
-    pgmin = np.inf
-    for k in range(order.shape[0]):
-        t = order[k]
-        lo = indptr[t]
-        hi = indptr[t + 1]
-        f = 0.0
-        for q in range(lo, hi):
-            f += data[q] * w[indices[q]]
-        yt = y[t]
-        a = alpha[t]
-        v = yt - f
-        if yt > 0:
-            if a < 1.0 and v > vmax:
-                vmax = v
-            if a > 0.0 and v < vmin:
-                vmin = v
-        else:
-            if a > 0.0 and v > vmax:
-                vmax = v
-            if a < 1.0 and v < vmin:
-                vmin = v
-        g = yt * (f + beta + rho * sigma) - 1.0
-        grad[k] = g
-        pg = g
-        if a <= 0.0:
-            if g > pg_hi:
-                continue
-            if g > 0.0:
-                pg = 0.0
-        elif a >= 1.0:
-            if g < pg_lo:
-                continue
-            if g < 0.0:
-                pg = 0.0
-        if pg > pgmax:
-            pgmax = pg
-        if pg < pgmin:
-            pgmin = pg
-        if pg == 0.0:
-            continue
-        na = a - g / qd[t]
-        if na < 0.0:
-            na = 0.0
-        elif na > 1.0:
-            na = 1.0
-        d = na - a
-        if d != 0.0:
-            alpha[t] = na
-            sigma += d * yt
-            c = d * yt * inv_s
-            for q in range(lo, hi):
-                w[indices[q]] += c * data[q]
-    return sigma, vmax, vmin, pgmax, pgmin
 
 
 def smo(
@@ -578,15 +511,6 @@ def _compile_smo_loop() -> Any:
 
 
 _smo_loop_compiled = _compile_smo_loop()
-
-
-def _compile_dcd_pass() -> Any:
-    from sparkhc import kernels
-
-    return kernels._njit(_dcd_pass) if kernels.HAVE_NUMBA else _dcd_pass
-
-
-_dcd_pass_compiled = _compile_dcd_pass()
 
 
 def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:

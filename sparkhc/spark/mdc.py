@@ -72,9 +72,8 @@ def _first(items: Iterable[Any]) -> Iterator[Any]:
 
 
 def _alphas(items: Iterable[Any]) -> Iterator[Any]:
-    it = iter(items)
-    next(it)
-    yield [(b.pair, b.alpha) for b in next(it)]
+    for blocks in list(items)[1:]:
+        yield [(b.pair, b.alpha) for b in blocks]
 
 
 class SparkPairSolver:

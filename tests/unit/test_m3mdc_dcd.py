@@ -134,9 +134,12 @@ def test_plane_radii_and_region_against_brute_force():
 
     rng = np.random.default_rng(0)
     n = 30
-    alpha = np.clip(rng.uniform(-0.3, 1.3, n), 0.0, 1.0)
+    alpha = rng.uniform(0.1, 0.9, n)
+    alpha[:5] = [0.0, 0.0, 1.0, 1.0, 0.0]  # at a bound: only an inward move is feasible
     delta = np.clip(alpha + rng.normal(0, 0.4, n), 0.0, 1.0) - alpha
     last = rng.normal(0, 0.2, n) * (rng.random(n) < 0.7)
+    last[:4] = [0.0, 0.1, 0.0, -0.1]
+    delta[:4] = [0.2, 0.0, 0.0, 0.0]
     k = 16
     radii = _plane_radii(alpha, delta, last, k)
     u, v = _ray_directions(k)
@@ -149,6 +152,7 @@ def test_plane_radii_and_region_against_brute_force():
         assert feasible(r * cu, r * cv)
         assert not feasible((r + 1e-6) * cu, (r + 1e-6) * cv)
     assert radii[0] >= 1.0  # alpha + delta is in the box
+    assert radii[k // 2] == 0.0  # -delta leaves the box at alpha_0 = 0
     accepted = 0
     for _ in range(2000):
         a, b = rng.normal(0, 0.5, 2)

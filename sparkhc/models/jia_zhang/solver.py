@@ -797,11 +797,13 @@ def _in_plane_region(radii: np.ndarray, a: float, b: float) -> bool:
     hi = (lo + 1) % k
     u, v = _ray_directions(k)
     r0, r1 = min(float(radii[lo]), 1e12), min(float(radii[hi]), 1e12)
-    p0 = np.array([r0 * u[lo], r0 * v[lo]])
-    p1 = np.array([r1 * u[hi], r1 * v[hi]])
-    e = p1 - p0
-    q = np.array([a, b]) - p0
-    return bool(e[0] * q[1] - e[1] * q[0] >= 0.0)
+    p0x, p0y, p1x, p1y = r0 * u[lo], r0 * v[lo], r1 * u[hi], r1 * v[hi]
+    det = p0x * p1y - p0y * p1x  # > 0 unless a radius is 0 (then only the origin is certain)
+    if det <= 0.0:
+        return False
+    s = (a * p1y - b * p1x) / det  # (a, b) = s p0 + t p1
+    t = (p0x * b - p0y * a) / det
+    return bool(s >= 0.0 and t >= 0.0 and s + t <= 1.0)
 
 
 class PairSolver(Protocol):

@@ -73,10 +73,10 @@ conservative test of the box).
 The sub-problem solvers (``w_solver``)
 -------------------------------------
 ``"auto"`` (the default): ``"smo"`` for at most ``SMO_MAX_ROWS`` (2,000) training rows, ``"dcd"``
-above. Measured on Edm and Flare1 (154 and 323 rows, all 10 folds of M3MDC, BR and BR with C = 1,
-in one process on a loaded machine): 4.4 s with SMO against 26 s with DCD, the same predictions
-and objectives within 6e-7 relative; the threshold itself was not tuned (an 8,100-row fold takes
-DCD; SMO would hold ``8 n_i²`` bytes per pair).
+above. On Edm and Flare1 (154 and 323 rows, all 10 folds of M3MDC, BR and BR with C = 1) it gives
+the same predictions as DCD and objectives within 6e-7 relative; DCD is the slower solver there
+(Edm's 10 folds: 12.6 s against 0.5 s, measured when DCD became the default). The threshold
+itself was not tuned (an 8,100-row fold takes DCD; SMO holds ``8 n_i²`` bytes per pair).
 ``"dcd"``: dual coordinate descent through the pair's weight vector
 (:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking): ``O(nnz)`` of
 the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equality kept by the

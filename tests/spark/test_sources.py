@@ -5,6 +5,7 @@ offset, also for records in later blocks of a file that Spark splits into severa
 
 from __future__ import annotations
 
+import gzip
 from collections import Counter
 from pathlib import Path
 
@@ -179,3 +180,53 @@ def test_a_relative_path_with_dotdot_reads_like_the_plain_path(spark, tmp_path, 
         assert tc.report.read == rep.read == 20
     finally:
         tc.release()
+
+
+def _gz(tmp_path: Path, recs: list) -> Path:
+    """The records as one gzip file (read by one scan task: the lines are spread over the cores)."""
+    plain = write_jsonl(tmp_path / "plain.jsonl", recs)
+    path = tmp_path / "docs.jsonl.gz"
+    path.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    return path
+
+
+def test_one_gzip_file_is_spread_over_the_cores_with_the_same_report(spark, tmp_path):
+    from sparkhc.spark.sources import _scan_tasks, spread_lines
+
+    tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
+    at = {3 + 40 * i: b for i, b in enumerate(BAD)}
+    at[200] = {"id": "d0005", "text": "goal again", "labels": ["football"]}  # a duplicate id
+    at[230] = {"id": "x9", "text": "goal", "labels": ["football", "cricket"]}
+    path = _gz(tmp_path, _with_bad(300, at))
+    assert _scan_tasks(spark, [str(path)]) == 1 < spark.sparkContext.defaultParallelism
+    # the places the JVM computes: line i of the file is at index i, after the bytes of the lines before it
+    lines = (spark.read.option("lineSep", "\n").text(str(path))
+             .selectExpr("cast(value as binary) as v", "_metadata.file_path as p", "_metadata.file_block_start as b"))
+    spread = spread_lines(lines, 2)
+    assert spread.rdd.getNumPartitions() == 2
+    raw = gzip.decompress(path.read_bytes()).split(b"\n")[:-1]
+    offsets = [sum(len(x) + 1 for x in raw[:i]) for i in range(len(raw))]
+    got = sorted((r["_pos_line"], r["o"], bytes(r["v"])) for r in spread.collect())
+    assert got == [(i, offsets[i], raw[i]) for i in range(len(raw))]
+    opts = {"taxonomy": tax, "on_invalid": "quarantine", "on_empty": "quarantine", "unknown_labels": "drop"}
+    table, rep = _driver(path, **opts)
+    tc = _spark(spark, path, **opts)
+    try:
+        assert tc.tokens.rdd.getNumPartitions() == 2
+        assert tc.report.to_dict() == rep.to_dict()
+        assert rep.quarantined == 6 and rep.labels_dropped == 2 and rep.no_labels == 1
+        assert sorted(r["doc_id"] for r in tc.tokens.select("doc_id").collect()) == sorted(
+            table.column("doc_id").to_pylist())
+    finally:
+        tc.release()
+
+
+@pytest.mark.parametrize("k", [0, 1, 5])
+def test_one_gzip_file_spread_names_the_same_line_and_offset(spark, tmp_path, k):
+    path = _gz(tmp_path, _with_bad(300, {250: BAD[k], 280: BAD[(k + 1) % len(BAD)]}))
+    with pytest.raises(InputDataError) as want:
+        _driver(path)
+    with pytest.raises(InputDataError) as got:
+        _spark(spark, path)
+    assert str(got.value) == str(want.value)
+    assert ", line 251" in str(got.value)

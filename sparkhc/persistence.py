@@ -242,7 +242,7 @@ def save_model(
         files.append(("metadata.json", lambda fh: fh.write(json_text(meta).encode("utf-8"))))
         _save_remote(str(path), files, overwrite)
         return Path(str(path))
-    path = Path(path)
+    path = fsio.local_path(path) or Path(path)  # a file: URI is its local path
     with atomic_dir(path, overwrite=overwrite) as tmp:
         with open(tmp / "state.npz", "wb") as fh:
             write_npz(fh, state.arrays)

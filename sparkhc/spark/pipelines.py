@@ -437,7 +437,7 @@ def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
         "node_parallel": result.strategy == "node_parallel",
         "seed": cfg.train.seed,
         "epoch_log": [{k: v for k, v in e.items() if k not in RUN_FIGURES} for e in result.epoch_log],
-        "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
+        "warm_start": fsio.absolute(warm_start) if warm_start is not None else None,
     }
 
 

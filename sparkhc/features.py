@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sparkhc import fsio
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLIT, VALUES, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.taxonomy import Taxonomy
@@ -99,26 +100,36 @@ def check_arrow_features_schema(schema: pa.Schema, source: str) -> None:
 
 # ------------------------------------------------------------------------------ the folder
 def features_layout(path: str | os.PathLike[str]) -> tuple[Path, Path, list[Path]]:
-    """(out_dir, features dir, part files) of a featurize output directory, checked."""
+    """(out_dir, features dir, part files) of a local featurize output directory, checked."""
     root = Path(path)
-    if not root.is_dir():
-        raise InputDataError(f"{root}: features directory not found (expected the out_dir of featurize)")
+    names = layout_parts(fsio.Folder(root))
     feat = root / FEATURES_DIR
-    if not feat.is_dir():
-        raise SchemaError(f"{root}: no {FEATURES_DIR}/ subdirectory; expected the out_dir of featurize")
-    parts = sorted(p for p in feat.iterdir() if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
+    return root, feat, [feat / n for n in names]
+
+
+def layout_parts(folder: fsio.Folder) -> list[str]:
+    """The part file names of the featurize output directory ``folder`` (a local path or a URI),
+    sorted, after checking its layout."""
+    if not folder.is_dir():
+        raise InputDataError(f"{folder.name}: features directory not found (expected the out_dir of featurize)")
+    feat = folder.where(FEATURES_DIR)
+    names = folder.listdir(FEATURES_DIR)
+    if not names and not (folder.local is not None and (folder.local / FEATURES_DIR).is_dir()):
+        raise SchemaError(f"{folder.name}: no {FEATURES_DIR}/ subdirectory; expected the out_dir of featurize")
+    parts = sorted(n for n in names if n.endswith(".parquet") and not n.startswith(("_", ".")))
     if not parts:
         raise SchemaError(f"{feat}: no Parquet part files")
-    if not (root / SPEC_FILE).is_file():
-        raise SchemaError(f"{root}: {SPEC_FILE} is missing; expected the out_dir of featurize")
-    return root, feat, parts
+    if not folder.is_file(SPEC_FILE):
+        raise SchemaError(f"{folder.name}: {SPEC_FILE} is missing; expected the out_dir of featurize")
+    return parts
 
 
-def check_footers(parts: Sequence[Path]) -> None:
-    """Check the footer of every part file against the features layout."""
+def check_footers(parts: Sequence[Path | str], filesystem: Any = None) -> None:
+    """Check the footer of every part file against the features layout (``filesystem``: the
+    :mod:`pyarrow.fs` file system of ``parts``, None for local paths)."""
     for p in parts:
         try:
-            schema = pq.read_schema(p)
+            schema = pq.read_schema(p, filesystem=filesystem)
         except (OSError, pa.ArrowInvalid) as e:
             raise SchemaError(f"{p}: not a readable Parquet file ({e})") from None
         check_arrow_features_schema(schema, str(p))
@@ -154,19 +165,21 @@ def read_features_local(
 
 
 def features_taxonomy(features: str | Path) -> Taxonomy:
-    """The taxonomy of a features folder."""
-    f = Path(features) / TAXONOMY_FILE
-    if not f.is_file():
-        raise SchemaError(f"{features}: no {TAXONOMY_FILE} in the features folder (featurize with a taxonomy)")
-    return Taxonomy.load(f)
+    """The taxonomy of a features folder (a local path or a URI, :class:`sparkhc.fsio.Folder`)."""
+    folder = fsio.Folder(features)
+    if not folder.is_file(TAXONOMY_FILE):
+        raise SchemaError(f"{folder.name}: no {TAXONOMY_FILE} in the features folder (featurize with a taxonomy)")
+    if folder.local is not None:
+        return Taxonomy.load(folder.local / TAXONOMY_FILE)
+    return Taxonomy.from_tsv_text(folder.read_text(TAXONOMY_FILE), source=folder.where(TAXONOMY_FILE))
 
 
 def features_corpus_info(features: str | Path) -> dict[str, Any]:
     """The ``corpus.json`` of a features folder (empty when there is none)."""
-    f = Path(features) / CORPUS_FILE
-    if not f.is_file():
+    folder = fsio.Folder(features)
+    if not folder.is_file(CORPUS_FILE):
         return {}
-    info: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
+    info: dict[str, Any] = json.loads(folder.read_text(CORPUS_FILE))
     return info
 
 

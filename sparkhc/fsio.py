@@ -25,24 +25,50 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-__all__ = ["is_uri", "resolve", "is_local", "write_atomic", "read_bytes", "open_input", "exists", "listdir",
-           "delete_tree", "redact"]
+__all__ = ["has_scheme", "is_uri", "local_path", "resolve", "is_local", "write_atomic", "read_bytes", "open_input", "exists", "listdir",
+           "delete_tree", "redact", "Folder"]
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def has_scheme(location: str | Path) -> bool:
+    """Whether ``location`` is a URI (``hdfs://nn/x``, ``s3a://b/k``, ``file:/x``, ``file:///x``),
+    not a plain local path (``data/x``, ``/x``, ``C:\\x``). The one test of the package: Spark's
+    paths (:mod:`sparkhc.spark.hfs`) and pyarrow's (:func:`resolve`) use it."""
+    s = str(location)
+    return bool(_SCHEME.match(s)) and not _DRIVE.match(s)
 
 
 def is_uri(location: str | Path) -> bool:
-    """Whether ``location`` names a scheme other than ``file`` (a plain path or ``file://`` is local)."""
+    """Whether ``location`` names a file system other than the local one: a URI whose scheme is not
+    ``file`` (a plain path, ``file:/x`` and ``file:///x`` are local)."""
     s = str(location)
-    return "://" in s and not s.startswith("file://")
+    m = _SCHEME.match(s)
+    return has_scheme(s) and m is not None and m.group(1).lower() != "file"
+
+
+def local_path(location: str | Path) -> Path | None:
+    """The local path of a plain path or ``file:`` URI (percent-decoded), else None."""
+    s = str(location)
+    if not has_scheme(s):
+        return Path(s)
+    u = urlsplit(s)
+    if u.scheme.lower() == "file":
+        return Path(unquote(u.path))
+    return None
 
 
 def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
@@ -53,10 +79,13 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     ``allow_delayed_open=true`` and the endpoint of ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
     unless it sets them."""
     s = str(location)
-    if not is_uri(s):
-        local = s[len("file://"):] if s.startswith("file://") else s
-        return pafs.LocalFileSystem(), str(Path(local).absolute())
+    local = local_path(s)
+    if local is not None:
+        return pafs.LocalFileSystem(), str(local.absolute())
     parts = urlsplit(s)
+    if parts.scheme == "s3a":  # Hadoop's name of the S3 client (what Spark is given) is s3 to pyarrow
+        parts = parts._replace(scheme="s3")
+        s = urlunsplit(parts)
     if parts.scheme == "s3":
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         query.setdefault("allow_delayed_open", "true")
@@ -71,6 +100,22 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         raise ValueError(f"{redact(location)}: not a file system location pyarrow can open ({e})") from None
     return fs, path.rstrip("/")
+
+
+def child(location: str | Path, name: str) -> str:
+    """The location of ``name`` inside the folder ``location``: a path for a local folder, else the
+    URI with ``/name`` appended to its path (its query, e.g. an S3 endpoint, kept)."""
+    local = local_path(location)
+    if local is not None:
+        return str(local / name)
+    parts = urlsplit(str(location))
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + name))
+
+
+def absolute(location: str | Path) -> str:
+    """``location`` as recorded in metadata: a local path made absolute, a URI without credentials."""
+    local = local_path(location)
+    return str(local.resolve()) if local is not None else redact(location)
 
 
 def is_local(fs: pafs.FileSystem) -> bool:
@@ -162,3 +207,49 @@ def redact(location: str | Path) -> str:
     if "@" not in parts.netloc:
         return s
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+class Folder:
+    """Read access to the small files of a folder (a model, a features or predictions folder) at a
+    local path, a ``file:`` URI or any URI :func:`resolve` opens. ``name`` is the location for
+    messages (no credentials)."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.remote = is_uri(location)
+        local = None if self.remote else local_path(location)
+        self.local = local
+        self.name = redact(location) if local is None else str(local)
+        if local is None:
+            self.fs, self.root = resolve(location)
+        else:
+            self.fs, self.root = pafs.LocalFileSystem(), str(local)
+
+    def where(self, name: str) -> str:
+        return f"{self.name}/{name}" if self.local is None else str(self.local / name)
+
+    def is_dir(self) -> bool:
+        if self.local is not None:
+            return self.local.is_dir()
+        return bool(listdir(self.fs, self.root))  # object stores have no empty folders
+
+    def is_file(self, name: str) -> bool:
+        if self.local is not None:
+            return (self.local / name).is_file()
+        return bool(self.fs.get_file_info(f"{self.root}/{name}").type == pafs.FileType.File)
+
+    def listdir(self, name: str = "") -> list[str]:
+        return listdir(self.fs, f"{self.root}/{name}".rstrip("/"))
+
+    def read_bytes(self, name: str) -> bytes:
+        if self.local is not None:
+            return (self.local / name).read_bytes()
+        return read_bytes(self.fs, f"{self.root}/{name}")
+
+    def read_text(self, name: str) -> str:
+        return self.read_bytes(name).decode("utf-8")
+
+    @contextmanager
+    def open(self, name: str) -> Iterator[BinaryIO]:
+        """A seekable binary file object (:func:`open_input`)."""
+        with open_input(self.fs, f"{self.root}/{name}") as fh:
+            yield fh

@@ -26,6 +26,12 @@ spec fingerprint, training selection and document count, package version):
 Loading goes through :func:`sparkhc.persistence.load_model`, which refuses a newer model format
 or a taxonomy other than the data's, with a message that says what to do.
 
+Registry roots are local paths (a shared mount is fine): creating a version relies on a directory
+rename that fails onto an existing version, which object stores (S3, GCS) do not offer through
+``pyarrow.fs`` (no atomic rename, no conditional put), so two concurrent registrations there could
+take the same number. Model folders themselves may live at any URI (:func:`weights_hash`,
+:func:`sparkhc.persistence.save_model` / ``load_model``); register copies one into a local root.
+
 Usage::
 
     v = register("models", "work/model", metrics="work/predictions/metrics.json")   # 'v0001'
@@ -46,6 +52,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sparkhc import fsio
 from sparkhc.errors import ModelError
 from sparkhc.persistence import load_model, read_metadata, sha256_file, write_json_atomic
 
@@ -87,10 +94,12 @@ def weights_hash(model_dir: str | Path) -> str:
     ``state.npz`` is written deterministically, so retraining to the same weights gives the same
     version; it is the ``model_version`` column of predictions and reclassification output.
     """
-    f = Path(model_dir) / "state.npz"
-    if not f.is_file():
-        raise ModelError(f"{model_dir}: truncated model directory: state.npz is missing")
-    return sha256_file(f)[:12]
+    folder = fsio.Folder(model_dir)
+    if not folder.is_file("state.npz"):
+        raise ModelError(f"{folder.name}: truncated model directory: state.npz is missing")
+    if folder.local is not None:
+        return sha256_file(folder.local / "state.npz")[:12]
+    return hashlib.sha256(folder.read_bytes("state.npz")).hexdigest()[:12]
 
 
 def training_data_fingerprint(meta: Mapping[str, Any]) -> str | None:

@@ -242,7 +242,7 @@ def save_model(
         files.append(("metadata.json", lambda fh: fh.write(json_text(meta).encode("utf-8"))))
         _save_remote(str(path), files, overwrite)
         return Path(str(path))
-    path = Path(path)
+    path = fsio.local_path(path) or Path(path)  # a file: URI is its local path
     with atomic_dir(path, overwrite=overwrite) as tmp:
         with open(tmp / "state.npz", "wb") as fh:
             write_npz(fh, state.arrays)
@@ -297,44 +297,11 @@ def _delete_file(fs: Any, path: str) -> None:
         pass
 
 
-class _Folder:
-    """Read access to a model folder at a local path or a URI (:mod:`sparkhc.fsio`)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.uri = fsio.is_uri(path)
-        self.name = fsio.redact(path) if self.uri else str(Path(path))
-        self.local = Path(path) if not self.uri else None
-        if self.uri:
-            self.fs, self.root = fsio.resolve(path)
-
-    def where(self, name: str) -> str:
-        return f"{self.name}/{name}" if self.uri else str(Path(self.name) / name)
-
-    def is_dir(self) -> bool:
-        if self.local is not None:
-            return self.local.is_dir()
-        return bool(fsio.listdir(self.fs, self.root))
-
-    def is_file(self, name: str) -> bool:
-        if self.local is not None:
-            return (self.local / name).is_file()
-        return fsio.exists(self.fs, f"{self.root}/{name}")
-
-    def read_text(self, name: str) -> str:
-        if self.local is not None:
-            return (self.local / name).read_text(encoding="utf-8")
-        return fsio.read_bytes(self.fs, f"{self.root}/{name}").decode("utf-8")
-
-    def read_npz(self, name: str) -> dict[str, Any]:
-        if self.local is not None:
-            with open(self.local / name, "rb") as fh:
-                return read_npz(fh)
-        with fsio.open_input(self.fs, f"{self.root}/{name}") as fh:
-            return read_npz(fh)
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    folder = _Folder(path)
+    folder = fsio.Folder(path)
     mfile = folder.where("metadata.json")
     if not folder.is_dir():
         raise ModelError(f"{folder.name}: model directory not found")
@@ -365,7 +332,7 @@ def load_model(
     from sparkhc.models import get_model_class
 
     meta = read_metadata(path)
-    folder = _Folder(path)
+    folder = fsio.Folder(path)
     path = folder.name  # the messages below: no credentials of a URI
     for f in ("state.npz", "taxonomy.tsv"):
         if not folder.is_file(f):
@@ -391,7 +358,8 @@ def load_model(
     cls = get_model_class(meta["model"])
     model: HierModel = cls(tax, meta["n_features"], **meta["params"])
     try:
-        arrays = folder.read_npz("state.npz")
+        with folder.open("state.npz") as fh:
+            arrays = read_npz(fh)
     except (zipfile.BadZipFile, ValueError, OSError) as e:
         raise ModelError(f"{folder.where('state.npz')}: corrupt or truncated ({e})") from None
     model.set_state(ModelState(arrays, dict(meta.get("counters", {})), meta.get("combine", cls.combine)))

@@ -264,6 +264,7 @@ class _Sink:
         self._units: list[str | None] = []
         self._file_idx = -1
         self._rows: list[tuple[str, str | None, list[str] | None, list[str], str | None, int | None]] = []
+        self._known_labels: frozenset[str] | None = None
 
     # -- locations
     def set_file(self, path: str, unit: str | None = "line", listed: bool = True) -> None:
@@ -333,7 +334,11 @@ class _Sink:
                 labels = kept
         tax = self.taxonomy
         if tax is not None and labels:
-            unknown = [lab for lab in labels if lab not in tax or tax.id(lab) == 0 or tax.virtual[tax.id(lab)]]
+            known = self._known_labels
+            if known is None:  # the names a label may take: taxonomy nodes but the root and virtual ones
+                known = self._known_labels = frozenset(
+                    name for i, name in enumerate(tax.names) if i != 0 and not tax.virtual[i])
+            unknown = [lab for lab in labels if lab not in known]
             if unknown:
                 if self.unknown_labels == "error":
                     lab = unknown[0]
@@ -489,7 +494,10 @@ def _type_name(v: object) -> str:
 
 
 def _is_str_list(v: object) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if not isinstance(v, list):
+        return False
+    # map(type) runs in C: the common case (JSON strings are exactly str) without a Python loop
+    return set(map(type, v)) <= {str} or all(isinstance(x, str) for x in v)
 
 
 def read_jsonl(

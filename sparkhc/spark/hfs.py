@@ -9,23 +9,18 @@ A path without a scheme is a local path (as sparkhc always took it), made absolu
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
 from sparkhc.errors import InputDataError
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-
-
-def has_scheme(path: str) -> bool:
-    """True for ``hdfs://nn/x``, ``s3a://b/k``, ``file:/x``; False for local paths."""
-    return bool(_SCHEME.match(path)) and not re.match(r"^[A-Za-z]:[\\/]", path)
+# the package's one test of "is this a URI" and its local-path counterpart (re-exported)
+from sparkhc.fsio import has_scheme as has_scheme
+from sparkhc.fsio import local_path as local_path
 
 
 def qualify(spark: SparkSession, path: str | Path) -> str:
@@ -37,16 +32,6 @@ def qualify(spark: SparkSession, path: str | Path) -> str:
     if has_scheme(p):
         return p
     return "file:" + Path(os.path.abspath(p)).as_posix()
-
-
-def local_path(uri: str) -> Path | None:
-    """The local path of a ``file:`` URI (or a plain path), else None."""
-    if not has_scheme(uri):
-        return Path(uri)
-    u = urlparse(uri)
-    if u.scheme == "file":
-        return Path(unquote(u.path))
-    return None
 
 
 def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
@@ -156,11 +141,10 @@ class OutputFs:
             self.uri = Path(self.root).as_uri()
             self._fs: Any = None
         else:
-            import pyarrow.fs as pafs
+            from sparkhc import fsio
 
             self.uri = t.rstrip("/")
-            fs, path = pafs.FileSystem.from_uri("s3://" + t[len("s3a://"):] if t.startswith("s3a://") else t)
-            self._fs, self.root = fs, path.rstrip("/")
+            self._fs, self.root = fsio.resolve(t)
 
     def sibling(self, suffix: str) -> OutputFs:
         """The folder next to this one named ``<name><suffix>``."""

@@ -37,8 +37,9 @@ from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from sparkhc import fsio
 from sparkhc.batch import SparseBatch
-from sparkhc.features import DEFAULT_EXTRA, check_footers, features_layout
+from sparkhc.features import DEFAULT_EXTRA, FEATURES_DIR, check_footers, features_layout, layout_parts
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,
@@ -49,7 +50,7 @@ from sparkhc.spark.schemas import (
     VALUES,
     check_spark_features_schema,
 )
-from sparkhc.text.spec import FeatureSpec
+from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
 _BLOB = "arrow_ipc"
 
@@ -60,12 +61,22 @@ def read_features(spark: SparkSession, path: str | os.PathLike[str]) -> tuple[Da
     The footer of every part file and the resulting DataFrame schema are checked against the
     features layout; a mismatch raises :class:`SchemaError` naming the file and the column.
     """
-    root, feat, parts = features_layout(path)
-    check_footers(parts)
-    spec = FeatureSpec.load(root)
+    if not fsio.is_uri(os.fspath(path)):
+        local = fsio.local_path(os.fspath(path))
+        assert local is not None
+        root, feat, parts = features_layout(local)
+        check_footers(parts)
+        spec = FeatureSpec.load(root)
+        uri = feat.absolute().as_uri()
+    else:  # a Hadoop URI: Spark reads the part files; footers and spec through pyarrow.fs
+        folder = fsio.Folder(os.fspath(path))
+        names = layout_parts(folder)
+        check_footers([f"{folder.root}/{FEATURES_DIR}/{n}" for n in names], filesystem=folder.fs)
+        spec = FeatureSpec.from_json(folder.read_text(SPEC_FILE), source=folder.where(SPEC_FILE))
+        uri = os.fspath(path).rstrip("/") + "/" + FEATURES_DIR
     # every footer has been checked: giving Spark the schema spares its schema-inference job
-    df = spark.read.schema(FEATURES_SCHEMA).parquet(feat.absolute().as_uri())
-    check_spark_features_schema(df.schema, str(feat))
+    df = spark.read.schema(FEATURES_SCHEMA).parquet(uri)
+    check_spark_features_schema(df.schema, fsio.redact(uri))
     return df, spec
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkhc import fsio
 from sparkhc.batch import FOLD, LABELS, SPLIT
 from sparkhc.config import Config
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
@@ -27,7 +29,8 @@ from sparkhc.features import (
 from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
-from sparkhc.persistence import atomic_dir, load_model, read_metadata, save_model, write_json_atomic
+from sparkhc.persistence import json_text, load_model, read_metadata, save_model
+from sparkhc.spark.hfs import OutputFs
 from sparkhc.spark.ipm import RUN_FIGURES
 from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy
@@ -54,6 +57,26 @@ def label_combinations(df: DataFrame) -> list[list[str]]:
     no documents)."""
     rows = df.select(F.array_sort(F.col(LABELS)).alias("l")).distinct().collect()
     return [list(t) for t in sorted({tuple(r[0] or ()) for r in rows})]  # a null list is the empty one
+
+
+def _exists(location: str | Path) -> bool:
+    """Whether a file or folder is at ``location`` (a local path or a URI)."""
+    local = fsio.local_path(location)
+    return local.exists() if local is not None else fsio.Folder(location).is_dir()
+
+
+def _default_checkpoints(out: str | Path) -> Path:
+    """Where a training to ``out`` keeps its epoch checkpoints (local files): next to a local
+    ``out``; for a URI in the driver's temp folder, under a name derived from the URI, so that a
+    rerun on the same driver resumes."""
+    local = fsio.local_path(out)
+    if local is not None:
+        return local.parent / f".{local.name}.checkpoints"
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(str(out).rstrip("/").encode("utf-8")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"sparkhc-{key}.checkpoints"
 
 
 # ---------------------------------------------------------------------- featurize
@@ -305,9 +328,8 @@ def train(
     from sparkhc.spark.io import read_features
 
     t0 = time.perf_counter()
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise ModelError(f"{out} already exists; pass --overwrite to replace it")
+    if _exists(out) and not overwrite:
+        raise ModelError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
     selection = Selection(split, fold, exclude_fold)
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
@@ -327,7 +349,7 @@ def train(
             raise selection_error(all_rows, features, selection, "training documents") from None
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
-        ckpt = out.parent / f".{out.name}.checkpoints"
+        ckpt = _default_checkpoints(out)
     result = fit_model(
         spark, df, model, cfg.train, checkpoint_dir=ckpt, warm_start=warm_start is not None,
         checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
@@ -336,7 +358,7 @@ def train(
     )
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
-        "features_path": str(Path(features).resolve()),
+        "features_path": fsio.absolute(features),
         "training": training_metadata(result, cfg, selection, warm_start),
         "scored_labels": features_corpus_info(features).get("scored_labels"),
     }
@@ -346,7 +368,7 @@ def train(
 
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
-    return {"model": str(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
+    return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
             "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -415,7 +437,7 @@ def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
         "node_parallel": result.strategy == "node_parallel",
         "seed": cfg.train.seed,
         "epoch_log": [{k: v for k, v in e.items() if k not in RUN_FIGURES} for e in result.epoch_log],
-        "warm_start": str(Path(warm_start).resolve()) if warm_start is not None else None,
+        "warm_start": fsio.absolute(warm_start) if warm_start is not None else None,
     }
 
 
@@ -436,32 +458,40 @@ def predict(
     from sparkhc.spark.predict import predict_df
 
     t0 = time.perf_counter()
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise SparkhcError(f"{out} already exists; pass --overwrite to replace it")
+    target = OutputFs(out)
+    if target.exists() and not overwrite:
+        raise SparkhcError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-    version = weights_hash(Path(model_dir))
+    version = weights_hash(model_dir)
     selection = Selection(split, fold, exclude_fold)
     all_rows, df = df, select_rows(df, selection)
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
     preds = predict_df(df, model, version)
-    with atomic_dir(out, overwrite=overwrite) as tmp:
-        data_dir = tmp / "data"
-        preds.write.mode("overwrite").parquet(str(data_dir))
-        n = spark.read.parquet(str(data_dir)).count()
-        if n == 0:  # (no extra Spark job on the normal path; atomic_dir removes what was written)
+    # written next to ``out`` and renamed into place (Spark writes the Parquet at any Hadoop URI)
+    tmp = target.sibling(f".tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        tmp.makedirs()
+        preds.write.mode("overwrite").parquet(tmp.child_uri("data"))
+        n = spark.read.parquet(tmp.child_uri("data")).count()
+        if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
             raise selection_error(all_rows, features, selection, "document")
-        write_json_atomic(tmp / PRED_META_FILE, {
-            "model_dir": str(Path(model_dir).resolve()), "model_version": version, "model": meta["model"],
-            "taxonomy_fingerprint": meta["taxonomy_fingerprint"], "features": str(Path(features).resolve()),
+        tmp.write_bytes(tmp.child(PRED_META_FILE), json_text({
+            "model_dir": fsio.absolute(model_dir), "model_version": version, "model": meta["model"],
+            "taxonomy_fingerprint": meta["taxonomy_fingerprint"], "features": fsio.absolute(features),
             "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold}, "documents": n,
             "scored_labels": meta.get("scored_labels"),
             "seconds": round(time.perf_counter() - t0, 2),
-        })
-    return {"predictions": str(out), "documents": n, "model_version": version,
+        }).encode("utf-8"))
+        if target.exists() and not overwrite:
+            raise SparkhcError(f"{fsio.redact(out)} appeared while predicting; not replaced")
+        tmp.publish(target)
+    except BaseException:
+        tmp.rmtree()
+        raise
+    return {"predictions": fsio.redact(out), "documents": n, "model_version": version,
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -477,36 +507,35 @@ def evaluate(
     from sparkhc.spark.evaluate import aggregate_metrics
     from sparkhc.spark.predict import PRED_LABELS
 
-    predictions = Path(predictions)
-    meta_file = predictions / PRED_META_FILE
-    if not meta_file.is_file():
-        raise SchemaError(f"{predictions}: not a predictions folder ({PRED_META_FILE} missing)")
+    folder = fsio.Folder(predictions)
+    if not folder.is_file(PRED_META_FILE):
+        raise SchemaError(f"{folder.name}: not a predictions folder ({PRED_META_FILE} missing)")
     try:
-        pmeta = json.loads(meta_file.read_text(encoding="utf-8"))
+        pmeta = json.loads(folder.read_text(PRED_META_FILE))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SchemaError(f"{meta_file}: corrupt prediction metadata ({e})") from None
-    feats = Path(features) if features is not None else Path(pmeta["features"])
+        raise SchemaError(f"{folder.where(PRED_META_FILE)}: corrupt prediction metadata ({e})") from None
+    feats = str(features) if features is not None else str(pmeta["features"])
     taxonomy = features_taxonomy(feats)
     if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
-        raise ModelError(f"{predictions}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
+        raise ModelError(f"{folder.name}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
                          f"{feats} has {taxonomy.fingerprint()}")
     scored = pmeta.get("scored_labels")
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")
-    df = spark.read.parquet(str(predictions / "data"))
+    df = spark.read.parquet(fsio.child(predictions, "data"))
     row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
                  F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
     assert row is not None  # an aggregate always has one row
     n, missing, empty = int(row["n"]), int(row["null"] or 0), int(row["empty"] or 0)
     if n == 0:
-        raise SchemaError(f"{predictions}: no prediction rows; nothing to evaluate")
+        raise SchemaError(f"{folder.name}: no prediction rows; nothing to evaluate")
     if missing:
-        raise SchemaError(f"{predictions}: {missing} prediction rows have no gold labels; cannot evaluate")
+        raise SchemaError(f"{folder.name}: {missing} prediction rows have no gold labels; cannot evaluate")
     if empty == n:
-        raise SchemaError(f"{predictions}: none of the {n} prediction rows has gold labels; cannot evaluate "
+        raise SchemaError(f"{folder.name}: none of the {n} prediction rows has gold labels; cannot evaluate "
                           "(predictions of unlabelled documents?)")
     if empty:
-        log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", predictions,
+        log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", folder.name,
                     empty, n)
     counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
                                pred_col=PRED_LABELS)
@@ -521,14 +550,17 @@ def evaluate(
         metrics.update(aggregate_mdc_labels(df, layout, LABELS, PRED_LABELS).compute())
         class_spaces = list(layout.names)
     result = {"metrics": metrics, "model_version": pmeta["model_version"], "model": pmeta["model"],
-              "predictions": str(predictions), "selection": pmeta["selection"],
+              "predictions": folder.name, "selection": pmeta["selection"],
               "decode_seconds": pmeta.get("seconds")}
     if class_spaces is not None:
         result["class_spaces"] = class_spaces  # accuracy_<j> is the accuracy of class_spaces[j]
     result["documents_without_gold_labels"] = empty
-    out = Path(out) if out is not None else predictions / "metrics.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out, result)
+    target = str(out) if out is not None else fsio.child(predictions, "metrics.json")
+    fs, path = fsio.resolve(target)
+    if fsio.is_local(fs):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    text = json_text(result).encode("utf-8")
+    fsio.write_atomic(fs, path, lambda fh: fh.write(text))
     return result, format_table(metrics)
 
 

@@ -243,12 +243,19 @@ def parse_partition(
         values = b.column(0).to_pylist()
         paths = b.column(1).to_pylist()
         blocks = b.column(2).to_pylist()
+        # lines spread over tasks (:func:`spread_lines`) carry their place; else it is counted here
+        tagged = b.num_columns > 3
+        lines_at = b.column(3).to_pylist() if tagged else None
+        bytes_at = b.column(4).to_pylist() if tagged else None
         claims: list[tuple[str, Key]] = []
         emitted_keys: list[Key] = []
-        for raw, path, block in zip(values, paths, blocks, strict=True):
+        for j, (raw, path, block) in enumerate(zip(values, paths, blocks, strict=True)):
             fi = _file_index(index, path)
-            idx, nbytes = pos_in_block.get((fi, block), (0, 0))
-            pos_in_block[(fi, block)] = (idx + 1, nbytes + len(raw) + 1)
+            if lines_at is not None and bytes_at is not None:
+                idx, nbytes = lines_at[j], bytes_at[j]
+            else:
+                idx, nbytes = pos_in_block.get((fi, block), (0, 0))
+                pos_in_block[(fi, block)] = (idx + 1, nbytes + len(raw) + 1)
             if not raw.strip():
                 continue
             key = (fi, block, idx)
@@ -350,12 +357,15 @@ def read_jsonl_tokens(
         else StorageLevel.DISK_ONLY
     report = ReadReport(source=source or ", ".join(names))
     report.files = list(names)
-    lines = (
+    scanned = lines = (
         spark.read.option("lineSep", "\n").text(uris)
         .select(F.col("value").cast("binary").alias("v"), F.col("_metadata.file_path").alias("p"),
                 F.col("_metadata.file_block_start").alias("b"))
     )
     sc = spark.sparkContext
+    width = max(1, int(sc.defaultParallelism))
+    if _scan_tasks(spark, uris) < width:
+        lines = spread_lines(lines, width)
     index = {_norm(u): i for i, u in enumerate(uris)}
     bcs: list[Broadcast[Any]] = [sc.broadcast(opts), sc.broadcast(spec.unfitted() if spec.is_fitted else spec),
                                  sc.broadcast((index, names))]
@@ -390,13 +400,38 @@ def read_jsonl_tokens(
             log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
             parsed.unpersist()
             parsed, row = run(dups)
-        _merge(report, [json.loads(s) for s in row["reports"]], opts, spark, lines, names, index, parsed)
+        _merge(report, [json.loads(s) for s in row["reports"]], opts, spark, scanned, names, index, parsed)
     finally:
         for b in bcs:
             b.unpersist()
     splits = sorted((None if s == "\x00null" else s for s in row["splits"]), key=lambda s: (s is not None, s or ""))
     tokens = parsed.where(F.col(EMIT)).select(*[F.col(f.name) for f in TOKENIZED_SCHEMA.fields])
     return TokenizedCorpus(tokens, report, splits, parsed)
+
+
+def _scan_tasks(spark: SparkSession, uris: Sequence[str]) -> int:
+    """An upper bound of the tasks of Spark's scan of ``uris``: a gzip file is one task, any other
+    file one per ``spark.sql.files.maxPartitionBytes`` (small files may share a task)."""
+    block = int(spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())  # type: ignore[attr-defined]
+    return sum(1 if u.endswith(".gz") else max(1, -(-hfs.size(spark, u) // block)) for u in uris)
+
+
+def spread_lines(lines: DataFrame, width: int) -> DataFrame:
+    """Lines (v, p, b) with each line's index and byte offset in its block, hash-partitioned over
+    ``width`` tasks: fewer scan tasks than cores (a gzip file is one task) would run the parse and
+    every later pass over the documents on one core. The places come from the scan order
+    (``monotonically_increasing_id`` is increasing within a scan task, where a block is read whole),
+    computed on the JVM; :func:`parse_partition` takes them instead of counting."""
+    from pyspark.sql import Window
+
+    w = Window.partitionBy("p", "b").orderBy("_m")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        lines.withColumn("_m", F.monotonically_increasing_id())
+        .select("v", "p", "b", (F.row_number().over(w) - 1).cast("long").alias(POS_LINE),
+                F.coalesce(F.sum(F.octet_length("v") + 1).over(before), F.lit(0)).cast("long").alias("o"))
+        .repartition(width, F.col(POS_LINE))
+    )
 
 
 def _norm(uri: str) -> str:

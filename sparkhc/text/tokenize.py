@@ -38,6 +38,8 @@ DEFAULT_TOKEN_PATTERN = r"\b[^\W\d_]{2,}\b"
 #: ``[^\W\d_]`` is ``[a-zA-Z]`` (``[a-z]`` after lowercasing) and the matches are the same; the
 #: ASCII-only engine is about twice as fast (most documents of English corpora are ASCII).
 _DEFAULT_ASCII = re.compile(r"\b[a-z]{2,}\b", re.ASCII)
+#: Distinct pre-tokenized tokens whose filtered form a Tokenizer remembers (then it starts over).
+_SEEN_MAX = 1 << 20
 
 #: The Glasgow Information Retrieval Group stop list as shipped by scikit-learn
 #: (``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``), 318 words.
@@ -85,6 +87,7 @@ class Tokenizer:
     stop_words: bool = False
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _ascii: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _seen: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -102,6 +105,7 @@ class Tokenizer:
             )
         object.__setattr__(self, "_regex", regex)
         object.__setattr__(self, "_ascii", _DEFAULT_ASCII if self.token_pattern == DEFAULT_TOKEN_PATTERN else None)
+        object.__setattr__(self, "_seen", {})
 
     def __getstate__(self) -> dict[str, object]:
         return {"token_pattern": self.token_pattern, "stop_words": self.stop_words}
@@ -126,16 +130,26 @@ class Tokenizer:
         """Filter pre-tokenized input: lowercase, keep whole-pattern matches, drop stop words."""
         if tokens is None:
             return []
-        full = self._regex.fullmatch
-        out = []
-        for t in tokens:
-            if not t:
-                continue
-            t = t.lower()
-            if full(t) is None or (self.stop_words and t in ENGLISH_STOP_WORDS):
-                continue
-            out.append(t)
-        return out
+        # each distinct token is filtered once (a vocabulary repeats): token -> kept form or ""
+        seen = self._seen
+        if len(seen) > _SEEN_MAX:
+            seen.clear()
+        if not isinstance(tokens, list | tuple):
+            tokens = list(tokens)
+        try:
+            kept = list(map(seen.__getitem__, tokens))
+        except KeyError:
+            for t in tokens:
+                if t not in seen:
+                    seen[t] = self._filter_token(t) if t else ""  # type: ignore[index]
+            kept = list(map(seen.__getitem__, tokens))
+        return list(filter(None, kept))
+
+    def _filter_token(self, t: str) -> str:
+        t = t.lower()
+        if self._regex.fullmatch(t) is None or (self.stop_words and t in ENGLISH_STOP_WORDS):
+            return ""
+        return t
 
     def tokenize_document(self, text: str | None, tokens: Sequence[str | None] | None) -> list[str]:
         """Tokens of one raw document: ``tokens`` when not null (it wins), else ``text``."""

@@ -734,7 +734,7 @@ def test_AT_08_crash_after_the_prediction_files_keeps_previous_predictions(base,
     def crash(*a, **k):
         raise OSError("killed while writing _MODEL.json (simulated)")
 
-    monkeypatch.setattr(pipelines, "write_json_atomic", crash)
+    monkeypatch.setattr(pipelines, "json_text", crash)  # the _MODEL.json text, made after data/ is written
     with pytest.raises(OSError, match="simulated"):
         run(["predict", "--model", str(base.model), "--features", str(base.features), "--out", str(pred),
              "--overwrite"])

@@ -177,3 +177,41 @@ def test_featurize_rerun_in_a_new_process_is_byte_identical(tmp_path):
                         "--data-dir", str(DATA_DIR), "--out", str(out), "--master", "local[2]"],
                        check=True, capture_output=True, timeout=900)
     assert _digests(outs[0]) == _digests(outs[1])
+
+
+@pytest.mark.slow
+def test_file_uris_end_to_end_give_what_plain_paths_give(spark, rcv1_features, tmp_path):
+    """featurize -> train -> predict -> evaluate with every location a ``file:`` URI (both spellings):
+    the same feature files, model weights, predictions and metrics as the plain-path run."""
+    from sparkhc.model_store import weights_hash
+
+    uri = tmp_path.as_uri()  # file:///...
+    hadoop = "file:" + tmp_path.as_posix()  # file:/... (Hadoop's spelling)
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", f"{uri}/features",
+                "--set", "featurize.partitions=2"]) == 0
+    assert _digests(tmp_path / "features") == _digests(rcv1_features)
+    common = ["--split", "all", "--exclude-fold", "0", "--set", "train.epochs=1", "--set", "train.shards=2"]
+    assert run(["train", "--features", str(rcv1_features), "--out", str(tmp_path / "plain_model"), *common]) == 0
+    assert run(["train", "--features", f"{hadoop}/features", "--out", f"{uri}/model", *common]) == 0
+    assert weights_hash(tmp_path / "model") == weights_hash(tmp_path / "plain_model")
+    assert json.loads((tmp_path / "model" / "metadata.json").read_text())["features_path"] == str(
+        (tmp_path / "features").resolve())
+    sel = ["--split", "all", "--fold", "0"]
+    assert run(["predict", "--model", str(tmp_path / "plain_model"), "--features", str(rcv1_features),
+                "--out", str(tmp_path / "plain_pred"), *sel]) == 0
+    assert run(["predict", "--model", f"{hadoop}/model", "--features", f"{uri}/features", "--out", f"{uri}/pred",
+                *sel]) == 0
+
+    def rows(d: Path) -> list:
+        t = pq.read_table(d / "data")
+        return sorted(zip(t.column("doc_id").to_pylist(), t.column("pred_labels").to_pylist(), strict=True))
+
+    assert rows(tmp_path / "pred") == rows(tmp_path / "plain_pred")
+    assert not list(tmp_path.glob("*.tmp-*"))  # the temporary folders are gone
+    assert run(["evaluate", "--predictions", str(tmp_path / "plain_pred")]) == 0
+    assert run(["evaluate", "--predictions", f"{uri}/pred", "--out", f"{hadoop}/metrics.json"]) == 0
+    got = json.loads((tmp_path / "metrics.json").read_text())
+    want = json.loads((tmp_path / "plain_pred" / "metrics.json").read_text())
+    assert got["metrics"] == want["metrics"] and got["metrics"]["hF"] > 0.5
+    with pytest.raises(Exception, match="already exists"):
+        run(["predict", "--model", f"{uri}/model", "--features", f"{uri}/features", "--out", f"{uri}/pred"])

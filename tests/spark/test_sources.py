@@ -5,6 +5,7 @@ offset, also for records in later blocks of a file that Spark splits into severa
 
 from __future__ import annotations
 
+import gzip
 from collections import Counter
 from pathlib import Path
 
@@ -104,14 +105,24 @@ def test_error_in_a_later_block_names_the_same_line_and_offset(spark, small_bloc
 
 def test_quarantine_report_equals_the_driver_readers(spark, small_blocks, tmp_path):
     tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
-    at = {3 + 40 * i: b for i, b in enumerate(BAD)}
+    path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, _quarantined_records()))
+    _check_quarantine(spark, path, tax)
+
+
+def _quarantined_records() -> dict[int, object]:
+    at: dict[int, object] = {3 + 40 * i: b for i, b in enumerate(BAD)}
     at[200] = {"id": "d0005", "text": "goal again", "labels": ["football"]}  # a duplicate id, later block
     at[230] = {"id": "x9", "text": "goal", "labels": ["football", "cricket"]}
-    path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, at))
+    return at
+
+
+def _check_quarantine(spark, path: Path, tax: Taxonomy, partitions: int | None = None) -> None:
     opts = {"taxonomy": tax, "on_invalid": "quarantine", "on_empty": "quarantine", "unknown_labels": "drop"}
     table, rep = _driver(path, **opts)
     tc = _spark(spark, path, **opts)
     try:
+        if partitions is not None:
+            assert tc.tokens.rdd.getNumPartitions() == partitions
         assert tc.report.to_dict() == rep.to_dict()
         # quarantined by hand: x1 malformed JSON, x2 not UTF-8, x3 empty, the record without an id, [1, 2]
         # (not an object), the second d0005 (duplicate id); x4 and x9 lose 'cricket' (x4 is kept unlabelled)
@@ -179,3 +190,40 @@ def test_a_relative_path_with_dotdot_reads_like_the_plain_path(spark, tmp_path, 
         assert tc.report.read == rep.read == 20
     finally:
         tc.release()
+
+
+def _gz(tmp_path: Path, recs: list) -> Path:
+    """The records as one gzip file (read by one scan task: the lines are spread over the cores)."""
+    plain = write_jsonl(tmp_path / "plain.jsonl", recs)
+    path = tmp_path / "docs.jsonl.gz"
+    path.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    return path
+
+
+def test_one_gzip_file_is_spread_over_the_cores_with_the_same_report(spark, tmp_path):
+    from sparkhc.spark.sources import _scan_tasks, spread_lines
+
+    tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
+    path = _gz(tmp_path, _with_bad(300, _quarantined_records()))
+    assert _scan_tasks(spark, [str(path)]) == 1 < spark.sparkContext.defaultParallelism
+    # the places the JVM computes: line i of the file is at index i, after the bytes of the lines before it
+    lines = (spark.read.option("lineSep", "\n").text(str(path))
+             .selectExpr("cast(value as binary) as v", "_metadata.file_path as p", "_metadata.file_block_start as b"))
+    spread = spread_lines(lines, 2)
+    assert spread.rdd.getNumPartitions() == 2
+    raw = gzip.decompress(path.read_bytes()).split(b"\n")[:-1]
+    offsets = [sum(len(x) + 1 for x in raw[:i]) for i in range(len(raw))]
+    got = sorted((r["_pos_line"], r["o"], bytes(r["v"])) for r in spread.collect())
+    assert got == [(i, offsets[i], raw[i]) for i in range(len(raw))]
+    _check_quarantine(spark, path, tax, partitions=2)
+
+
+@pytest.mark.parametrize("k", [0, 1, 5])
+def test_one_gzip_file_spread_names_the_same_line_and_offset(spark, tmp_path, k):
+    path = _gz(tmp_path, _with_bad(300, {250: BAD[k], 280: BAD[(k + 1) % len(BAD)]}))
+    with pytest.raises(InputDataError) as want:
+        _driver(path)
+    with pytest.raises(InputDataError) as got:
+        _spark(spark, path)
+    assert str(got.value) == str(want.value)
+    assert ", line 251" in str(got.value)

@@ -134,3 +134,75 @@ def test_s3_endpoint_and_credentials_from_the_standard_environment(s3_server, mo
     assert root == "envb/p"
     fsio.write_atomic(fs, f"{root}/f", lambda fh: fh.write(b"via env"))
     assert _keys(_s3(s3_server), "envb") == ["envb/p/f"]
+
+
+def test_one_uri_test_for_spark_and_pyarrow_paths():
+    from sparkhc.spark import hfs
+
+    assert hfs.has_scheme is fsio.has_scheme and hfs.local_path is fsio.local_path
+    for uri in ("hdfs://nn:8020/x", "s3a://b/k", "s3://b/k", "gs://b/k"):
+        assert fsio.has_scheme(uri) and fsio.is_uri(uri) and fsio.local_path(uri) is None, uri
+    for local, path in (("file:/x/y", "/x/y"), ("file:///x/y", "/x/y"), ("FILE:///x%20y", "/x y"),
+                        ("/x/y", "/x/y"), ("rel/x", "rel/x"), ("C:\\x", "C:\\x")):
+        assert not fsio.is_uri(local) and fsio.local_path(local) == Path(path), local
+    assert fsio.has_scheme("file:/x") and not fsio.has_scheme("/x") and not fsio.has_scheme("C:\\x")
+    assert fsio.child("/a/b", "c") == "/a/b/c" and fsio.child("file:///a/b", "c") == "/a/b/c"
+    assert fsio.child("s3://k:s@bk/p/?endpoint_override=h:1", "m.json") == "s3://k:s@bk/p/m.json?endpoint_override=h:1"
+    assert fsio.resolve("s3a://bk/p?region=us-east-1")[1] == fsio.resolve("s3://bk/p?region=us-east-1")[1] == "bk/p"
+
+
+def test_features_folder_and_weights_hash_on_s3(s3_server, tmp_path):
+    """The driver's reads of a features folder (layout, footers, spec, taxonomy, corpus.json) and a
+    model's weights hash through pyarrow.fs give what they give on the local copy."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkhc.features import (
+        CORPUS_FILE,
+        FEATURES_DIR,
+        TAXONOMY_FILE,
+        check_footers,
+        features_corpus_info,
+        features_taxonomy,
+        layout_parts,
+    )
+    from sparkhc.model_store import weights_hash
+    from sparkhc.spark.schemas import FEATURES_ARROW_SCHEMA
+    from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+
+    local = tmp_path / "feats"
+    (local / FEATURES_DIR).mkdir(parents=True)
+    pq.write_table(FEATURES_ARROW_SCHEMA.empty_table(), local / FEATURES_DIR / "part-00000.parquet")
+    tax = Taxonomy.from_edges(EDGES)
+    (local / TAXONOMY_FILE).write_text(tax.to_tsv())
+    (local / CORPUS_FILE).write_text(json.dumps({"scored_labels": ["a"]}))
+    (local / SPEC_FILE).write_text(FeatureSpec(fit_on=None).to_json())
+    s3_server["make_bucket"]("feats")
+    s3, _ = fsio.resolve(s3_server["uri"]("feats"))  # one PutObject per file (allow_delayed_open)
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        with s3.open_output_stream(f"feats/f1/{f.relative_to(local).as_posix()}") as out:
+            out.write(f.read_bytes())
+    uri = s3_server["uri"]("feats", "f1")
+    assert features_taxonomy(uri).fingerprint() == tax.fingerprint() == features_taxonomy(local).fingerprint()
+    assert features_corpus_info(uri) == {"scored_labels": ["a"]} == features_corpus_info(local)
+    assert features_corpus_info(s3_server["uri"]("feats", "none")) == {}
+    folder = fsio.Folder(uri)
+    assert layout_parts(folder) == ["part-00000.parquet"] == layout_parts(fsio.Folder(local))
+    check_footers([f"{folder.root}/{FEATURES_DIR}/part-00000.parquet"], filesystem=folder.fs)
+    # a part file that is not the features layout is named
+    with s3.open_output_stream("feats/f2/features/part-00000.parquet") as out:
+        buf = pa.BufferOutputStream()
+        pq.write_table(pa.table({"x": [1]}), buf)
+        out.write(buf.getvalue().to_pybytes())
+    bad = fsio.Folder(s3_server["uri"]("feats", "f2"))
+    with pytest.raises(Exception, match="part-00000.parquet"):
+        check_footers([f"{bad.root}/{FEATURES_DIR}/part-00000.parquet"], filesystem=bad.fs)
+    # a model saved at a URI has the weights hash of the local save (the sha256 of state.npz)
+    m, _ = _trained(tax, "global", branching=True)
+    save_model(tmp_path / "m", m)
+    s3_server["make_bucket"]("hashes")
+    save_model(s3_server["uri"]("hashes", "m"), m)
+    import hashlib
+
+    want = hashlib.sha256((tmp_path / "m" / "state.npz").read_bytes()).hexdigest()[:12]
+    assert weights_hash(s3_server["uri"]("hashes", "m")) == want == weights_hash(tmp_path / "m")

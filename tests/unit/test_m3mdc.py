@@ -456,7 +456,7 @@ def test_experiment_runner_on_a_tiny_staged_data_set(tmp_path):
     res = run_experiment(tmp_path, tmp_path / "out", datasets=("tiny",))
     r = res["datasets"]["tiny"]
     assert r["fold_sizes"] == [10, 10, 10]
-    assert set(r["summary"]) == {"M3MDC", "BR", "BR_C1"}
+    assert set(r["summary"]) == {"M3MDC", "BR", "BR_C1", "BR_LIBSVM", "ECC", "ECP", "ESC"}
     for name in ("results.json", "table3.md", "correlation_tiny.png", "convergence_tiny.png"):
         assert (tmp_path / "out" / name).is_file()
     saved = json.loads((tmp_path / "out" / "results.json").read_text())

@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sparkhc.batch import SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, TrainingStrategy
@@ -34,7 +35,8 @@ class TrainingJob:
     to continue from when ``warm_start``) and the ``[train]`` settings."""
 
     spark: SparkSession
-    df: DataFrame
+    #: the selected feature rows on Spark (None when ``rows`` holds them and nothing needs Spark)
+    df: DataFrame | None
     model: HierModel
     train: TrainConfig
     epochs: int
@@ -45,6 +47,9 @@ class TrainingJob:
     progress: Progress | None = None
     #: test hook: called as ``fault_hook(epoch, shard)`` inside the mixing tasks (fault injection)
     fault_hook: Callable[[int, int], None] | None = None
+    #: the selected rows read in the driver (``train.execution``, :mod:`sparkhc.spark.small`): the
+    #: strategies that can train in this process (mixing, local) use them instead of ``df``
+    rows: SparseBatch | None = None
 
 
 @dataclass
@@ -73,7 +78,7 @@ def _mixing(job: TrainingJob) -> tuple[int, int | None]:
         job.spark, job.df, job.model, epochs=job.epochs, shards=job.train.shards, seed=job.train.seed,
         checkpoint_dir=job.checkpoint_dir, progress=job.progress, fault_hook=job.fault_hook,
         warm_start=job.warm_start, with_counts=job.model.needs_counts, checkpoint_key=job.checkpoint_key,
-        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None,
+        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None, rows=job.rows,
     )
     return job.epochs, job.train.shards
 
@@ -87,6 +92,7 @@ def _node_parallel(job: TrainingJob) -> tuple[int, int | None]:
                      "examples": info["documents"], "nodes": info["nodes"], "tasks": info["tasks"],
                      "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
 
+    assert job.df is not None
     train_node_parallel(job.spark, job.df, job.model, epochs=job.epochs, seed=job.train.seed,
                         warm_start=job.warm_start, progress=_log)
     return job.epochs, None
@@ -108,6 +114,7 @@ def _em(job: TrainingJob) -> tuple[int, int | None]:
     from sparkhc.spark.em import fit_em_spark
 
     n, progress = _counting(job)
+    assert job.df is not None
     fit_em_spark(job.spark, job.df, job.model, shards=job.train.shards, progress=progress)
     return n[0], job.train.shards
 
@@ -116,6 +123,7 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
     from sparkhc.spark.mdc import fit_mdc_spark
 
     n, progress = _counting(job)
+    assert job.df is not None
     fit_mdc_spark(job.spark, job.df, job.model, progress=progress)
     return n[0], None
 
@@ -123,12 +131,18 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
 def _local(job: TrainingJob) -> tuple[int, int | None]:
     """Collect the selected rows on the driver (``doc_id`` order, Arrow, no Python object per
     row for the features) and fit there."""
-    from sparkhc.batch import DOC_ID, SparseBatch
+    from sparkhc.batch import DOC_ID
 
     t0 = time.perf_counter()
-    table = job.df.orderBy(DOC_ID).toArrow()
-    batch = SparseBatch.from_arrow(table, job.model.n_features, with_counts=job.model.needs_counts,
-                                   source="the selected training documents")
+    if job.rows is not None:  # read in the driver already (sparkhc.spark.small): the same rows, same order
+        from sparkhc.spark.small import sorted_by_id
+
+        batch = sorted_by_id(job.rows)
+    else:
+        assert job.df is not None
+        table = job.df.orderBy(DOC_ID).toArrow()
+        batch = SparseBatch.from_arrow(table, job.model.n_features, with_counts=job.model.needs_counts,
+                                       source="the selected training documents")
     job.model.fit(batch, epochs=job.epochs, seed=job.train.seed)
     if job.progress is not None:
         job.progress({"epoch": job.epochs, "epochs": job.epochs, "examples": len(batch), "local": True,
@@ -148,7 +162,7 @@ DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]]
 
 def fit_model(
     spark: SparkSession,
-    df: DataFrame,
+    df: DataFrame | None,
     model: HierModel,
     train: TrainConfig,
     checkpoint_dir: str | Path | None = None,
@@ -156,16 +170,27 @@ def fit_model(
     warm_start: bool = False,
     progress: Progress | None = None,
     fault_hook: Callable[[int, int], None] | None = None,
+    rows: SparseBatch | None = None,
 ) -> TrainingResult:
     """Train ``model`` on the feature rows ``df`` the way the model declares.
 
     ``train`` holds the one source of the epochs, the seed, the shards and the mixing settings.
     A ``single_pass`` model gets one epoch. ``checkpoint_dir`` applies to the strategies that
     checkpoint (mixing). ``warm_start`` continues from the model's current state.
+
+    ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
+    mixing and local strategies then train in this process (bit-identical weights), and ``df`` may
+    be None unless the strategy, ``train.select_epochs`` or ``train.calibrate`` needs Spark.
     """
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
+    if rows is not None and strategy not in ("mixing", "local"):
+        rows = None
+    spark_needed = rows is None or (strategy == "mixing" and (train.select_epochs or train.calibrate != "off"))
+    if df is None and spark_needed:
+        raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, select_epochs={train.select_epochs}, "
+                         f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
@@ -176,6 +201,7 @@ def fit_model(
     if train.select_epochs and strategy == "mixing" and epochs > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
+        assert df is not None
         epoch_selection = select_epochs(
             spark, df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
             with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
@@ -189,6 +215,7 @@ def fit_model(
         if strategy != "mixing":
             raise ModelError(f"train.calibrate applies to models trained by parameter mixing (the global model), "
                              f"not to {model.name!r} (trained by {strategy!r})")
+        assert df is not None
         calib = cross_fit_offsets(
             spark, df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
             seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
@@ -201,7 +228,7 @@ def fit_model(
             progress(info)
 
     job = TrainingJob(spark, df, model, train, epochs, checkpoint_dir if strategy == "mixing" else None,
-                      checkpoint_key, warm_start, _record, fault_hook)
+                      checkpoint_key, warm_start, _record, fault_hook, rows)
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)

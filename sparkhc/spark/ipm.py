@@ -158,16 +158,9 @@ def make_epoch_fn(
         if batch is None:
             return
         model = get_model_class(model_name)(taxonomy, n_features, **params)
-        base = _task_base(token, links)
-        model.set_state(base.copy())
-        counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
-        if fault_hook is not None:
-            fault_hook(shard, epoch)
-        out = model.get_state()
-        out.counters = {k: float(v) for k, v in counters.items()}
-        # row-sparse delta from the base state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, base.arrays, _touched(model))
-        payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
+        # row-sparse delta from the base state when possible (sparkhc.spark.deltas), else the state
+        payload = state_to_bytes(shard_epoch(model, _task_base(token, links), batch, shard, seed, epoch,
+                                             fault_hook))  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
             schema=pa.schema([("shard", pa.int32()), ("n", pa.int64()), ("state", pa.binary())]),
@@ -702,10 +695,11 @@ def _make_barrier_fn(
 
 def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: int, seed: int, epoch: int,
                 fault_hook: Callable[[int, int], None] | None = None) -> ModelState:
-    """One shard-local epoch of barrier mixing (and of the driver execution, :mod:`sparkhc.spark.small`):
+    """One shard-local epoch (both mixing modes and the driver execution, :mod:`sparkhc.spark.small`):
     ``model`` (a scratch instance) runs ``partial_fit`` on shard ``shard``'s documents from a copy of
     ``base`` (seed ``seed + 1000003 * shard``); returns the row-sparse delta from ``base`` with the
-    epoch's counters. The model holds no state afterwards."""
+    epoch's counters (:func:`deltas.encode`), or the full state for states that do not mix by
+    deltas (jobs mode only). The model holds no state afterwards."""
     model.state_ = None  # free the previous shard's copy first
     model.set_state(base.copy())
     counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
@@ -714,9 +708,8 @@ def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: i
     out = model.get_state()
     out.counters = {c: float(v) for c, v in counters.items()}
     delta = deltas.encode(out, base.arrays, _touched(model))
-    assert delta is not None  # mixing_mode / small.can_train checked deltas.supports
     model.state_ = None
-    return delta
+    return delta if delta is not None else out
 
 
 def mix_deltas(base: ModelState, shard_deltas: Iterable[ModelState], n: int) -> tuple[ModelState, dict[str, float]]:

@@ -28,8 +28,11 @@ def test_spark_hash_equals_spark_sql_hash(spark):
     assert [int(v) for v in small.shard_ids([r["s"] for r in rows], 7)] == [r["p"] for r in rows]
 
 
+
+
 @pytest.fixture(scope="module")
 def rcv1(spark, tmp_path_factory):
+    """rcv1v2_subset featurized by the CLI into 3 part files (2,316 documents in 5 folds)."""
     corpus_dir("rcv1v2_subset")
     out = tmp_path_factory.mktemp("rcv1small") / "features"
     assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(out),

@@ -62,6 +62,7 @@ def test_tune_experiment_reclassify_never_stop_or_replace_the_session(spark, tmp
     monkeypatch.setattr(session, "get_session", recording)
     monkeypatch.setattr(type(spark), "stop", no_stop)
     before = session.created
+    (tmp_path / "ng").mkdir()
     feats = newsgroups_features(spark, tmp_path / "ng" / "features", 120, 40)
     grid = tmp_path / "grid.toml"
     grid.write_text('epochs = [1, 2]\n\n[params]\nshards = 2\n')

@@ -60,6 +60,9 @@ class TrainConfig:
     # off | auto (applied when their out-of-fold validation gain is positive) | on
     calibrate: str = "off"
     calibration_folds: int = 4
+    # where a small training runs: auto (in the driver process for small inputs on a local master,
+    # sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
+    execution: str = "spark"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ _MINIMUM = {
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
     ("train", "calibrate"): ("off", "auto", "on"),
+    ("train", "execution"): ("auto", "spark", "driver"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
     ("featurize", "on_invalid"): ("error", "quarantine"),
     ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),

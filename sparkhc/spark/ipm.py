@@ -158,16 +158,9 @@ def make_epoch_fn(
         if batch is None:
             return
         model = get_model_class(model_name)(taxonomy, n_features, **params)
-        base = _task_base(token, links)
-        model.set_state(base.copy())
-        counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
-        if fault_hook is not None:
-            fault_hook(shard, epoch)
-        out = model.get_state()
-        out.counters = {k: float(v) for k, v in counters.items()}
-        # row-sparse delta from the base state when possible (sparkhc.spark.deltas)
-        delta = deltas.encode(out, base.arrays, _touched(model))
-        payload = state_to_bytes(delta if delta is not None else out)  # a delta is a state too
+        # row-sparse delta from the base state when possible (sparkhc.spark.deltas), else the state
+        payload = state_to_bytes(shard_epoch(model, _task_base(token, links), batch, shard, seed, epoch,
+                                             fault_hook))  # a delta is a state too
         yield pa.RecordBatch.from_pydict(
             {"shard": [shard], "n": [len(batch)], "state": [payload]},
             schema=pa.schema([("shard", pa.int32()), ("n", pa.int64()), ("state", pa.binary())]),
@@ -276,7 +269,7 @@ def remove_copies(arrays: dict[str, Any], start: dict[str, Any], copies: int) ->
 
 def train_ipm(
     spark: SparkSession,
-    features: DataFrame,
+    features: DataFrame | None,
     model: HierModel,
     epochs: int,
     shards: int,
@@ -290,8 +283,13 @@ def train_ipm(
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
     on_epoch_state: Callable[[int, ModelState], None] | None = None,
+    rows: SparseBatch | None = None,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
+
+    ``rows``: the documents of ``features`` already read on the driver (small inputs,
+    :mod:`sparkhc.spark.small`): the same shards are trained in this process, with the same mixing
+    as barrier mixing (bit-identical weights), and ``features`` is not used (may be None).
 
     With ``checkpoint_dir`` the state after each epoch is saved there atomically, and a rerun
     resumes after the last completed epoch (same data, model and seed assumed; checked by the
@@ -325,6 +323,13 @@ def train_ipm(
             log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)
     if start_epoch >= epochs:
         return model
+    if rows is not None:
+        from sparkhc.spark.small import train_on_driver
+
+        train_on_driver(model, rows, epochs, start_epoch, shards, seed, ckpt, fault_hook, progress, checkpoint_key,
+                        on_epoch_state, threads=int(spark.sparkContext.defaultParallelism))
+        return model
+    assert features is not None
     if mixing_mode(spark, mixing, model, exchange_dir) == "barrier":
         _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
                        fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
@@ -662,24 +667,12 @@ def _make_barrier_fn(
         for epoch in range(first, epochs):
             t0 = time.perf_counter()
             for k in mine:
-                model.state_ = None  # free the previous shard's copy first
-                model.set_state(base.copy())
-                counters = model.partial_fit(batches[k], seed=seed + 1000003 * k, epoch=epoch)
-                if fault_hook is not None:
-                    fault_hook(k, epoch)
-                out = model.get_state()
-                out.counters = {c: float(v) for c, v in counters.items()}
-                delta = deltas.encode(out, base.arrays, _touched(model))
-                assert delta is not None  # mixing_mode checked deltas.supports
-                model.state_ = None
-                wd.write_state(f"delta-{epoch:05d}-{k:05d}.npz", delta)  # streamed
-                del delta, out
+                # streamed
+                wd.write_state(f"delta-{epoch:05d}-{k:05d}.npz", shard_epoch(model, base, batches[k], k, seed, epoch,
+                                                                            fault_hook))
             _sync(wd, f"{attempt}-{epoch:05d}-a", t, tasks)
-            acc = deltas.DeltaSum(max_parts=len(present))  # summed block-wise by mix, in shard order
-            for k in present:
-                acc = acc.add(wd.read_state(f"delta-{epoch:05d}-{k:05d}.npz"))
-            base, ep_counters = mix(base, acc, inplace=True)
-            del acc
+            base, ep_counters = mix_deltas(base, (wd.read_state(f"delta-{epoch:05d}-{k:05d}.npz") for k in present),
+                                           len(present))
             if t == 0:  # the record first: a checkpointed epoch always has one
                 if keep_states and epoch + 1 < epochs:  # the last one is written below
                     wd.write_state(f"state-{epoch + 1:05d}.npz", base)
@@ -698,6 +691,34 @@ def _make_barrier_fn(
         yield t
 
     return run
+
+
+def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: int, seed: int, epoch: int,
+                fault_hook: Callable[[int, int], None] | None = None) -> ModelState:
+    """One shard-local epoch (both mixing modes and the driver execution, :mod:`sparkhc.spark.small`):
+    ``model`` (a scratch instance) runs ``partial_fit`` on shard ``shard``'s documents from a copy of
+    ``base`` (seed ``seed + 1000003 * shard``); returns the row-sparse delta from ``base`` with the
+    epoch's counters (:func:`deltas.encode`), or the full state for states that do not mix by
+    deltas (jobs mode only). The model holds no state afterwards."""
+    model.state_ = None  # free the previous shard's copy first
+    model.set_state(base.copy())
+    counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
+    if fault_hook is not None:
+        fault_hook(shard, epoch)
+    out = model.get_state()
+    out.counters = {c: float(v) for c, v in counters.items()}
+    delta = deltas.encode(out, base.arrays, _touched(model))
+    model.state_ = None
+    return delta if delta is not None else out
+
+
+def mix_deltas(base: ModelState, shard_deltas: Iterable[ModelState], n: int) -> tuple[ModelState, dict[str, float]]:
+    """The mixed state of an epoch from the ``n`` shards' deltas given in shard order (summed
+    block-wise by :func:`mix` into ``base``'s arrays, which it may modify), and the counters."""
+    acc = deltas.DeltaSum(max_parts=n)
+    for d in shard_deltas:
+        acc = acc.add(d)
+    return mix(base, acc, inplace=True)
 
 
 def _sync(wd: Exchange, tag: str, t: int, tasks: int) -> None:

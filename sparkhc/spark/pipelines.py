@@ -325,36 +325,62 @@ def train(
     retraining from scratch (one shard and ``train.epochs = 1`` give exactly the model trained
     incrementally on old then new documents).
     """
+    from sparkhc.spark import small
     from sparkhc.spark.io import read_features
 
     t0 = time.perf_counter()
     if _exists(out) and not overwrite:
         raise ModelError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
     selection = Selection(split, fold, exclude_fold)
-    df, spec = read_features(spark, str(features))
-    taxonomy = features_taxonomy(features)
-    all_rows, df = df, select_rows(df, selection)
+    name = model_name or cfg.train.model
     if warm_start is not None:
-        model, wmeta = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-        name = wmeta["model"]
+        name = read_metadata(warm_start)["model"]
         if model_name is not None and model_name != name:
             raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
-        if df.isEmpty():
-            raise selection_error(all_rows, features, selection, "training documents")
+    # small inputs: the selected rows read here, and trained here when the model allows (train.execution)
+    read = small.read_rows(spark, cfg.train, features, selection, get_model_class(name).needs_counts)
+    frames: list[DataFrame] = []  # (all rows, selected rows) on Spark, made only when needed
+
+    def spark_rows() -> tuple[DataFrame, DataFrame]:
+        if not frames:
+            df_all, spec_ = read_features(spark, str(features))
+            frames.extend([df_all, select_rows(df_all, selection)])
+            specs.append(spec_)
+        return frames[0], frames[1]
+
+    specs: list[Any] = []
+    if read is None:
+        spark_rows()
+        spec, rows = specs[0], None
     else:
-        name = model_name or cfg.train.model
+        rows, spec = read
+        if len(rows) == 0:
+            raise selection_error(spark_rows()[0], features, selection, "training documents")
+    taxonomy = features_taxonomy(features)
+    if warm_start is not None:
+        model, _ = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
+        if rows is None and spark_rows()[1].isEmpty():
+            raise selection_error(spark_rows()[0], features, selection, "training documents")
+    else:
         try:
-            model = new_model(name, cfg, taxonomy, spec.n_features, df, source=str(features), selection=selection)
+            model = new_model(name, cfg, taxonomy, spec.n_features, spark_rows()[1] if rows is None else None,
+                              source=str(features), selection=selection,
+                              combos=small.label_combinations_of(rows) if rows is not None else None)
         except EmptySelectionError:
-            raise selection_error(all_rows, features, selection, "training documents") from None
+            raise selection_error(spark_rows()[0], features, selection, "training documents") from None
+    if rows is not None and not small.can_train(model, cfg.train):
+        rows = None
+    log.info("training %s %s", name, "in the driver (train.execution)" if rows is not None else "on Spark")
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
+    spark_needed = rows is None or cfg.train.select_epochs or cfg.train.calibrate != "off"
     result = fit_model(
-        spark, df, model, cfg.train, checkpoint_dir=ckpt, warm_start=warm_start is not None,
+        spark, spark_rows()[1] if spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
+        warm_start=warm_start is not None,
         checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                         "warm_start": str(warm_start) if warm_start is not None else None},
-        fault_hook=fault_hook,
+        fault_hook=fault_hook, rows=rows,
     )
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
@@ -391,15 +417,18 @@ class EmptySelectionError(InputDataError):
     """The training rows are empty (:func:`selection_error` says what the features hold)."""
 
 
-def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: DataFrame,
+def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: DataFrame | None,
               source: str = "the training data", selection: Selection | None = None,
-              params: dict[str, Any] | None = None) -> HierModel:
+              params: dict[str, Any] | None = None, combos: list[list[str]] | None = None) -> HierModel:
     """A fresh model ``name`` for the training rows ``df``: the model taxonomy gets virtual
     ``/_self`` leaves for internal deepest labels (one Spark job over the distinct label sets, which
-    also proves the selection is not empty), and the parameters come from ``[model.<name>]`` (or
-    ``params``) with ``epochs`` and ``seed`` taken from ``[train]`` (their one source)."""
+    also proves the selection is not empty; ``combos``: those label sets, computed elsewhere), and
+    the parameters come from ``[model.<name>]`` (or ``params``) with ``epochs`` and ``seed`` taken
+    from ``[train]`` (their one source)."""
     cls = get_model_class(name)
-    combos = label_combinations(df)
+    if combos is None:
+        assert df is not None
+        combos = label_combinations(df)
     if not combos:
         raise EmptySelectionError(f"{source}: no training documents: the selection "
                                   f"({(selection or Selection()).describe()}) matches no document")

@@ -20,6 +20,11 @@ DEFAULT_CONF = {
 }
 
 
+#: SparkSessions this process has created (not found active): a test hook, a verb that runs several steps
+#: (demo, tune, experiment, reclassify) creates at most one
+created = 0
+
+
 def get_session(
     app_name: str = "sparkhc",
     master: str | None = None,
@@ -44,6 +49,12 @@ def get_session(
     conf.update(extra_conf or {})
     for k, v in conf.items():
         builder = builder.config(k, v)
+    from pyspark import SparkContext
+
+    fresh = SparkContext._active_spark_context is None
     session = builder.getOrCreate()
+    if fresh:
+        global created
+        created += 1
     session.sparkContext.setLogLevel("WARN")
     return session

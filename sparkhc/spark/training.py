@@ -42,7 +42,8 @@ class TrainingJob:
     to continue from when ``warm_start``) and the ``[train]`` settings."""
 
     spark: SparkSession
-    df: DataFrame
+    #: the selected feature rows on Spark (None when ``rows`` holds them and nothing needs Spark)
+    df: DataFrame | None
     model: HierModel
     train: TrainConfig
     epochs: int
@@ -53,6 +54,9 @@ class TrainingJob:
     progress: Progress | None = None
     #: test hook: called as ``fault_hook(epoch, shard)`` inside the mixing tasks (fault injection)
     fault_hook: Callable[[int, int], None] | None = None
+    #: the selected rows read in the driver (``train.execution``, :mod:`sparkhc.spark.small`): the
+    #: strategies that can train in this process (mixing, local) use them instead of ``df``
+    rows: SparseBatch | None = None
 
 
 @dataclass
@@ -81,7 +85,7 @@ def _mixing(job: TrainingJob) -> tuple[int, int | None]:
         job.spark, job.df, job.model, epochs=job.epochs, shards=job.train.shards, seed=job.train.seed,
         checkpoint_dir=job.checkpoint_dir, progress=job.progress, fault_hook=job.fault_hook,
         warm_start=job.warm_start, with_counts=job.model.needs_counts, checkpoint_key=job.checkpoint_key,
-        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None,
+        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None, rows=job.rows,
     )
     return job.epochs, job.train.shards
 
@@ -95,6 +99,7 @@ def _node_parallel(job: TrainingJob) -> tuple[int, int | None]:
                      "examples": info["documents"], "nodes": info["nodes"], "tasks": info["tasks"],
                      "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
 
+    assert job.df is not None
     train_node_parallel(job.spark, job.df, job.model, epochs=job.epochs, seed=job.train.seed,
                         warm_start=job.warm_start, progress=_log)
     return job.epochs, None
@@ -116,6 +121,7 @@ def _em(job: TrainingJob) -> tuple[int, int | None]:
     from sparkhc.spark.em import fit_em_spark
 
     n, progress = _counting(job)
+    assert job.df is not None
     fit_em_spark(job.spark, job.df, job.model, shards=job.train.shards, progress=progress)
     return n[0], job.train.shards
 
@@ -124,6 +130,7 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
     from sparkhc.spark.mdc import fit_mdc_spark
 
     n, progress = _counting(job)
+    assert job.df is not None
     fit_mdc_spark(job.spark, job.df, job.model, progress=progress)
     return n[0], None
 
@@ -141,12 +148,20 @@ def _local(job: TrainingJob) -> tuple[int, int | None]:
     (:func:`fit_subsets` with one fit of every row: the model's own ``fit``); the fitted model's
     attributes are adopted by ``job.model``."""
     t0 = time.perf_counter()
-    batch = collect_batch(job.df, job.model.n_features, job.model.needs_counts, "the selected training documents")
-    (res,) = fit_subsets(job.spark, batch, [SubsetFit("all", job.model, epochs=job.epochs, seed=job.train.seed)],
-                         keep_state=True)
-    job.model.__dict__.update(res.model.__dict__)
+    if job.rows is not None:  # read in the driver already (sparkhc.spark.small): the same rows, same order
+        from sparkhc.spark.small import sorted_by_id
+
+        job.model.fit(sorted_by_id(job.rows), epochs=job.epochs, seed=job.train.seed)
+        batch_len = len(job.rows)
+    else:
+        assert job.df is not None
+        batch = collect_batch(job.df, job.model.n_features, job.model.needs_counts, "the selected training documents")
+        (res,) = fit_subsets(job.spark, batch, [SubsetFit("all", job.model, epochs=job.epochs, seed=job.train.seed)],
+                             keep_state=True)
+        job.model.__dict__.update(res.model.__dict__)
+        batch_len = len(batch)
     if job.progress is not None:
-        job.progress({"epoch": job.epochs, "epochs": job.epochs, "examples": len(batch), "local": True,
+        job.progress({"epoch": job.epochs, "epochs": job.epochs, "examples": batch_len, "local": True,
                       "seconds": time.perf_counter() - t0})
     return job.epochs, None
 
@@ -163,7 +178,7 @@ DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]]
 
 def fit_model(
     spark: SparkSession,
-    df: DataFrame,
+    df: DataFrame | None,
     model: HierModel,
     train: TrainConfig,
     checkpoint_dir: str | Path | None = None,
@@ -171,16 +186,27 @@ def fit_model(
     warm_start: bool = False,
     progress: Progress | None = None,
     fault_hook: Callable[[int, int], None] | None = None,
+    rows: SparseBatch | None = None,
 ) -> TrainingResult:
     """Train ``model`` on the feature rows ``df`` the way the model declares.
 
     ``train`` holds the one source of the epochs, the seed, the shards and the mixing settings.
     A ``single_pass`` model gets one epoch. ``checkpoint_dir`` applies to the strategies that
     checkpoint (mixing). ``warm_start`` continues from the model's current state.
+
+    ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
+    mixing and local strategies then train in this process (bit-identical weights), and ``df`` may
+    be None unless the strategy, ``train.select_epochs`` or ``train.calibrate`` needs Spark.
     """
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
+    if rows is not None and strategy not in ("mixing", "local"):
+        rows = None
+    spark_needed = rows is None or (strategy == "mixing" and (train.select_epochs or train.calibrate != "off"))
+    if df is None and spark_needed:
+        raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, select_epochs={train.select_epochs}, "
+                         f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
@@ -191,6 +217,7 @@ def fit_model(
     if train.select_epochs and strategy == "mixing" and epochs > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
+        assert df is not None
         epoch_selection = select_epochs(
             spark, df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
             with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
@@ -204,6 +231,7 @@ def fit_model(
         if strategy != "mixing":
             raise ModelError(f"train.calibrate applies to models trained by parameter mixing (the global model), "
                              f"not to {model.name!r} (trained by {strategy!r})")
+        assert df is not None
         calib = cross_fit_offsets(
             spark, df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
             seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
@@ -216,7 +244,7 @@ def fit_model(
             progress(info)
 
     job = TrainingJob(spark, df, model, train, epochs, checkpoint_dir if strategy == "mixing" else None,
-                      checkpoint_key, warm_start, _record, fault_hook)
+                      checkpoint_key, warm_start, _record, fault_hook, rows)
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)

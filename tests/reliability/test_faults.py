@@ -51,7 +51,8 @@ from sparkhc.config import load_config
 from sparkhc.spark import ipm, pipelines
 from sparkhc.spark import reclassify as rc
 
-cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false"])
+cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false",
+                                "train.execution=spark"])  # Spark task retries are under test
 feats = args["features"]
 res = {"master": spark.sparkContext.master,
        "maxFailures": spark.sparkContext.getConf().get("spark.task.maxFailures", "(from master)")}

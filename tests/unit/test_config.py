@@ -13,6 +13,7 @@ def test_defaults_load():
     assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 0  # 0 = auto
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
     assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
+    assert cfg.train.execution == "auto"
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "bias": 0.3}
@@ -32,7 +33,8 @@ def test_file_then_overrides(tmp_path):
                                       ("train.validation_fraction=0", "must be a float in"),
                                       ("train.shards=-1", "must be an int >= 0"),
                                       ("train.calibrate=yes", "must be one of 'off', 'auto', 'on'"),
-                                      ("train.calibration_folds=2", "must be an int >= 3")])
+                                      ("train.calibration_folds=2", "must be an int >= 3"),
+                                      ("train.execution=fast", "must be one of 'auto', 'spark', 'driver'")])
 def test_training_ranges(item, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, [item])

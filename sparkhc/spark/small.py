@@ -1,0 +1,243 @@
+"""Small trainings in the driver process (``train.execution``, issue 19 "small jobs").
+
+A training on a few megabytes of features (20 Newsgroups: 14 MB of Parquet, 11,314 training
+documents) costs little compute, but on Spark it pays per-job and per-session costs: the first
+Parquet scan of the session, the label-combinations shuffle, starting the Python workers with their
+imports and compiled kernels, staging the shards, the barrier stage (docs/benchmarks.md,
+profile-train: 11.3 s for the first training of a session, 1.8-2.4 s for the next ones, of which
+about 0.8 s is the epochs themselves). Here the same training runs in the driver process:
+
+* the features are read with pyarrow (:func:`sparkhc.features.read_features_local`, the same
+  validation as the Spark reader) and the documents selected (:class:`sparkhc.features.Selection`);
+* the label combinations come from those rows (what :func:`sparkhc.spark.pipelines.label_combinations`
+  computes with a Spark job);
+* the shards are the barrier mode's: shard ``pmod(hash(doc_id), shards)`` with Spark's own
+  ``hash`` (:func:`spark_hash`, Murmur3 as Spark computes it), each sorted by doc id;
+* every epoch runs each shard from the epoch's base state with the barrier mode's code
+  (:func:`sparkhc.spark.ipm.shard_epoch`; the shards run in threads, the compiled kernels release
+  the GIL) and mixes their deltas in shard order (:func:`sparkhc.spark.ipm.mix_deltas`), so the
+  weights are bit-identical to the Spark path's (tests/spark/test_small.py);
+* checkpoints, progress records and the model metadata are those of the Spark path.
+
+``train.execution``: ``auto`` runs here when the master is local (``local``, ``local[N]``: the
+driver is on the machine that would run the tasks), the features are a local path of at most
+:data:`AUTO_MAX_INPUT_BYTES` of Parquet, ``train.mixing`` is not ``jobs`` (its float summation order
+differs) and the model's state is at most :data:`AUTO_MAX_STATE_BYTES`; ``driver`` runs here whatever
+the size or master (for the models that allow it); ``spark`` never. Models trained by mixing whose
+states mix by row-sparse deltas, and the models fitted on the driver anyway (``local`` strategy),
+train here; node-parallel, EM and batch models stay on Spark. ``train.select_epochs`` and
+``train.calibrate`` train their validation models on Spark; the final training runs here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyspark.sql import SparkSession
+
+from sparkhc.batch import SparseBatch
+from sparkhc.config import TrainConfig
+from sparkhc.errors import ConfigError, InputDataError
+from sparkhc.features import Selection, features_layout, read_features_local
+from sparkhc.models.base import HierModel, ModelState
+from sparkhc.text.spec import FeatureSpec
+
+log = logging.getLogger(__name__)
+
+#: ``train.execution = "auto"``: largest Parquet input (all part files, before selection) trained in the driver
+AUTO_MAX_INPUT_BYTES = 64 << 20
+#: ``train.execution = "auto"``: largest model state (all arrays) trained in the driver
+AUTO_MAX_STATE_BYTES = 256 << 20
+
+# ----------------------------------------------------------------------------- Spark's hash()
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _mix(h: np.ndarray, k: np.ndarray) -> np.ndarray:
+    k = _rotl(k * _C1, 15) * _C2
+    h = _rotl(h ^ k, 13)
+    return h * np.uint32(5) + np.uint32(0xE6546B64)
+
+
+def spark_hash(values: Sequence[str] | np.ndarray, seed: int = 42) -> np.ndarray:
+    """Spark SQL's ``hash(s)`` of each string (int32): Murmur3 x86_32 of the UTF-8 bytes as Spark's
+    ``Murmur3_x86_32.hashUnsafeBytes`` computes it (4-byte little-endian words, then each trailing
+    byte, sign-extended, mixed as a word of its own), seed 42. Vectorized over the strings."""
+    enc = [str(v).encode("utf-8") for v in values]
+    n = len(enc)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    lens = np.fromiter((len(b) for b in enc), dtype=np.int64, count=n)
+    width = (int(lens.max()) // 4 + 1) * 4
+    buf = np.zeros((n, width), dtype=np.uint8)
+    flat = np.frombuffer(b"".join(enc), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    buf[np.repeat(np.arange(n), lens), np.arange(flat.size) - np.repeat(starts, lens)] = flat
+    words = buf.view("<u4")
+    h = np.full(n, seed, dtype=np.uint32)
+    nw = lens // 4
+    with np.errstate(over="ignore"):
+        for j in range(int(nw.max())):
+            m = j < nw
+            h[m] = _mix(h[m], words[m, j])
+        tail = lens % 4
+        for t in range(3):
+            m = t < tail
+            byte = buf[m, nw[m] * 4 + t].view(np.int8).astype(np.int32).view(np.uint32)
+            h[m] = _mix(h[m], byte)
+        h ^= lens.astype(np.uint32)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+    return h.view(np.int32)
+
+
+def shard_ids(doc_ids: Sequence[str] | np.ndarray, shards: int) -> np.ndarray:
+    """``pmod(hash(doc_id), shards)``: the shard barrier mixing gives each document."""
+    return np.mod(spark_hash(doc_ids).astype(np.int64), int(shards))
+
+
+# ----------------------------------------------------------------------------- the choice
+def is_local_master(spark: SparkSession) -> bool:
+    master = spark.sparkContext.master or ""
+    return master == "local" or master.startswith("local[")
+
+
+def _local_features(features: str | Path) -> Path | None:
+    from sparkhc.spark.hfs import local_path
+
+    return local_path(str(features))
+
+
+def read_rows(spark: SparkSession, train: TrainConfig, features: str | Path, selection: Selection,
+              with_counts: bool) -> tuple[SparseBatch, FeatureSpec] | None:
+    """The selected documents (and the feature spec) read in this process when the training may
+    run here (``train.execution``, see the module doc), else None (train on Spark)."""
+    setting = train.execution
+    if setting not in ("auto", "spark", "driver"):
+        raise ConfigError(f"train.execution must be 'auto', 'spark' or 'driver', not {setting!r}")
+    if setting == "spark":
+        return None
+    path = _local_features(features)
+    if path is None:
+        if setting == "driver":
+            log.info("train.execution = driver: %s is not a local path; training on Spark", features)
+        return None
+    if setting == "auto":
+        if not is_local_master(spark) or train.mixing == "jobs":
+            return None
+        size = sum(p.stat().st_size for p in features_layout(path)[2])
+        if size > AUTO_MAX_INPUT_BYTES:
+            log.info("features %s: %.1f MiB of Parquet > %d MiB; training on Spark", path, size / 2**20,
+                     AUTO_MAX_INPUT_BYTES >> 20)
+            return None
+    batch, spec = read_features_local(path, with_counts=with_counts)
+    rows = selection.subset(batch)
+    ids = np.sort(rows.doc_ids)
+    dup = ids[1:][ids[1:] == ids[:-1]]
+    if dup.size:  # the Spark path's order of equal ids depends on its partitions
+        if setting == "driver":
+            raise InputDataError(f"{features}: doc_id must be unique to train in the driver (train.execution = "
+                                 f"driver): {dup.size} duplicate(s), e.g. {str(dup[0])!r}")
+        log.info("features %s: duplicate doc ids; training on Spark", path)
+        return None
+    return rows, spec
+
+
+def can_train(model: HierModel, train: TrainConfig) -> bool:
+    """Whether ``model`` trains in the driver (rows read by :func:`read_rows`): models fitted on
+    the driver anyway, and those trained by mixing whose states mix by deltas (with ``auto``: a
+    state of at most :data:`AUTO_MAX_STATE_BYTES`)."""
+    from sparkhc.spark import deltas
+
+    strategy = model.training_strategy(node_parallel=train.node_parallel)
+    if strategy == "local":
+        return True
+    if strategy != "mixing":
+        return False
+    state = model.init_state()
+    if not deltas.supports(state):
+        return False
+    size = sum(int(getattr(a, "nbytes", 0)) for a in state.arrays.values())
+    return train.execution == "driver" or size <= AUTO_MAX_STATE_BYTES
+
+
+def label_combinations_of(rows: SparseBatch) -> list[list[str]]:
+    """The distinct sorted label lists of ``rows``, sorted (as
+    :func:`sparkhc.spark.pipelines.label_combinations` computes them on Spark)."""
+    return [list(t) for t in sorted({tuple(sorted(labs)) for labs in rows.labels or []})]
+
+
+def sorted_by_id(batch: SparseBatch) -> SparseBatch:
+    """The documents of ``batch`` in doc-id order (a shard as the Spark path holds it)."""
+    return batch.subset(np.argsort(batch.doc_ids, kind="stable"))
+
+
+# ----------------------------------------------------------------------------- the training
+def train_on_driver(
+    model: HierModel, rows: SparseBatch, epochs: int, start_epoch: int, shards: int, seed: int,
+    ckpt: Path | None, fault_hook: Callable[[int, int], None] | None,
+    progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
+    on_epoch_state: Callable[[int, ModelState], None] | None = None, threads: int = 1,
+) -> None:
+    """Epochs ``start_epoch..epochs-1`` of iterative parameter mixing from ``model``'s state, in
+    this process: the shards of barrier mixing, run in ``threads`` threads (task ``t`` runs shards
+    ``present[t::tasks]``, as the barrier stage's tasks), mixed in shard order."""
+    from sparkhc.models import get_model_class
+    from sparkhc.spark.ipm import _save_checkpoint, epoch_info, log_epoch, mix_deltas, shard_epoch
+
+    t_start = time.perf_counter()
+    of = shard_ids(rows.doc_ids, shards)
+    present = [int(k) for k in np.unique(of)]
+    if not present:
+        raise ValueError("no training documents")
+    batches = {k: sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
+    tasks = max(1, min(len(present), int(threads)))
+    workers = [get_model_class(model.name)(model.taxonomy, model.n_features, **model.params) for _ in range(tasks)]
+    log.info("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
+             tasks, time.perf_counter() - t_start)
+    base = model.get_state()
+    model.state_ = None
+    pool = ThreadPoolExecutor(max_workers=tasks, thread_name_prefix="sparkhc-ipm") if tasks > 1 else None
+
+    def run_task(t: int, b: ModelState, epoch: int) -> list[tuple[int, ModelState]]:
+        return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, fault_hook)) for k in present[t::tasks]]
+
+    try:
+        for epoch in range(start_epoch, epochs):
+            t0 = time.perf_counter()
+            if pool is None:
+                done = run_task(0, base, epoch)
+            else:
+                futures = [pool.submit(run_task, t, base, epoch) for t in range(tasks)]
+                done = [d for f in futures for d in f.result()]
+            by_shard = dict(done)
+            done = []
+            base, counters = mix_deltas(base, (by_shard.pop(k) for k in present), len(present))
+            info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
+            if ckpt is not None:
+                model.set_state(base)
+                _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
+                model.state_ = None
+            log_epoch(info)
+            if progress is not None:
+                progress(info)
+            if on_epoch_state is not None:
+                on_epoch_state(epoch, base.copy())  # the next epoch mixes into base in place
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    model.set_state(base)
+    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t_start)

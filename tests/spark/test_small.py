@@ -1,0 +1,126 @@
+"""Small trainings in the driver process (train.execution, sparkhc.spark.small): Spark's own hash,
+the automatic choice, the forced settings, and bit-identical weights to the Spark path on a real
+slice (rcv1v2_subset, featurized by the CLI)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyspark.sql import functions as F
+
+from sparkhc.cli import run
+from sparkhc.config import load_config
+from sparkhc.features import Selection
+from sparkhc.spark import pipelines, small
+from tests.conftest import DATA_DIR, corpus_dir
+
+
+def test_spark_hash_equals_spark_sql_hash(spark):
+    rnd = random.Random(3)
+    alphabet = [chr(c) for c in (*range(32, 127), 0xE9, 0x65E5, 0x672C, 0x1F600, 0x80, 0x7FF, 0x800)]
+    ids = ["", "a", "ab", "abc", "abcd", "abcde", "é", "日本", "20newsgroups/sci.med/58045"]
+    ids += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 23))) for _ in range(500)]
+    rows = spark.createDataFrame([(s,) for s in ids], "s string").select(
+        "s", F.hash("s").alias("h"), F.expr("pmod(hash(s), 7)").alias("p")).collect()
+    got = small.spark_hash([r["s"] for r in rows])
+    assert [int(v) for v in got] == [r["h"] for r in rows]
+    assert [int(v) for v in small.shard_ids([r["s"] for r in rows], 7)] == [r["p"] for r in rows]
+
+
+
+
+@pytest.fixture(scope="module")
+def rcv1(spark, tmp_path_factory):
+    """rcv1v2_subset featurized by the CLI into 3 part files (2,316 documents in 5 folds)."""
+    corpus_dir("rcv1v2_subset")
+    out = tmp_path_factory.mktemp("rcv1small") / "features"
+    assert run(["featurize", "--corpus", "rcv1v2_subset", "--data-dir", str(DATA_DIR), "--out", str(out),
+                "--set", "featurize.partitions=3"]) == 0
+    return out
+
+
+def _train(spark, features, out, execution, *extra, model=None, exclude_fold=0):
+    cfg = load_config(overrides=[f"train.execution={execution}", "train.epochs=3", *extra])
+    group = f"smalljobs-{out.name}"
+    spark.sparkContext.setJobGroup(group, "test_small")  # the jobs of this training (this thread)
+    info = pipelines.train(spark, cfg, features, out, model_name=model, split=None, exclude_fold=exclude_fold)
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    return info, len(jobs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,shards", [("global", 2), ("global", 3), ("tree", 2), ("nbmc", 2)])
+def test_driver_execution_gives_the_spark_paths_weights(spark, rcv1, tmp_path, model, shards):
+    """Trained in the driver (no Spark job at all) or on Spark (barrier mixing; nbmc: collected
+    and fitted on the driver): the same weights hash, the same epoch records."""
+    drv, drv_jobs = _train(spark, rcv1, tmp_path / "driver", "driver", f"train.shards={shards}", model=model)
+    spk, spk_jobs = _train(spark, rcv1, tmp_path / "spark", "spark", f"train.shards={shards}", model=model)
+    assert drv["weights_hash"] == spk["weights_hash"]
+    assert drv["documents"] == spk["documents"] == 1852  # the four training folds of round 0
+    assert drv_jobs == 0 and spk_jobs > 0
+    import json
+
+    def log(p):
+        return json.loads((p / "metadata.json").read_text())["training"]["epoch_log"]
+
+    assert log(tmp_path / "driver") == log(tmp_path / "spark")
+
+
+def test_automatic_choice(spark, rcv1, monkeypatch):
+    sel = Selection(None, None, 0)
+    auto = load_config().train
+    assert spark.sparkContext.master.startswith("local")
+    read = small.read_rows(spark, auto, rcv1, sel, with_counts=False)
+    assert read is not None and len(read[0]) == 1852
+    # Spark when asked, when the mixing is "jobs" (another summation order), for a URI
+    assert small.read_rows(spark, load_config(overrides=["train.execution=spark"]).train, rcv1, sel, False) is None
+    assert small.read_rows(spark, load_config(overrides=["train.mixing=jobs"]).train, rcv1, sel, False) is None
+    assert small.read_rows(spark, auto, f"hdfs://nn/{rcv1}", sel, False) is None
+    # above the size limit: Spark with auto, the driver when forced
+    monkeypatch.setattr(small, "AUTO_MAX_INPUT_BYTES", 1000)
+    assert small.read_rows(spark, auto, rcv1, sel, False) is None
+    forced = load_config(overrides=["train.execution=driver"]).train
+    assert small.read_rows(spark, forced, rcv1, sel, False) is not None
+
+
+def test_which_models_train_in_the_driver(spark, rcv1, monkeypatch):
+    from sparkhc.features import features_taxonomy, model_taxonomy
+    from sparkhc.models import get_model_class
+
+    rows, spec = small.read_rows(spark, load_config().train, rcv1, Selection(None, None, 0), False)
+    tax = model_taxonomy(features_taxonomy(rcv1), small.label_combinations_of(rows))
+    auto, forced = load_config().train, load_config(overrides=["train.execution=driver"]).train
+
+    def make(name):
+        return get_model_class(name)(tax, spec.n_features)
+
+    assert small.can_train(make("global"), auto) and small.can_train(make("flat"), auto)
+    assert small.can_train(make("nbmc"), auto)  # fitted on the driver anyway
+    assert not small.can_train(make("h_svm"), forced)  # node-parallel: one task per node on Spark
+    monkeypatch.setattr(small, "AUTO_MAX_STATE_BYTES", 1000)
+    assert not small.can_train(make("global"), auto) and small.can_train(make("global"), forced)
+
+
+def test_label_combinations_equal_the_spark_job(spark, rcv1):
+    from sparkhc.spark.io import read_features
+
+    rows, _ = small.read_rows(spark, load_config().train, rcv1, Selection(None, None, 0), False)
+    df, _ = read_features(spark, str(rcv1))
+    expected = pipelines.label_combinations(pipelines.select_rows(df, Selection(None, None, 0)))
+    assert small.label_combinations_of(rows) == expected
+    assert len(expected) > 100  # rcv1v2_subset: many distinct label sets
+
+
+def test_auto_trains_in_the_driver_and_spark_setting_on_spark(spark, rcv1, tmp_path):
+    _, jobs = _train(spark, rcv1, tmp_path / "auto", "auto", "train.epochs=1")
+    assert jobs == 0
+    _, jobs = _train(spark, rcv1, tmp_path / "spk", "spark", "train.epochs=1")
+    assert jobs > 0
+
+
+def test_empty_selection_names_what_the_features_hold(spark, rcv1, tmp_path):
+    from sparkhc.errors import InputDataError
+
+    with pytest.raises(InputDataError, match="matches no document"):
+        pipelines.train(spark, load_config(), rcv1, tmp_path / "m", split="train")

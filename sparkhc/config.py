@@ -57,8 +57,9 @@ class TrainConfig:
     mixing: str = "auto"
     exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
     # per-edge score offsets cross-fitted on inner folds of the training documents (sparkhc.calibration):
-    # off | auto (applied when their out-of-fold validation gain is positive) | on
-    calibrate: str = "off"
+    # off | auto (the default: applied when their out-of-fold validation gain is positive; skipped, and
+    # recorded, for models or trainings that cannot carry offsets) | on
+    calibrate: str = "auto"
     calibration_folds: int = 4
 
 

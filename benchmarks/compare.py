@@ -378,7 +378,12 @@ def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, An
                  params={k: v for k, v in params.items() if k not in grid}, overwrite=True, **s.sel)
         info = {"chosen": r["chosen_params"], "validation_hF": round(r["validation"], 4)}
     secs = time.perf_counter() - t0
-    model, _ = load_model(out)
+    model, meta = load_model(out)
+    cal = (meta.get("training") or {}).get("calibration")
+    if grid is None and cal:  # train.calibrate (default auto): applied or not, by its validation gain
+        gain = (cal.get("validation") or {}).get("gain")
+        info = {"calibration": ("offsets applied" if cal.get("applied") else "offsets not applied")
+                + (f" (validation gain {100 * gain:+.2f})" if gain is not None else f" ({cal.get('skipped', '')})")}
     if model.needs_counts:
         raise SystemExit(f"compare: the default model {model.name!r} needs term counts; not read here")
     return model.predict(d.batch.subset(s.te)), secs, info
@@ -469,7 +474,8 @@ def main() -> None:
                             pred, secs, info = run_sparkhc(spark, d, s, work, grid if row == "sparkhc_tuned" else None)
                             label = "sparkhc defaults" if row == "sparkhc" else "sparkhc tuned (sparkhc tune)"
                             add(label, score(d, s.te, pred), secs,
-                                f"{s.name}: {info['chosen']} (val hF {info['validation_hF']})" if info else "")
+                                f"{s.name}: {info['chosen']} (val hF {info['validation_hF']})" if "chosen" in info
+                                else f"{s.name}: {info['calibration']}" if info else "")
                         elif row == "liblinear":
                             outs, sel = run_liblinear(d.X, d.Y, s.tr, s.te, s.seed, k=a.inner_folds, fbr=a.fbr)
                             for lab, (P, secs) in outs.items():

@@ -5,25 +5,28 @@ bias weight of that edge (``W[bias row, e] += b_e / bias``): the calibrated mode
 :class:`~sparkhc.models.murawaki.GlobalPA` state, and its decoding is the same exact DP
 (:func:`sparkhc.decoding.dp_solve`) of the shifted scores. A positive offset lets a rare label
 that the margin-trained model scores just below its competitors be predicted; a negative one
-removes false positives.
+removes false positives. It is the structured counterpart of SCut's per-label thresholds (Yang
+2001; Lewis et al. 2004), fitted the way SCut fits them: on the pooled out-of-fold scores of every
+training document.
 
 The offsets are *cross-fitted* on the training documents only (``train.calibrate``):
 
 1. the training documents are split into ``k`` seeded folds; for each fold ``f`` a model with the
    same parameters is trained on the other folds and scores fold ``f`` (out-of-fold scores,
    :class:`FoldScores`);
-2. on every fold the offsets are fitted by coordinate ascent (:func:`fit_offsets`): sweeps over
-   the edges, each edge's offset moved by the shift from :data:`GRID` that most increases the
-   validation objective macro-F1 + micro-F1 over the real nodes (:func:`objective`);
-3. the ``k`` fits are combined per edge, by their plain mean or by the positive-part James-Stein
-   estimate of the mean (:func:`shrink_offsets`): the mean times ``max(0, 1 - v / mean^2)`` with
-   ``v`` the estimated variance of the mean (sample variance / k), so that an edge whose fits
-   disagree is shrunk towards 0 (no penalty constant is tuned);
-4. the effect is estimated honestly before anything is applied: each fold is decoded with the
-   combination of the *other* folds' fits; the combination with the best pooled out-of-fold
-   objective is chosen, and ``mode="auto"`` applies it only if it beats the uncalibrated model
-   (so calibration switches itself off where it does not help on the user's data); ``mode="on"``
-   always applies it.
+2. the offsets are fitted on the pooled out-of-fold scores by coordinate ascent with an *exact*
+   line search per edge (:func:`fit_offsets`): with every other offset fixed, each document's
+   exact DP decodes one of two trees whatever the shift ``d`` of edge ``e`` (the best tree with
+   ``e``, whose score moves by ``d``, or the best one without it), and switches at one breakpoint;
+   the validation objective macro-F1 + micro-F1 over the real nodes (:func:`objective`) is
+   piecewise constant in ``d`` between the documents' breakpoints, so every interval is scored
+   (two DP solves per edge and fold, counts updated by cumulative sums) and the edge's offset moves
+   to the middle of the best interval (the one nearest 0 on ties; only on a strict gain, within
+   :data:`MAX_SHIFT`);
+3. the effect is estimated honestly before anything is applied: each fold is decoded with the
+   offsets fitted on the *other* folds (nested); ``mode="auto"`` applies the offsets fitted on all
+   folds only if this pooled out-of-fold objective beats the uncalibrated model (so calibration
+   switches itself off where it does not help on the user's data); ``mode="on"`` always applies them.
 
 Every function here reads only the documents it is given (the training documents); nothing here
 knows about a test split.
@@ -42,12 +45,19 @@ from sparkhc.decoding import TreeIndex, dp_solve
 from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
-    "GRID", "MODES", "COMBINES", "FoldScores", "Calibration", "objective", "label_f1", "fit_offsets",
-    "shrink_offsets", "combine", "cross_fit", "fold_scores", "scored_columns",
+    "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "FoldScores", "Calibration", "objective", "label_f1",
+    "fit_offsets", "cross_fit", "fold_scores", "scored_columns",
 ]
 
-#: shifts tried per edge and sweep, in units of the edge scores (the cost-augmented margin is 1)
-GRID: tuple[float, ...] = (-0.6, -0.4, -0.25, -0.15, -0.08, -0.04, 0.04, 0.08, 0.15, 0.25, 0.4, 0.6)
+#: the largest shift of one edge in one line search, in units of the edge scores (the cost-augmented
+#: margin is 1); documents whose breakpoint lies further out keep their decision
+MAX_SHIFT: float = 3.0
+
+#: a shift beyond the outermost breakpoint of a line search lands this far past it
+END_GAP: float = 0.1
+
+#: passes of coordinate ascent over the edges (fewer when a pass moves nothing)
+SWEEPS: int = 3
 
 #: values of ``train.calibrate``
 MODES: tuple[str, ...] = ("off", "auto", "on")
@@ -67,14 +77,13 @@ class FoldScores:
 @dataclass
 class Calibration:
     """The result of :func:`cross_fit`: ``offsets`` (per edge, what is applied; zeros when not
-    applied), the per-fold fits, the validation objective without / with the cross-fitted offsets
-    and its parts, and whether they were applied."""
+    applied), the nested fits (``fold_offsets[i]``: fitted without fold ``i``), the validation
+    objective without / with the cross-fitted offsets and its parts, and whether they were applied."""
 
     offsets: np.ndarray
     fold_offsets: np.ndarray
     applied: bool
     mode: str
-    combine: str
     validation: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -82,7 +91,6 @@ class Calibration:
         return {
             "mode": self.mode,
             "applied": bool(self.applied),
-            "combine": self.combine,
             "folds": int(self.fold_offsets.shape[0]),
             "nonzero_offsets": int(np.count_nonzero(self.offsets)),
             "validation": {k: round(float(v), 6) for k, v in self.validation.items()},
@@ -115,108 +123,130 @@ def _decode(idx: TreeIndex, S: np.ndarray, bf: np.ndarray | None, R: int) -> np.
     return dp_solve(idx, S, bf=bf, R=R).selected
 
 
+def _f1_sums(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """:func:`objective` (macro-F1 + micro-F1) of every row of per-label counts ``(n_rows,
+    n_cols)``, with :func:`label_f1`'s definitions."""
+    den = 2 * tp + fp + fn
+    occ = den > 0
+    f1 = np.divide(2.0 * tp, den, out=np.zeros(den.shape), where=occ)
+    n_occ = occ.sum(axis=1)
+    macro = np.divide(f1.sum(axis=1), n_occ, out=np.zeros(len(den)), where=n_occ > 0)
+    tot = den.sum(axis=1)
+    micro = np.divide(2.0 * tp.sum(axis=1), tot, out=np.zeros(len(den)), where=tot > 0)
+    return np.asarray(macro + micro)
+
+
+def _two_trees(
+    idx: TreeIndex, folds: Sequence[FoldScores], b: np.ndarray, e: int, R: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For edge ``e`` at offsets ``b``, over the pooled documents of ``folds``: the best tree with
+    ``e`` and the best without it (node masks), and the breakpoint ``V_out - V_in`` of each
+    document (it decodes the tree with ``e`` iff ``e``'s extra shift exceeds it; ``-inf`` where no
+    tree avoids ``e``)."""
+    big = 1e6
+    ins, outs, brk = [], [], []
+    for f in folds:
+        S = np.asarray(f.S, dtype=np.float64) + b
+        col = S[:, e].copy()
+        S[:, e] = col + big
+        r_in = dp_solve(idx, S, bf=f.bf, R=R)
+        S[:, e] = col - big
+        r_out = dp_solve(idx, S, bf=f.bf, R=R)
+        d = r_out.score - (r_in.score - big)
+        d[r_out.selected[:, e + 1]] = -np.inf
+        ins.append(r_in.selected)
+        outs.append(r_out.selected)
+        brk.append(d)
+    return np.concatenate(ins), np.concatenate(outs), np.concatenate(brk)
+
+
+def _line_search(gold: np.ndarray, t_in: np.ndarray, t_out: np.ndarray, brk: np.ndarray, max_shift: float,
+                 ) -> tuple[float, float]:
+    """The exact line search of one edge (module docstring): ``(shift, gain)`` over the pooled
+    documents, ``gold``/``t_in``/``t_out`` restricted to the scored columns; ``(0, 0)`` when no
+    shift strictly gains."""
+    near = np.flatnonzero(np.abs(brk) <= max_shift)
+    fixed = np.where((brk < -max_shift)[:, None], t_in, t_out)
+    tp0 = np.count_nonzero(gold & fixed, axis=0)
+    fp0 = np.count_nonzero(~gold & fixed, axis=0)
+    fn0 = np.count_nonzero(gold & ~fixed, axis=0)
+    if near.size == 0:
+        return 0.0, 0.0
+    o = near[np.argsort(brk[near], kind="stable")]
+    ds = brk[o]
+    g, pin, pout = gold[o], t_in[o], t_out[o]
+    first = np.zeros((1, gold.shape[1]), dtype=np.int64)
+    dtp = np.vstack([first, np.cumsum((g & pin).astype(np.int64) - (g & pout), axis=0)])
+    dfp = np.vstack([first, np.cumsum((~g & pin).astype(np.int64) - (~g & pout), axis=0)])
+    val = _f1_sums(tp0 + dtp, fp0 + dfp, fn0 - dtp)  # row j: the first j documents take t_in
+    lo = np.concatenate([[-np.inf], ds])
+    hi = np.concatenate([ds, [np.inf]])
+    with np.errstate(invalid="ignore"):
+        mid = np.where(np.isinf(lo), hi - END_GAP, np.where(np.isinf(hi), lo + END_GAP, (lo + hi) / 2))
+    ok = (hi - lo > 1e-9) & (np.abs(mid) <= max_shift)
+    cur = val[int(np.searchsorted(ds, 0.0, side="left"))]  # shift 0: documents with brk < 0 take t_in
+    val = np.where(ok, val, -np.inf)
+    top = float(val.max())
+    if not top > cur + 1e-12:
+        return 0.0, 0.0
+    cand = np.flatnonzero(val >= top - 1e-12)
+    j = int(cand[np.argmin(np.abs(mid[cand]))])
+    return float(mid[j]), top - float(cur)
+
+
 def fit_offsets(
-    idx: TreeIndex, fold: FoldScores, cols: np.ndarray, R: int = 3, grid: Sequence[float] = GRID, sweeps: int = 2,
+    idx: TreeIndex, folds: FoldScores | Sequence[FoldScores], cols: np.ndarray, R: int = 3, sweeps: int = SWEEPS,
+    max_shift: float = MAX_SHIFT,
 ) -> np.ndarray:
-    """Per-edge offsets maximising :func:`objective` on one fold by coordinate ascent: ``sweeps``
-    passes over the edges in id order; per edge, the shift from ``grid`` with the largest strict
-    gain is kept (none when no shift gains; the first of equal gains)."""
-    S = np.asarray(fold.S, dtype=np.float64)
+    """Per-edge offsets maximising :func:`objective` on the pooled documents of ``folds`` (each
+    decoded with its own model's branching weights) by coordinate ascent with an exact line search
+    per edge (module docstring, step 2): ``sweeps`` passes over the edges in id order."""
+    folds = [folds] if isinstance(folds, FoldScores) else list(folds)
+    cols = np.asarray(cols, dtype=np.int64)
+    gold = np.concatenate([f.gold for f in folds])[:, cols]
     b = np.zeros(idx.n_edges)
-    best = objective(fold.gold, _decode(idx, S, fold.bf, R), cols)
     for _ in range(int(sweeps)):
         moved = False
         for e in range(idx.n_edges):
-            cur = b[e]
-            top, arg = best, None
-            for d in grid:
-                b[e] = cur + d
-                v = objective(fold.gold, _decode(idx, S + b, fold.bf, R), cols)
-                if v > top + 1e-12:
-                    top, arg = v, d
-            b[e] = cur if arg is None else cur + arg
-            if arg is not None:
-                best, moved = top, True
+            t_in, t_out, brk = _two_trees(idx, folds, b, e, R)
+            shift, gain = _line_search(gold, t_in[:, cols], t_out[:, cols], brk, max_shift)
+            if gain > 0.0:
+                b[e] += shift
+                moved = True
         if not moved:
             break
     return b
 
 
-def shrink_offsets(fits: np.ndarray) -> np.ndarray:
-    """The positive-part James-Stein combination of ``k >= 2`` fits ``(k, n_edges)`` per edge:
-    ``mean * max(0, 1 - (var / k) / mean^2)`` (``var`` the sample variance, ddof 1); 0 where the
-    mean is 0. Equal fits keep their value; fits whose spread is as large as their mean give 0."""
-    fits = np.asarray(fits, dtype=np.float64)
-    k = fits.shape[0]
-    if k < 2:
-        raise ValueError(f"shrink_offsets needs at least 2 fits, got {k}")
-    m = fits.mean(axis=0)
-    v = fits.var(axis=0, ddof=1) / k
-    m2 = m * m
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(m2 > 0, np.maximum(0.0, 1.0 - v / np.where(m2 > 0, m2, 1.0)), 0.0)
-    return m * factor
-
-
-#: how the per-fold fits are combined (:func:`combine`); ``cross_fit`` chooses among them by validation
-COMBINES: tuple[str, ...] = ("shrunk", "mean")
-
-
-def combine(fits: np.ndarray, how: str) -> np.ndarray:
-    """The per-edge combination of per-fold fits ``(k, n_edges)``: ``"shrunk"``
-    (:func:`shrink_offsets`) or ``"mean"`` (the plain mean)."""
-    if how == "shrunk":
-        return shrink_offsets(fits)
-    if how == "mean":
-        return np.asarray(fits, dtype=np.float64).mean(axis=0)
-    raise ValueError(f"unknown combination {how!r}; known: {', '.join(COMBINES)}")
-
-
 def cross_fit(
     idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int = 3, mode: str = "auto",
-    combines: Sequence[str] = COMBINES, grid: Sequence[float] = GRID, sweeps: int = 2,
-    fits: np.ndarray | None = None,
+    sweeps: int = SWEEPS, max_shift: float = MAX_SHIFT,
 ) -> Calibration:
-    """Offsets from ``k >= 3`` validation folds (module docstring). The offsets are fitted per fold
-    (:func:`fit_offsets`); every combination in ``combines`` is scored by the pooled out-of-fold
-    objective (each fold decoded with the combination of the *other* folds' fits) and the best is
-    chosen (the first on ties). ``mode="auto"`` applies it only when it beats the uncalibrated
-    objective; ``"on"`` always. ``validation`` records ``macro_off``/``micro_off``, and per
-    combination ``macro_<how>``, ``micro_<how>``, ``gain_<how>`` (objective minus the uncalibrated
-    one), and ``gain`` of the chosen one; ``Calibration.combine`` names it. ``fits``: per-fold
-    offsets already fitted (to compare settings without refitting)."""
+    """Offsets from ``k >= 3`` validation folds (module docstring): fitted on every fold but ``i``
+    and scored on fold ``i``, for each ``i`` (the pooled out-of-fold objective); ``mode="auto"``
+    applies the fit on all folds only when that beats the uncalibrated objective, ``"on"`` always.
+    ``validation`` records ``macro_off``/``micro_off``, ``macro_on``/``micro_on`` and ``gain``
+    (objective with minus without)."""
     if mode not in MODES or mode == "off":
         raise ValueError(f"cross_fit: mode must be 'auto' or 'on', not {mode!r}")
     k = len(folds)
     if k < 3:
-        raise ValueError(f"cross-fitted offsets need at least 3 folds (2 fits left out of each), got {k}")
-    if not combines:
-        raise ValueError("cross_fit: no combination to choose from")
+        raise ValueError(f"cross-fitted offsets need at least 3 folds (2 to fit on left out of each), got {k}")
     cols = np.asarray(cols, dtype=np.int64)
-    if fits is None:
-        fits = np.stack([fit_offsets(idx, f, cols, R, grid, sweeps) for f in folds])
-    if fits.shape != (k, idx.n_edges):
-        raise ValueError(f"cross_fit: fits of shape {fits.shape}, expected {(k, idx.n_edges)}")
+    nested = np.stack([
+        fit_offsets(idx, [f for j, f in enumerate(folds) if j != i], cols, R, sweeps, max_shift) for i in range(k)
+    ])
     gold = np.concatenate([f.gold for f in folds])
     off = np.concatenate([_decode(idx, np.asarray(f.S, np.float64), f.bf, R) for f in folds])
+    on = np.concatenate([_decode(idx, np.asarray(f.S, np.float64) + nested[i], f.bf, R) for i, f in enumerate(folds)])
     ma0, mi0 = label_f1(gold, off, cols)
-    validation = {"macro_off": ma0, "micro_off": mi0, "documents": float(gold.shape[0])}
-    best: tuple[float, str] | None = None
-    for how in combines:
-        on = np.concatenate([
-            _decode(idx, np.asarray(f.S, np.float64) + combine(np.delete(fits, i, axis=0), how), f.bf, R)
-            for i, f in enumerate(folds)
-        ])
-        ma1, mi1 = label_f1(gold, on, cols)
-        gain = (ma1 + mi1) - (ma0 + mi0)
-        validation.update({f"macro_{how}": ma1, f"micro_{how}": mi1, f"gain_{how}": gain})
-        if best is None or gain > best[0] + 1e-12:
-            best = (gain, how)
-    assert best is not None
-    validation["gain"] = best[0]
-    applied = mode == "on" or best[0] > 1e-12
-    offsets = combine(fits, best[1]) if applied else np.zeros(idx.n_edges)
-    return Calibration(offsets, fits, applied, mode, best[1], validation)
+    ma1, mi1 = label_f1(gold, on, cols)
+    gain = (ma1 + mi1) - (ma0 + mi0)
+    validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": gain,
+                  "documents": float(gold.shape[0])}
+    applied = mode == "on" or gain > 1e-12
+    offsets = fit_offsets(idx, folds, cols, R, sweeps, max_shift) if applied else np.zeros(idx.n_edges)
+    return Calibration(offsets, nested, applied, mode, validation)
 
 
 def scored_columns(taxonomy: Taxonomy) -> np.ndarray:

@@ -57,7 +57,8 @@ class TrainConfig:
     mixing: str = "auto"
     exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
     # per-edge score offsets cross-fitted on inner folds of the training documents (sparkhc.calibration):
-    # off | auto (applied when their out-of-fold validation gain is positive) | on
+    # off | auto (the default: applied when their out-of-fold validation gain is positive; skipped, and
+    # recorded, for models or trainings that cannot carry offsets) | on
     calibrate: str = "off"
     calibration_folds: int = 4
     # where a small training runs: auto (in the driver process for small inputs on a local master,

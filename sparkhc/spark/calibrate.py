@@ -37,6 +37,20 @@ def supports(model: HierModel) -> bool:
     return callable(getattr(model, "shift_edges", None)) and float(model.params.get("bias", 0.0)) > 0
 
 
+def not_applicable(model: HierModel, strategy: str, warm_start: bool) -> str:
+    """Why per-edge offsets cannot be fitted for this training ("" when they can): ``train.calibrate
+    = "auto"`` (the default) skips such a training and records the reason, ``"on"`` raises it."""
+    if warm_start:
+        return "train.calibrate fits offsets for a training from scratch; not with --warm-start"
+    if strategy != "mixing":
+        return (f"train.calibrate applies to models trained by parameter mixing (the global model), "
+                f"not to {model.name!r} (trained by {strategy!r})")
+    if not supports(model):
+        return (f"per-edge offsets need the global model with a bias feature (model.global.bias > 0); "
+                f"the model is {model.name!r} with bias {model.params.get('bias')!r}")
+    return ""
+
+
 def cross_fit_offsets(
     spark: SparkSession,
     features: DataFrame,

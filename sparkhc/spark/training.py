@@ -223,14 +223,17 @@ def fit_model(
             with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
         epochs = int(epoch_selection["epochs"])
     calib = None
+    calib_skipped: dict[str, Any] | None = None
+    why = ""
     if train.calibrate != "off":
-        from sparkhc.spark.calibrate import cross_fit_offsets
+        from sparkhc.spark.calibrate import cross_fit_offsets, not_applicable
 
-        if warm_start:
-            raise ModelError("train.calibrate fits offsets for a training from scratch; not with --warm-start")
-        if strategy != "mixing":
-            raise ModelError(f"train.calibrate applies to models trained by parameter mixing (the global model), "
-                             f"not to {model.name!r} (trained by {strategy!r})")
+        why = not_applicable(model, strategy, warm_start)
+        if why and train.calibrate != "auto":
+            raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
+        if why:  # "auto" (the default): nothing to calibrate for this model or training; recorded
+            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
+    if train.calibrate != "off" and not why:
         assert df is not None
         calib = cross_fit_offsets(
             spark, df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
@@ -251,7 +254,7 @@ def fit_model(
     if calib is not None and calib.applied:
         model.shift_edges(calib.offsets)  # type: ignore[attr-defined]
     return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
-                          calib.summary() if calib is not None else None)
+                          calib.summary() if calib is not None else calib_skipped)
 
 
 # =============================================================================================

@@ -63,8 +63,18 @@ def test_calibrate_needs_the_global_model_with_a_bias(spark):
 
     tax, table = _data(n=40)
     df = spark.createDataFrame(table.to_pandas())
-    train = dataclasses.replace(TrainConfig(), epochs=1, shards=1, calibrate="auto", checkpoint=False)
+    train = dataclasses.replace(TrainConfig(), epochs=1, shards=1, calibrate="on", checkpoint=False)
     with pytest.raises(ModelError, match="bias"):
         fit_model(spark, df, _model(tax, "global", branching=True), train)
     with pytest.raises(ModelError, match="the model is 'tree'"):  # trains by mixing, but has no edge offsets
         fit_model(spark, df, _model(tax, "tree"), train)
+    # "auto" (the default) skips such models and records why; the model equals one trained with "off"
+    auto = dataclasses.replace(train, calibrate="auto")
+    for name, params in (("global", {"branching": True}), ("tree", {})):
+        m_auto, m_off = _model(tax, name, **params), _model(tax, name, **params)
+        res = fit_model(spark, df, m_auto, auto)
+        fit_model(spark, df, m_off, dataclasses.replace(train, calibrate="off"))
+        assert res.calibration is not None and res.calibration["applied"] is False
+        assert "skipped" in res.calibration
+        for k, v in m_off.get_state().arrays.items():
+            np.testing.assert_array_equal(m_auto.get_state().arrays[k], v, err_msg=f"{name} {k}")

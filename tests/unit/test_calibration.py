@@ -1,5 +1,5 @@
 """Cross-fitted per-edge offsets (sparkhc.calibration, train.calibrate; issue 17 part 3): hand-computed
-objective, shrinkage and coordinate ascent; the calibrated model's decoding is still the exact argmax
+objective and exact line search (and the line search against brute force over shifts); the calibrated model's decoding is still the exact argmax
 (brute force over every label set); the benchmark's selection never reads test labels."""
 
 from __future__ import annotations
@@ -52,78 +52,120 @@ def test_label_f1_hand_computed_and_equal_to_the_metrics_module():
     assert macro == pytest.approx(ref["LBMaF"], abs=1e-12) and micro == pytest.approx(ref["LBMiF"], abs=1e-12)
 
 
-def test_shrink_offsets_hand_computed():
-    fits = np.array([[0.2, 0.1, 0.4, 0.3], [0.2, 0.3, -0.4, -0.1], [0.2, 0.2, 0.0, 0.1]])
-    got = calibration.shrink_offsets(fits)
-    # edge 0: equal fits keep their value; edge 1: mean .2, var .01, var of mean .01/3 -> factor 1 - 1/12;
-    # edge 2: mean 0 -> 0; edge 3: mean .1, var .04, var of mean .04/3 > mean^2 -> 0
-    np.testing.assert_allclose(got, [0.2, 0.2 * (1 - 1 / 12), 0.0, 0.0], atol=1e-12)
-    with pytest.raises(ValueError):
-        calibration.shrink_offsets(fits[:1])
-
-
 def _flat():
     tax = Taxonomy.from_edges([("R", "A"), ("R", "B")])
     return tax, tree_index(tax)
 
 
-def test_fit_offsets_hand_computed():
+def _ab_example():
     """Leaves A (frequent) and B (rare), no branching: the DP takes every positive leaf, else the
-    best one. B's gold document d3 scores -0.1 for B: the smallest grid shift that recovers it
-    without a false positive is +0.15 (d2 at -0.3 stays out); no shift of A gains."""
+    best one. Gold: d0 A, d1 A, d2 A+B, d3 B."""
     tax, idx = _flat()
     a, b = tax.id("A") - 1, tax.id("B") - 1
     S = np.zeros((4, 2))
     S[:, a] = [1.0, 1.0, 1.0, -0.2]
     S[:, b] = [-0.5, -0.3, -0.1, -0.05]
     gold = label_matrix([["A"], ["A"], ["A", "B"], ["B"]], tax).toarray().astype(bool)
+    return tax, idx, a, b, S, gold
+
+
+def test_fit_offsets_exact_line_search_hand_computed():
+    """Uncalibrated: A perfect, B F1 2/3 (d2's B missed), objective (1 + 2/3) / 2 + 8/9.
+    Edge A first: per document the best tree with A and without A, and the breakpoint V_out - V_in:
+    d0 {A} 1 vs {B} -0.5 -> -1.5; d1 -> -1.3; d2 {A} 1 vs {B} -0.1 -> -1.1; d3 {A} -0.2 vs {B} -0.05
+    -> +0.15. Intervals (first j documents by breakpoint take the tree with A):
+    j=0 (shift -1.6): A F1 0, B tp 2 fp 2 -> 2/3: macro 1/3;  j=1 (-1.4): A 1/2, B 4/5: macro 0.65;
+    j=2 (-1.2, the middle of (-1.3, -1.1)): d2 -> {B}: A tp 2 fn 1 -> 4/5, B tp 2 -> 1: macro 0.9, micro
+    tp 4 fn 1 -> 8/9 (the best); j=3 (the current decisions); j=4 (+0.25): d3 -> {A}: A 6/7, B 2/3.
+    So A moves by -1.2. Edge B then (A at -0.2, -0.2, -0.2, -1.4): breakpoints d0 0.3, d1 0.1,
+    d2 -0.1, d3 -1.35; moving up past d1 replaces d1's A by B (worse), down past d2 loses d2's B
+    (worse): no move. The second sweep moves nothing (A's best interval now contains 0)."""
+    tax, idx, a, b, S, gold = _ab_example()
     cols = calibration.scored_columns(tax)
     fold = calibration.FoldScores(S, None, gold)
     off = calibration.fit_offsets(idx, fold, cols)
     expect = np.zeros(2)
-    expect[b] = 0.15
-    np.testing.assert_allclose(off, expect)
-    # without offsets B's F1 is 2/3 (d3 missed); with them every label is perfect
+    expect[a] = -1.2
+    np.testing.assert_allclose(off, expect, atol=1e-12)
     sel0 = calibration._decode(idx, S, None, 3)
     sel1 = calibration._decode(idx, S + off, None, 3)
     assert calibration.label_f1(gold, sel0, cols) == pytest.approx(((1 + 2 / 3) / 2, 8 / 9))
-    assert calibration.label_f1(gold, sel1, cols) == pytest.approx((1.0, 1.0))
+    assert calibration.label_f1(gold, sel1, cols) == pytest.approx((0.9, 8 / 9))
+    # pooling two copies of the fold doubles every count: the same offsets
+    np.testing.assert_allclose(calibration.fit_offsets(idx, [fold, fold], cols), expect, atol=1e-12)
+    # a search range of |shift| <= 1 leaves d0..d2's A breakpoints out (always with A): A cannot gain;
+    # B's breakpoints d3 -0.15, d2 0.1 ({A, B} 0.9 vs {A} 1), d1 0.3, d0 0.5: the middle of (0.1, 0.3)
+    # adds d2's B and every label is perfect (coordinate ascent is greedy in edge order: the larger
+    # range moved A first and stopped at the lower optimum above)
+    off1 = calibration.fit_offsets(idx, fold, cols, max_shift=1.0)
+    expect1 = np.zeros(2)
+    expect1[b] = 0.2
+    np.testing.assert_allclose(off1, expect1, atol=1e-9)
+    assert calibration.label_f1(gold, calibration._decode(idx, S + off1, None, 3), cols) == pytest.approx((1.0, 1.0))
+
+
+def test_line_search_against_brute_force_over_shifts():
+    """Per edge, on random scores with branching weights: the shift the line search returns, decoded
+    by the exact DP of the shifted scores, reaches the objective it claims, and no shift of a fine
+    grid (every 0.005 over +-3, each decoded by the DP) does better (the grid can miss intervals
+    narrower than its step, so it may do worse)."""
+    tax, batch = _tiny_corpus(40, seed=2)
+    idx = tree_index(tax)
+    rng = np.random.default_rng(4)
+    S = rng.normal(-0.3, 0.8, (40, tax.n_edges))
+    bf = rng.normal(0, 0.3, (tax.n_nodes + 1, 4))
+    gold = label_matrix(batch.labels or [], tax).toarray().astype(bool)
+    cols = calibration.scored_columns(tax)
+    fold = calibration.FoldScores(S, bf, gold)
+    base = calibration.objective(gold, calibration._decode(idx, S, bf, 3), cols)
+    for e in range(tax.n_edges):
+        t_in, t_out, brk = calibration._two_trees(idx, [fold], np.zeros(tax.n_edges), e, 3)
+        shift, gain = calibration._line_search(gold[:, cols], t_in[:, cols], t_out[:, cols], brk, 3.0)
+        grid = np.linspace(-3, 3, 1201)
+        vals = []
+        for d in grid:
+            b = np.zeros(tax.n_edges)
+            b[e] = d
+            vals.append(calibration.objective(gold, calibration._decode(idx, S + b, bf, 3), cols))
+        assert max(vals) <= base + gain + 1e-9, e
+        assert gain >= 0.0
+        b = np.zeros(tax.n_edges)
+        b[e] = shift
+        assert calibration.objective(gold, calibration._decode(idx, S + b, bf, 3), cols) == pytest.approx(base + gain)
 
 
 def test_cross_fit_applies_only_what_helps_out_of_fold():
-    tax, idx = _flat()
-    a, b = tax.id("A") - 1, tax.id("B") - 1
+    tax, idx, a, b, S, gold = _ab_example()
     cols = calibration.scored_columns(tax)
-    gold = label_matrix([["A"], ["A"], ["A", "B"], ["B"]], tax).toarray().astype(bool)
-    S = np.zeros((4, 2))
-    S[:, a] = [1.0, 1.0, 1.0, -0.2]
-    S[:, b] = [-0.5, -0.3, -0.1, -0.05]
     same = [calibration.FoldScores(S.copy(), None, gold) for _ in range(3)]
     c = calibration.cross_fit(idx, same, cols, mode="auto")
-    # three equal folds: every fit is +0.15 on B, the shrunk mean keeps it, the gain is B's 1/3 F1 / 2 + micro
-    assert c.applied and c.offsets[b] == pytest.approx(0.15) and c.offsets[a] == 0.0
-    assert c.validation["gain"] == pytest.approx((1 - (1 + 2 / 3) / 2) + (1 - 8 / 9))
-    assert c.validation["gain_mean"] == c.validation["gain_shrunk"] and c.combine == "shrunk"  # tie: the first
-    # a fold whose B document sits at -0.5: shifts that help the other folds hurt there;
-    # folds that disagree are shrunk towards 0, and what does not help out of fold is not applied
+    # three equal folds: every nested fit (two pooled copies) is A -1.2 (the hand-computed test
+    # above); out of fold each fold gets macro 0.9 instead of 5/6, micro unchanged
+    assert c.applied and c.offsets[a] == pytest.approx(-1.2) and c.offsets[b] == 0.0
+    np.testing.assert_allclose(c.fold_offsets[:, a], [-1.2] * 3)
+    assert c.validation["gain"] == pytest.approx(0.9 - (1 + 2 / 3) / 2)
+    assert c.validation["micro_on"] == pytest.approx(8 / 9) and c.validation["macro_on"] == pytest.approx(0.9)
+    # a fold where A is already right everywhere and B over-predicted: what the others fit hurts it
     S2 = S.copy()
-    S2[:, b] = [0.1, 0.2, 0.5, 0.3]  # B over-predicted (d1, d2): this fold's fit moves B down (by 0.4)
-    mixed = [calibration.FoldScores(S.copy(), None, gold), calibration.FoldScores(S2, None, gold),
-             calibration.FoldScores(S.copy(), None, gold)]
+    S2[:, a] = [1.0, 1.0, 1.0, -0.5]
+    S2[:, b] = [0.1, 0.2, 0.5, 0.3]  # B predicted on d0 and d1 (false positives)
+    mixed = [calibration.FoldScores(S2, None, gold)] + [calibration.FoldScores(S.copy(), None, gold)
+                                                        for _ in range(2)]
     c2 = calibration.cross_fit(idx, mixed, cols, mode="auto")
-    np.testing.assert_allclose(c2.fold_offsets[:, b], [0.15, -0.4, 0.15])
-    # the fits disagree: the shrunk mean of all three and of every pair with -0.4 is 0; the pair left
-    # for fold 1 (+0.15, +0.15) changes nothing there (its B false positives stay): shrunk gain 0.
-    # The plain means: folds 0 and 2 get (-0.4 + 0.15) / 2 = -0.125 (d3's B still missed, d4's B at
-    # -0.175 still beats A's -0.2), fold 1 gets +0.15: no decision changes, gain 0 as well
-    assert calibration.shrink_offsets(c2.fold_offsets)[b] == 0.0
-    assert c2.validation["gain_shrunk"] == 0.0 and c2.validation["gain_mean"] == 0.0
-    assert not c2.applied and c2.validation["gain"] == 0.0 and c2.combine == "shrunk"
-    np.testing.assert_array_equal(c2.offsets, np.zeros(2))
-    on = calibration.cross_fit(idx, mixed, cols, mode="on")
-    assert on.applied and np.allclose(on.offsets, calibration.shrink_offsets(on.fold_offsets))
-    mean_only = calibration.cross_fit(idx, mixed, cols, mode="on", combines=("mean",))
-    assert mean_only.combine == "mean" and np.allclose(mean_only.offsets, on.fold_offsets.mean(axis=0))
+    on_all = calibration.cross_fit(idx, mixed, cols, mode="on")
+    # the nested fits and the out-of-fold objective, recomputed here from fit_offsets and label_f1
+    nested = [calibration.fit_offsets(idx, [f for j, f in enumerate(mixed) if j != i], cols) for i in range(3)]
+    np.testing.assert_allclose(c2.fold_offsets, np.stack(nested))
+    g = np.concatenate([gold] * 3)
+    off = np.concatenate([calibration._decode(idx, f.S, None, 3) for f in mixed])
+    on = np.concatenate([calibration._decode(idx, f.S + nested[i], None, 3) for i, f in enumerate(mixed)])
+    gain = calibration.objective(g, on, cols) - calibration.objective(g, off, cols)
+    assert c2.validation["gain"] == pytest.approx(gain)
+    assert c2.applied == (gain > 1e-12)
+    if not c2.applied:
+        np.testing.assert_array_equal(c2.offsets, np.zeros(2))
+    assert on_all.applied
+    np.testing.assert_allclose(on_all.offsets, calibration.fit_offsets(idx, mixed, cols))
     with pytest.raises(ValueError):
         calibration.cross_fit(idx, same[:2], cols)
     with pytest.raises(ValueError):

@@ -162,7 +162,7 @@ class HasTrainingParams(Params):
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(model="global", epochs=10, shards=10, seed=0, modelParams={}, handleInvalid="error",
-                         calibrate="auto", calibrationFolds=4)
+                         calibrate="off", calibrationFolds=4)
 
     def check_training_params(self, who: str) -> None:
         """Raise ConfigError naming the Param when a value is out of range (before any Spark job)."""

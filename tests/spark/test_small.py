@@ -69,7 +69,7 @@ def test_driver_execution_gives_the_spark_paths_weights(spark, rcv1, tmp_path, m
 
 def test_automatic_choice(spark, rcv1, monkeypatch):
     sel = Selection(None, None, 0)
-    auto = load_config().train
+    auto = load_config(overrides=["train.execution=auto"]).train
     assert spark.sparkContext.master.startswith("local")
     read = small.read_rows(spark, auto, rcv1, sel, with_counts=False)
     assert read is not None and len(read[0]) == 1852
@@ -88,9 +88,10 @@ def test_which_models_train_in_the_driver(spark, rcv1, monkeypatch):
     from sparkhc.features import features_taxonomy, model_taxonomy
     from sparkhc.models import get_model_class
 
-    rows, spec = small.read_rows(spark, load_config().train, rcv1, Selection(None, None, 0), False)
+    auto = load_config(overrides=["train.execution=auto"]).train
+    rows, spec = small.read_rows(spark, auto, rcv1, Selection(None, None, 0), False)
     tax = model_taxonomy(features_taxonomy(rcv1), small.label_combinations_of(rows))
-    auto, forced = load_config().train, load_config(overrides=["train.execution=driver"]).train
+    forced = load_config(overrides=["train.execution=driver"]).train
 
     def make(name):
         return get_model_class(name)(tax, spec.n_features)
@@ -105,7 +106,7 @@ def test_which_models_train_in_the_driver(spark, rcv1, monkeypatch):
 def test_label_combinations_equal_the_spark_job(spark, rcv1):
     from sparkhc.spark.io import read_features
 
-    rows, _ = small.read_rows(spark, load_config().train, rcv1, Selection(None, None, 0), False)
+    rows, _ = small.read_rows(spark, load_config(overrides=["train.execution=auto"]).train, rcv1, Selection(None, None, 0), False)
     df, _ = read_features(spark, str(rcv1))
     expected = pipelines.label_combinations(pipelines.select_rows(df, Selection(None, None, 0)))
     assert small.label_combinations_of(rows) == expected

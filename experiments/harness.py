@@ -24,11 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def git_commit() -> str:
-    """``HEAD``'s commit, with ``+dirty`` when tracked files differ from it (``unknown`` outside git)."""
+    """``HEAD``'s commit, with ``+dirty`` when tracked files other than the results under
+    ``docs/results`` (the outputs a run writes, page by page) differ from it (``unknown`` outside git)."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)docs/results"], cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -29,7 +29,7 @@ from _common import command, loadavg, machine, now, write_section  # noqa: E402
 
 STEPS = [("sparkhc.spark.small", "read_rows"), ("sparkhc.spark.io", "read_features"),
          ("sparkhc.spark.pipelines", "select_rows"), ("sparkhc.spark.pipelines", "label_combinations"),
-         ("sparkhc.spark.ipm", "train_ipm"), ("sparkhc.spark.small", "train_on_driver"),
+         ("sparkhc.spark.ipm", "train_ipm"), ("sparkhc.spark.ipm", "train_on_driver"),
          ("sparkhc.spark.pipelines", "save_model")]
 #: steps that run inside another step (not subtracted again for "other")
 NESTED = {"train_on_driver"}

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from sparkhc.persistence import (
     write_npz,
     write_state,
 )
-from sparkhc.spark import deltas
+from sparkhc.spark import deltas, small
 
 log = logging.getLogger(__name__)
 
@@ -324,8 +325,6 @@ def train_ipm(
     if start_epoch >= epochs:
         return model
     if rows is not None:
-        from sparkhc.spark.small import train_on_driver
-
         train_on_driver(model, rows, epochs, start_epoch, shards, seed, ckpt, fault_hook, progress, checkpoint_key,
                         on_epoch_state, threads=int(spark.sparkContext.defaultParallelism))
         return model
@@ -873,3 +872,59 @@ def _load_checkpoint(ckpt: Path, model: HierModel, seed: int, shards: int,
         arrays = read_npz(fh)
     model.set_state(ModelState(arrays, meta.get("counters", {}), model.combine))
     return int(meta["epoch"])
+
+
+def train_on_driver(
+    model: HierModel, rows: SparseBatch, epochs: int, start_epoch: int, shards: int, seed: int,
+    ckpt: Path | None, fault_hook: Callable[[int, int], None] | None,
+    progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
+    on_epoch_state: Callable[[int, ModelState], None] | None = None, threads: int = 1,
+) -> None:
+    """Epochs ``start_epoch..epochs-1`` of iterative parameter mixing from ``model``'s state, in
+    this process: the shards of barrier mixing, run in ``threads`` threads (task ``t`` runs shards
+    ``present[t::tasks]``, as the barrier stage's tasks), mixed in shard order."""
+    from sparkhc.models import get_model_class
+
+    t_start = time.perf_counter()
+    of = small.shard_ids(rows.doc_ids, shards)
+    present = [int(k) for k in np.unique(of)]
+    if not present:
+        raise ValueError("no training documents")
+    batches = {k: small.sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
+    tasks = max(1, min(len(present), int(threads)))
+    workers = [get_model_class(model.name)(model.taxonomy, model.n_features, **model.params) for _ in range(tasks)]
+    log.info("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
+             tasks, time.perf_counter() - t_start)
+    base = model.get_state()
+    model.state_ = None
+    pool = ThreadPoolExecutor(max_workers=tasks, thread_name_prefix="sparkhc-ipm") if tasks > 1 else None
+
+    def run_task(t: int, b: ModelState, epoch: int) -> list[tuple[int, ModelState]]:
+        return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, fault_hook)) for k in present[t::tasks]]
+
+    try:
+        for epoch in range(start_epoch, epochs):
+            t0 = time.perf_counter()
+            if pool is None:
+                done = run_task(0, base, epoch)
+            else:
+                futures = [pool.submit(run_task, t, base, epoch) for t in range(tasks)]
+                done = [d for f in futures for d in f.result()]
+            by_shard = dict(done)
+            done = []
+            base, counters = mix_deltas(base, (by_shard.pop(k) for k in present), len(present))
+            info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
+            if ckpt is not None:
+                model.set_state(base)
+                _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
+                model.state_ = None
+            log_epoch(info)
+            if progress is not None:
+                progress(info)
+            if on_epoch_state is not None:
+                on_epoch_state(epoch, base.copy())  # the next epoch mixes into base in place
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    model.set_state(base)
+    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t_start)

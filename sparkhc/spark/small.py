@@ -32,11 +32,8 @@ train here; node-parallel, EM and batch models stay on Spark. ``train.select_epo
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pyspark.sql import SparkSession
@@ -45,7 +42,7 @@ from sparkhc.batch import SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ConfigError, InputDataError
 from sparkhc.features import Selection, features_layout, read_features_local
-from sparkhc.models.base import HierModel, ModelState
+from sparkhc.models.base import HierModel
 from sparkhc.text.spec import FeatureSpec
 
 log = logging.getLogger(__name__)
@@ -186,58 +183,3 @@ def sorted_by_id(batch: SparseBatch) -> SparseBatch:
 
 
 # ----------------------------------------------------------------------------- the training
-def train_on_driver(
-    model: HierModel, rows: SparseBatch, epochs: int, start_epoch: int, shards: int, seed: int,
-    ckpt: Path | None, fault_hook: Callable[[int, int], None] | None,
-    progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
-    on_epoch_state: Callable[[int, ModelState], None] | None = None, threads: int = 1,
-) -> None:
-    """Epochs ``start_epoch..epochs-1`` of iterative parameter mixing from ``model``'s state, in
-    this process: the shards of barrier mixing, run in ``threads`` threads (task ``t`` runs shards
-    ``present[t::tasks]``, as the barrier stage's tasks), mixed in shard order."""
-    from sparkhc.models import get_model_class
-    from sparkhc.spark.ipm import _save_checkpoint, epoch_info, log_epoch, mix_deltas, shard_epoch
-
-    t_start = time.perf_counter()
-    of = shard_ids(rows.doc_ids, shards)
-    present = [int(k) for k in np.unique(of)]
-    if not present:
-        raise ValueError("no training documents")
-    batches = {k: sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
-    tasks = max(1, min(len(present), int(threads)))
-    workers = [get_model_class(model.name)(model.taxonomy, model.n_features, **model.params) for _ in range(tasks)]
-    log.info("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
-             tasks, time.perf_counter() - t_start)
-    base = model.get_state()
-    model.state_ = None
-    pool = ThreadPoolExecutor(max_workers=tasks, thread_name_prefix="sparkhc-ipm") if tasks > 1 else None
-
-    def run_task(t: int, b: ModelState, epoch: int) -> list[tuple[int, ModelState]]:
-        return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, fault_hook)) for k in present[t::tasks]]
-
-    try:
-        for epoch in range(start_epoch, epochs):
-            t0 = time.perf_counter()
-            if pool is None:
-                done = run_task(0, base, epoch)
-            else:
-                futures = [pool.submit(run_task, t, base, epoch) for t in range(tasks)]
-                done = [d for f in futures for d in f.result()]
-            by_shard = dict(done)
-            done = []
-            base, counters = mix_deltas(base, (by_shard.pop(k) for k in present), len(present))
-            info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
-            if ckpt is not None:
-                model.set_state(base)
-                _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
-                model.state_ = None
-            log_epoch(info)
-            if progress is not None:
-                progress(info)
-            if on_epoch_state is not None:
-                on_epoch_state(epoch, base.copy())  # the next epoch mixes into base in place
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-    model.set_state(base)
-    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t_start)

@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 from pyspark.sql import SparkSession
 
+from sparkhc import fsio
 from sparkhc.batch import SparseBatch
 from sparkhc.config import TrainConfig
-from sparkhc.errors import ConfigError, InputDataError
+from sparkhc.errors import InputDataError
 from sparkhc.features import Selection, features_layout, read_features_local
 from sparkhc.models.base import HierModel
 from sparkhc.text.spec import FeatureSpec
@@ -112,22 +113,14 @@ def is_local_master(spark: SparkSession) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def _local_features(features: str | Path) -> Path | None:
-    from sparkhc.spark.hfs import local_path
-
-    return local_path(str(features))
-
-
 def read_rows(spark: SparkSession, train: TrainConfig, features: str | Path, selection: Selection,
               with_counts: bool) -> tuple[SparseBatch, FeatureSpec] | None:
     """The selected documents (and the feature spec) read in this process when the training may
     run here (``train.execution``, see the module doc), else None (train on Spark)."""
-    setting = train.execution
-    if setting not in ("auto", "spark", "driver"):
-        raise ConfigError(f"train.execution must be 'auto', 'spark' or 'driver', not {setting!r}")
+    setting = train.execution  # one of auto | spark | driver (checked by sparkhc.config)
     if setting == "spark":
         return None
-    path = _local_features(features)
+    path = fsio.local_path(str(features))
     if path is None:
         if setting == "driver":
             log.info("train.execution = driver: %s is not a local path; training on Spark", features)

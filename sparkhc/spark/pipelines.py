@@ -400,7 +400,9 @@ def train(
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
     return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
-            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
+            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2),
+            # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
+            "session_start_seconds": round(small.startup_seconds(spark), 2)}
 
 
 def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -122,6 +123,8 @@ class DeferredSession:
         self._factory = factory
         self._session: SparkSession | None = None
         self.master = master
+        #: seconds :meth:`get` took to start the session (0.0 while not started)
+        self.startup_seconds = 0.0
 
     @property
     def started(self) -> bool:
@@ -130,7 +133,9 @@ class DeferredSession:
     def get(self) -> SparkSession:
         if self._session is None:
             log.info("starting the Spark session (master %s)", self.master)
+            t0 = time.perf_counter()
             self._session = self._factory()
+            self.startup_seconds = time.perf_counter() - t0
         return self._session
 
     def task_slots(self) -> int:
@@ -199,6 +204,11 @@ def active(spark: SessionLike) -> SparkSession:
 
 def master_of(spark: SessionLike) -> str:
     return spark.master if isinstance(spark, DeferredSession) else (spark.sparkContext.master or "")
+
+
+def startup_seconds(spark: SessionLike) -> float:
+    """Seconds a deferred session took to start (0.0 for a session given started)."""
+    return spark.startup_seconds if isinstance(spark, DeferredSession) else 0.0
 
 
 def task_slots(spark: SessionLike) -> int:

@@ -61,9 +61,9 @@ class TrainConfig:
     # recorded, for models or trainings that cannot carry offsets) | on
     calibrate: str = "off"
     calibration_folds: int = 4
-    # where a small training runs: auto (in the driver process for small inputs on a local master,
-    # sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
-    execution: str = "spark"
+    # where a small training runs: auto (the default: in the driver process for small inputs on a local
+    # master, sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
+    execution: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,13 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+def _read_part(part: str | os.PathLike[str]) -> pa.Table:
+    """One part file, read as one file (``pq.read_table`` would import and set up the dataset
+    machinery: 0.4 s of a small training's first read; the same table)."""
+    with pq.ParquetFile(part) as f:
+        return f.read()
+
+
 def read_features_local(
     path: str | os.PathLike[str],
     with_counts: bool = True,
@@ -156,7 +163,7 @@ def read_features_local(
     root, _, parts = features_layout(path)
     check_footers(parts)
     spec = FeatureSpec.load(root)
-    tables = [pq.read_table(p) for p in parts]
+    tables = [_read_part(p) for p in parts]
     table = pa.concat_tables(tables, promote_options="permissive")
     batch = SparseBatch.from_arrow(
         table, spec.n_features, with_counts=with_counts, extra_columns=extra_columns, source=str(root)

@@ -62,10 +62,16 @@ def config(args: argparse.Namespace) -> Any:
     return load_config(args.config, args.overrides)
 
 
-def session(args: argparse.Namespace, spark: Any = None) -> Any:
-    """``spark`` if given, else the session of this verb (``sparkhc-<verb>``)."""
+def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False) -> Any:
+    """``spark`` if given, else the session of this verb (``sparkhc-<verb>``); ``deferred``: one
+    started on first use where its master is known without starting it
+    (:func:`sparkhc.spark.small.deferred_session`)."""
     if spark is not None:
         return spark
+    if deferred:
+        from sparkhc.spark.small import deferred_session
+
+        return deferred_session(f"sparkhc-{args.command}", args.master)
     from sparkhc.spark.session import get_session
 
     return get_session(app_name=f"sparkhc-{args.command}", master=args.master)

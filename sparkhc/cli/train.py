@@ -26,8 +26,8 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     cfg = config(args)  # a bad configuration fails before Spark starts
-    result = pipelines.train(
-        session(args, spark), cfg, features=args.features, out=args.out, model_name=args.model,
+    result = pipelines.train(  # a training in the driver (train.execution) never starts Spark
+        session(args, spark, deferred=True), cfg, features=args.features, out=args.out, model_name=args.model,
         overwrite=args.overwrite, checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start,
         **selection_of(args),
     )

@@ -269,7 +269,7 @@ def remove_copies(arrays: dict[str, Any], start: dict[str, Any], copies: int) ->
 
 
 def train_ipm(
-    spark: SparkSession,
+    spark: small.SessionLike,
     features: DataFrame | None,
     model: HierModel,
     epochs: int,
@@ -326,9 +326,10 @@ def train_ipm(
         return model
     if rows is not None:
         train_on_driver(model, rows, epochs, start_epoch, shards, seed, ckpt, fault_hook, progress, checkpoint_key,
-                        on_epoch_state, threads=int(spark.sparkContext.defaultParallelism))
+                        on_epoch_state, threads=small.task_slots(spark))
         return model
     assert features is not None
+    spark = small.active(spark)
     if mixing_mode(spark, mixing, model, exchange_dir) == "barrier":
         _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
                        fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
@@ -360,7 +361,7 @@ def train_ipm(
     return model
 
 
-def resolve_shards(spark: SparkSession, shards: int) -> int:
+def resolve_shards(spark: small.SessionLike, shards: int) -> int:
     """The number of shards of ``train.shards``: itself when positive; 0 (auto): the task slots
     Spark reports (``defaultParallelism``: the executors' cores, or N of ``local[N]``). Shards
     beyond the slots do not run at the same time, so they add no speed, and every extra shard costs
@@ -369,7 +370,7 @@ def resolve_shards(spark: SparkSession, shards: int) -> int:
     "Accuracy against the number of shards")."""
     if int(shards) < 0:
         raise ValueError(f"shards must be >= 0 (0 = auto), not {shards}")
-    return int(shards) if int(shards) > 0 else max(1, int(spark.sparkContext.defaultParallelism))
+    return int(shards) if int(shards) > 0 else max(1, small.task_slots(spark))
 
 
 def validation_split(features: DataFrame, fraction: float, seed: int) -> tuple[DataFrame, DataFrame]:

@@ -32,6 +32,7 @@ from sparkhc.models.base import HierModel
 from sparkhc.persistence import json_text, load_model, read_metadata, save_model
 from sparkhc.spark.hfs import OutputFs
 from sparkhc.spark.ipm import RUN_FIGURES
+from sparkhc.spark.small import SessionLike
 from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy
 
@@ -304,7 +305,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
 
 # ---------------------------------------------------------------------- train
 def train(
-    spark: SparkSession,
+    spark: SessionLike,
     cfg: Config,
     features: str | Path,
     out: str | Path,
@@ -324,9 +325,11 @@ def train(
     selected documents: the incremental learners are refreshed with new documents without
     retraining from scratch (one shard and ``train.epochs = 1`` give exactly the model trained
     incrementally on old then new documents).
+
+    ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession` (the CLI's): a training in the
+    driver (``train.execution``) then never starts Spark.
     """
     from sparkhc.spark import small
-    from sparkhc.spark.io import read_features
 
     t0 = time.perf_counter()
     if _exists(out) and not overwrite:
@@ -343,7 +346,9 @@ def train(
 
     def spark_rows() -> tuple[DataFrame, DataFrame]:
         if not frames:
-            df_all, spec_ = read_features(spark, str(features))
+            from sparkhc.spark.io import read_features  # pandas: only with Spark
+
+            df_all, spec_ = read_features(small.active(spark), str(features))
             frames.extend([df_all, select_rows(df_all, selection)])
             specs.append(spec_)
         return frames[0], frames[1]
@@ -395,7 +400,9 @@ def train(
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
     return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
-            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2)}
+            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2),
+            # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
+            "session_start_seconds": round(small.startup_seconds(spark), 2)}
 
 
 def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:

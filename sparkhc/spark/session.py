@@ -25,6 +25,11 @@ DEFAULT_CONF = {
 created = 0
 
 
+def submitted() -> bool:
+    """Whether this process runs under spark-submit (the submitted master and settings win)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or bool(os.environ.get("SPARK_ENV_LOADED"))
+
+
 def get_session(
     app_name: str = "sparkhc",
     master: str | None = None,
@@ -40,8 +45,7 @@ def get_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ or os.environ.get("SPARK_ENV_LOADED")
-    if master is None and not submitted:
+    if master is None and not submitted():
         master = os.environ.get("SPARKHC_MASTER", "local[*]")
     if master is not None:
         builder = builder.master(master)

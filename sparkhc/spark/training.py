@@ -30,6 +30,7 @@ from sparkhc.batch import NODE_SCORES, SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, TrainingStrategy
+from sparkhc.spark.small import SessionLike, active
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ class TrainingJob:
     """Everything a driver needs: the selected feature rows, the model (fresh, or holding the state
     to continue from when ``warm_start``) and the ``[train]`` settings."""
 
-    spark: SparkSession
+    #: a :class:`~sparkhc.spark.small.DeferredSession` (not started) when nothing needs Spark
+    spark: SessionLike
     #: the selected feature rows on Spark (None when ``rows`` holds them and nothing needs Spark)
     df: DataFrame | None
     model: HierModel
@@ -100,7 +102,7 @@ def _node_parallel(job: TrainingJob) -> tuple[int, int | None]:
                      "routed_pairs": info["routed_pairs"], "seconds": info["seconds"]})
 
     assert job.df is not None
-    train_node_parallel(job.spark, job.df, job.model, epochs=job.epochs, seed=job.train.seed,
+    train_node_parallel(active(job.spark), job.df, job.model, epochs=job.epochs, seed=job.train.seed,
                         warm_start=job.warm_start, progress=_log)
     return job.epochs, None
 
@@ -122,7 +124,7 @@ def _em(job: TrainingJob) -> tuple[int, int | None]:
 
     n, progress = _counting(job)
     assert job.df is not None
-    fit_em_spark(job.spark, job.df, job.model, shards=job.train.shards, progress=progress)
+    fit_em_spark(active(job.spark), job.df, job.model, shards=job.train.shards, progress=progress)
     return n[0], job.train.shards
 
 
@@ -131,7 +133,7 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
 
     n, progress = _counting(job)
     assert job.df is not None
-    fit_mdc_spark(job.spark, job.df, job.model, progress=progress)
+    fit_mdc_spark(active(job.spark), job.df, job.model, progress=progress)
     return n[0], None
 
 
@@ -156,7 +158,7 @@ def _local(job: TrainingJob) -> tuple[int, int | None]:
     else:
         assert job.df is not None
         batch = collect_batch(job.df, job.model.n_features, job.model.needs_counts, "the selected training documents")
-        (res,) = fit_subsets(job.spark, batch, [SubsetFit("all", job.model, epochs=job.epochs, seed=job.train.seed)],
+        (res,) = fit_subsets(active(job.spark), batch, [SubsetFit("all", job.model, epochs=job.epochs, seed=job.train.seed)],
                              keep_state=True)
         job.model.__dict__.update(res.model.__dict__)
         batch_len = len(batch)
@@ -177,7 +179,7 @@ DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]]
 
 
 def fit_model(
-    spark: SparkSession,
+    spark: SessionLike,
     df: DataFrame | None,
     model: HierModel,
     train: TrainConfig,
@@ -197,6 +199,7 @@ def fit_model(
     ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
     mixing and local strategies then train in this process (bit-identical weights), and ``df`` may
     be None unless the strategy, ``train.select_epochs`` or ``train.calibrate`` needs Spark.
+    ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
@@ -207,6 +210,8 @@ def fit_model(
     if df is None and spark_needed:
         raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, select_epochs={train.select_epochs}, "
                          f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
+    if spark_needed:
+        spark = active(spark)
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
@@ -219,7 +224,7 @@ def fit_model(
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
         assert df is not None
         epoch_selection = select_epochs(
-            spark, df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
+            active(spark), df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
             with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
         epochs = int(epoch_selection["epochs"])
     calib = None
@@ -236,7 +241,7 @@ def fit_model(
     if train.calibrate != "off" and not why:
         assert df is not None
         calib = cross_fit_offsets(
-            spark, df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
+            active(spark), df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
             seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
             exchange_dir=train.exchange_dir or None)
     log_: list[dict[str, Any]] = []

@@ -125,3 +125,73 @@ def test_empty_selection_names_what_the_features_hold(spark, rcv1, tmp_path):
 
     with pytest.raises(InputDataError, match="matches no document"):
         pipelines.train(spark, load_config(), rcv1, tmp_path / "m", split="train")
+
+
+# ----------------------------------------------------------------------------- the choice before Spark starts
+def _never() -> None:
+    raise AssertionError("the Spark session was started")
+
+
+def test_deferred_session_knows_master_and_task_slots_without_starting():
+    import os
+
+    slots = {"local[3]": 3, "local": 1, "local[2, 4]": 2, "local[*]": len(os.sched_getaffinity(0))}
+    for master, n in slots.items():
+        d = small.DeferredSession(_never, master)
+        assert small.task_slots(d) == n and small.is_local_master(d) and not d.started, master
+    for master in ("spark://h:7077", "yarn", "k8s://https://h:6443", "local-cluster[2,1,1024]"):
+        assert not small.is_local_master(small.DeferredSession(_never, master)), master
+
+
+def test_deferred_session_is_the_active_one_when_a_session_runs(spark):
+    assert small.deferred_session("sparkhc-train", None) is spark
+
+
+def test_driver_training_starts_no_session_and_equals_spark(spark, rcv1, tmp_path):
+    """``auto`` on a local master with a small input: trained without starting Spark (the
+    factory would fail), shards from ``local[2]`` without a JVM, the Spark path's weights."""
+    from sparkhc.spark import session
+
+    before = session.created
+    d = small.DeferredSession(_never, "local[2]")
+    cfg = load_config(overrides=["train.execution=auto", "train.epochs=2", "train.shards=0"])
+    drv = pipelines.train(d, cfg, rcv1, tmp_path / "d", split=None, exclude_fold=0)
+    assert not d.started and session.created == before and drv["session_start_seconds"] == 0.0
+    spk = pipelines.train(spark, load_config(overrides=["train.execution=spark", "train.epochs=2", "train.shards=0"]),
+                          rcv1, tmp_path / "s", split=None, exclude_fold=0)
+    assert drv["weights_hash"] == spk["weights_hash"]
+
+
+def test_auto_starts_spark_for_a_cluster_master_or_a_large_input(spark, rcv1, tmp_path, monkeypatch):
+    auto = load_config(overrides=["train.execution=auto", "train.epochs=1"])
+    cluster = small.DeferredSession(lambda: spark, "spark://nowhere:7077")
+    assert small.read_rows(cluster, auto.train, rcv1, Selection(None, None, 0), False) is None
+    assert not cluster.started  # the choice itself never starts it
+    info = pipelines.train(cluster, auto, rcv1, tmp_path / "c", split=None, exclude_fold=0)
+    assert cluster.started and info["session_start_seconds"] >= 0.0
+    monkeypatch.setattr(small, "AUTO_MAX_INPUT_BYTES", 1000)
+    large = small.DeferredSession(lambda: spark, "local[2]")
+    pipelines.train(large, auto, rcv1, tmp_path / "l", split=None, exclude_fold=0)
+    assert large.started
+
+
+def test_cli_driver_training_never_starts_spark(rcv1, tmp_path):
+    """``sparkhc train`` in a fresh process with ``train.execution=auto``: no SparkSession, no JVM."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import ROOT
+
+    script = textwrap.dedent(f"""
+        from pyspark import SparkContext
+        from sparkhc.cli import run
+        from sparkhc.spark import session
+        code = run(["train", "--features", {str(rcv1)!r}, "--out", {str(tmp_path / "m")!r}, "--master", "local[2]",
+                    "--split", "all", "--exclude-fold", "0", "--set", "train.execution=auto", "--set", "train.epochs=1"])
+        print("RESULT", code, session.created, SparkContext._gateway is None)
+    """)
+    res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "RESULT 0 0 True" in res.stdout, res.stdout[-2000:]
+    assert (tmp_path / "m" / "state.npz").is_file()

@@ -13,7 +13,7 @@ def test_defaults_load():
     assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 0  # 0 = auto
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
     assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
-    assert cfg.train.execution == "spark"
+    assert cfg.train.execution == "auto"
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "bias": 0.3}

@@ -26,7 +26,9 @@ occurrence is then an invalid record exactly as in the sequential reader.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -237,6 +239,18 @@ class _TaskSink(_Sink):
             return None
 
 
+def id_hash(ids: list[str]) -> np.ndarray:
+    """64-bit hashes (BLAKE2b) of document ids: a task's ids reach the driver as 8 bytes each, which
+    finds repeated ids without an exchange of the ids themselves (a repeat of a hash is checked exactly)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(i.encode("utf-8"), digest_size=8).digest(), "little")
+                        for i in ids), dtype=np.uint64, count=len(ids))
+
+
+def _repeated_hashes(parts: list[dict[str, Any]]) -> bool:
+    hashes = np.concatenate([np.frombuffer(base64.b64decode(p["id_hashes"]), dtype=np.uint64) for p in parts])
+    return len(np.unique(hashes)) != len(hashes)
+
+
 def _counter_sizes(rep: _TaskReport) -> dict[str, int]:
     return {name: len(getattr(rep, name)) for name in _COUNTERS}
 
@@ -258,6 +272,7 @@ def parse_partition(
     groups: Counter[tuple[str | None, int | None]] = Counter()  # emitted documents per (split, fold)
     no_tokens = 0
     labels_seen: set[str] = set()
+    id_hashes: list[np.ndarray] = []
     pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
     for b in batches:
         values = b.column(0).to_pylist()
@@ -308,6 +323,7 @@ def parse_partition(
             if rows else [pa.array([], type=f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
         bags = bag_batch(raw_batch, spec)
         groups.update((r[4], r[5]) for r in rows)
+        id_hashes.append(id_hash([r[0] for r in rows] + [c for c, _ in claims]))
         no_tokens += int(np.count_nonzero(np.diff(np.asarray(bags.column(TERMS).offsets)) == 0))
         keys = emitted_keys + [k for _, k in claims]
         m = n + len(claims)
@@ -336,6 +352,7 @@ def parse_partition(
         groups=[[sp, fo, k] for (sp, fo), k in groups.items()],
         no_tokens=no_tokens,
         labels=sorted(labels_seen),
+        id_hashes=base64.b64encode(np.sort(np.concatenate(id_hashes or [np.zeros(0, np.uint64)])).tobytes()).decode(),
     )
     cols = [pa.nulls(1, type=f.type) for f in TOKENIZED_ARROW]
     yield pa.RecordBatch.from_arrays(
@@ -404,36 +421,33 @@ def read_jsonl_tokens(
     bcs: list[Broadcast[Any]] = [sc.broadcast(opts), sc.broadcast(spec.unfitted() if spec.is_fitted else spec),
                                  sc.broadcast((index, names))]
 
-    def run(dups: dict[str, Key] | None) -> tuple[DataFrame, Any]:
+    def run(dups: dict[str, Key] | None) -> tuple[DataFrame, list[dict[str, Any]]]:
         dups_bc = None if dups is None else sc.broadcast(dups)
         if dups_bc is not None:
             bcs.append(dups_bc)
         fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc)
         parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(level)
         try:
-            row = parsed.agg(
-                F.collect_list(REPORT).alias("reports"),
-                F.count(CLAIM).alias("claims"),
-                F.count_distinct(CLAIM).alias("distinct"),
-            ).first()
+            # a filter and a collect: the cache is built whole, no exchange (ids are checked by hash below)
+            reports = [json.loads(r[0]) for r in parsed.where(F.col(REPORT).isNotNull()).select(REPORT).collect()]
         except Exception as e:
             parsed.unpersist()
             _explain_read_failure(spark, uris, names, e)
             raise
-        return parsed, row
+        return parsed, reports
 
     try:
-        parsed, row = run(None)
-        if row["claims"] != row["distinct"]:
+        parsed, parts = run(None)
+        if _repeated_hashes(parts):  # some id repeated (or two ids share a 64-bit hash): find them exactly
             firsts = (parsed.where(F.col(CLAIM).isNotNull())
                       .groupBy(CLAIM).agg(F.count(F.lit(1)).alias("n"),
                                           F.min(F.struct(POS_FILE, POS_BLOCK, POS_LINE)).alias("first"))
                       .where(F.col("n") > 1).collect())
             dups = {r[CLAIM]: (int(r["first"][0]), int(r["first"][1]), int(r["first"][2])) for r in firsts}
-            log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
-            parsed.unpersist()
-            parsed, row = run(dups)
-        parts = [json.loads(s) for s in row["reports"]]
+            if dups:
+                log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
+                parsed.unpersist()
+                parsed, parts = run(dups)
         _merge(report, parts, opts, spark, scanned, names, index, parsed)
     finally:
         for b in bcs:

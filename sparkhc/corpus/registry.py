@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import tarfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -329,9 +329,7 @@ class CorpusInfo:
         """
         d = self.corpus_dir(data_dir)
         if self.taxonomy_file is None:
-            labels = _label_set(self._path(d, self.docs_file))
-            return Taxonomy.from_edges([(self.root, lab) for lab in labels], root=self.root,
-                                       source=f"{self.name} (flat, from the labels of {self.docs_file})")
+            return self.flat_taxonomy(_label_set(self._path(d, self.docs_file)))
         tax = Taxonomy.load(self._path(d, self.taxonomy_file), root=self.root)
         if tax.root_name != self.root:
             raise InputDataError(f"{tax.source}: root is {tax.root_name!r}, expected {self.root!r}")
@@ -345,6 +343,13 @@ class CorpusInfo:
             edges = [(p, c) for p, c in tax.edges() if c in keep]
             tax = Taxonomy.from_edges(edges, root=self.root, source=f"{tax.source} (90 ApteMod topics)")
         return tax
+
+    def flat_taxonomy(self, labels: Iterable[str]) -> Taxonomy:
+        """The taxonomy of a corpus without a taxonomy file: the root -> each of ``labels`` (the labels
+        found in the documents: :meth:`load_taxonomy` scans them on the driver, ``sparkhc featurize``
+        collects them on Spark's executors)."""
+        return Taxonomy.from_edges([(self.root, lab) for lab in sorted(set(labels))], root=self.root,
+                                   source=f"{self.name} (flat, from the labels of {self.docs_file})")
 
     def scored_labels(self, taxonomy: Taxonomy, table: pa.Table | None = None) -> list[str]:
         """The labels the protocol scores, in taxonomy id order (virtual leaves excluded).

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.broadcast import Broadcast
@@ -324,7 +325,7 @@ def fit_spec(tokens_df: DataFrame, spec: FeatureSpec, n_fit: int | None = None) 
     mode) reaches the driver.
     """
     fit_df = _fit_filter(tokens_df, spec)
-    n_fit = fit_df.count()
+    n_fit = fit_df.count() if n_fit is None else n_fit
     if n_fit == 0:
         raise InputDataError(
             f"no document matches the fit filter (fit_on={spec.fit_on!r}, fit_exclude_folds="
@@ -399,6 +400,13 @@ def _scan(tokens_df: DataFrame, spec: FeatureSpec, taxonomy: Taxonomy | None, ch
                 f"label): {bad[:10]}; {n_docs} document(s) affected, e.g. {sample}"
             )
     return {"n": n, "n_fit": int(row["n_fit"] or 0), "no_tokens": int(row["no_tokens"] or 0)}
+
+
+def _counted(spec: FeatureSpec, groups: Mapping[tuple[str | None, int | None], int], no_tokens: int
+             ) -> dict[str, int]:
+    """What :func:`_scan` counts, from a reader's documents per (split, fold)."""
+    n_fit = sum(k for (split, fold), k in groups.items() if spec.is_fit_document(split, fold))
+    return {"n": sum(groups.values()), "n_fit": n_fit, "no_tokens": no_tokens}
 
 
 def _as_spec(spec_params: Mapping[str, Any] | FeatureSpec | None) -> FeatureSpec:
@@ -510,10 +518,13 @@ def featurize_tokens(
     t0: float | None = None,
     timings: Mapping[str, float] | None = None,
     checked: bool = False,
+    counts: tuple[Mapping[tuple[str | None, int | None], int], int] | None = None,
 ) -> dict[str, Any]:
     """:func:`featurize` from tokenized documents (:data:`TOKENIZED_SCHEMA`, best persisted: it is
     scanned three times): check, fit, transform, write. The caller keeps ``tokens_df``.
-    ``checked``: the documents come from a reader that checked ids and labels (see :func:`_scan`)."""
+    ``checked``: the documents come from a reader that checked ids and labels (see :func:`_scan`).
+    ``counts`` (with ``checked``): the reader's document counts per (split, fold) and of documents
+    without tokens, which spare the counting pass."""
     t0 = time.perf_counter() if t0 is None else t0
     out = OutputFs(out_dir)
     if out.exists() and not overwrite:
@@ -532,7 +543,7 @@ def featurize_tokens(
         mark = now
 
     try:
-        scan = _scan(tokens_df, spec, taxonomy, checked)
+        scan = _scan(tokens_df, spec, taxonomy, checked) if counts is None or not checked else _counted(spec, *counts)
         n_docs = scan["n"]
         lap("tokenize_and_check")
         if not spec.is_fitted:
@@ -553,8 +564,9 @@ def featurize_tokens(
         tmp.makedirs()
         _write_parquet(feats, tmp.child_uri(FEATURES_DIR))
         lap("transform_and_write")
-        files = _rename_parts(tmp, tmp.child(FEATURES_DIR))
-        stats = _split_stats(spark, tmp.child_uri(FEATURES_DIR))
+        per_split: dict[str, list[int]] = {}
+        files = _rename_parts(tmp, tmp.child(FEATURES_DIR), per_split)
+        stats = _split_stats(per_split)
         stats["documents_without_tokens"] = scan["no_tokens"]
         lap("summary")
         if stats["n_documents"] != n_docs:
@@ -609,10 +621,11 @@ def _write_parquet(df: DataFrame, uri: str) -> None:
 _PART = re.compile(r"^part-(\d+)-.*\.parquet$")
 
 
-def _rename_parts(fs: OutputFs, feat_dir: str) -> list[dict[str, Any]]:
+def _rename_parts(fs: OutputFs, feat_dir: str, per_split: dict[str, list[int]] | None = None) -> list[dict[str, Any]]:
     """Rename Spark's part files to part-00000.parquet, ... in task order; drop .crc files.
 
-    Returns name, rows and sha256 of every file.
+    Returns name, rows and sha256 of every file. ``per_split`` (features files only): receives
+    split -> [documents, empty documents, nonzeros] counted from the rows rewritten (see :func:`_split_stats`).
     """
     names = fs.listdir(feat_dir)
     parts = []
@@ -629,12 +642,12 @@ def _rename_parts(fs: OutputFs, feat_dir: str) -> list[dict[str, Any]]:
     files = []
     for i, (_, name) in enumerate(parts):
         new = f"part-{i:05d}.parquet"
-        rows = _rewrite_deterministic(fs, f"{feat_dir}/{name}", f"{feat_dir}/{new}")
+        rows = _rewrite_deterministic(fs, f"{feat_dir}/{name}", f"{feat_dir}/{new}", per_split)
         files.append({"name": new, "rows": rows, "sha256": fs.sha256(f"{feat_dir}/{new}")})
     return files
 
 
-def _rewrite_deterministic(fs: OutputFs, src: str, dst: str) -> int:
+def _rewrite_deterministic(fs: OutputFs, src: str, dst: str, per_split: dict[str, list[int]] | None = None) -> int:
     """Re-encode a part file with pyarrow and fixed settings; returns its row count.
 
     Spark's Parquet writer orders each column chunk's encodings list by a Java hash set, which
@@ -648,6 +661,8 @@ def _rewrite_deterministic(fs: OutputFs, src: str, dst: str) -> int:
     meta = pq.read_metadata(src, filesystem=afs).metadata or {}
     keep = {k: v for k, v in meta.items() if k.startswith(b"org.apache.spark.")}
     table = table.replace_schema_metadata(keep)
+    if per_split is not None:
+        _count_splits(table, per_split)
     tmp = dst + ".tmp"
     pq.write_table(table, tmp, compression="snappy", version="2.6", data_page_version="1.0",
                    use_dictionary=True, write_statistics=True, filesystem=afs)
@@ -657,27 +672,27 @@ def _rewrite_deterministic(fs: OutputFs, src: str, dst: str) -> int:
     return table.num_rows
 
 
-def _split_stats(spark: SparkSession, feat_uri: str) -> dict[str, Any]:
-    """Documents, empty documents and nonzeros per split, counted from the written files."""
-    written = spark.read.parquet(feat_uri)
-    split_key = F.coalesce(F.col(SPLIT), F.lit(NULL_SPLIT)).alias("s")
-    rows = (
-        written.groupBy(split_key)
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum((F.size(INDICES) == 0).cast("long")).alias("empty"),
-            F.sum(F.size(INDICES).cast("long")).alias("nnz"),
-        )
-        .collect()
-    )
-    per = {r["s"]: int(r["n"]) for r in rows}
-    empty = {r["s"]: int(r["empty"] or 0) for r in rows}
+def _count_splits(table: pa.Table, per_split: dict[str, list[int]]) -> None:
+    """Add the documents, empty documents and nonzeros per split of a features table to ``per_split``."""
+    nnz = pc.list_value_length(table.column(INDICES)).fill_null(0).to_numpy(zero_copy_only=False)
+    splits = pc.fill_null(table.column(SPLIT), NULL_SPLIT).to_numpy(zero_copy_only=False)
+    for s in np.unique(splits) if len(splits) else []:
+        sel = nnz[splits == s]
+        acc = per_split.setdefault(str(s), [0, 0, 0])
+        acc[0] += len(sel)
+        acc[1] += int((sel == 0).sum())
+        acc[2] += int(sel.sum())
+
+
+def _split_stats(per_split: Mapping[str, list[int]]) -> dict[str, Any]:
+    """Documents, empty documents and nonzeros per split, counted from the written files
+    (:func:`_count_splits` of every rewritten part file)."""
     return {
-        "n_documents": sum(per.values()),
-        "documents_per_split": dict(sorted(per.items())),
-        "empty_documents": sum(empty.values()),
-        "empty_documents_per_split": dict(sorted(empty.items())),
-        "nnz": sum(int(r["nnz"] or 0) for r in rows),
+        "n_documents": sum(v[0] for v in per_split.values()),
+        "documents_per_split": {k: v[0] for k, v in sorted(per_split.items())},
+        "empty_documents": sum(v[1] for v in per_split.values()),
+        "empty_documents_per_split": {k: v[1] for k, v in sorted(per_split.items())},
+        "nnz": sum(v[2] for v in per_split.values()),
     }
 
 

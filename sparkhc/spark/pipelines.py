@@ -268,11 +268,16 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
     opts = {"unknown_labels": read_opts["unknown_labels"], "on_invalid": read_opts["on_invalid"]}
     if kind == "corpus":
         info, root = what
-        taxonomy = info.load_taxonomy(root)
+        # a flat taxonomy is made of the labels found in the documents: collected by the read itself
+        flat = info.taxonomy_file is None
+        taxonomy = None if flat else info.load_taxonomy(root)
         docs, jopts = info.jsonl_options(root, taxonomy)
         source_name = jopts.pop("source")
         opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
-        tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts), source=source_name)
+        tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts, collect_labels=flat),
+                               source=source_name)
+        if taxonomy is None:
+            taxonomy = info.flat_taxonomy(tc.labels)
         fit_on: Any = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": info.scored_labels(taxonomy)}
     else:
@@ -294,7 +299,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         summary = featurize_tokens(
             spark, tc.tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
             overwrite=overwrite, extra_files=_featurize_extra_files(taxonomy, corpus_meta, report_dict), t0=t0,
-            timings={"read_and_tokenize": read_s}, checked=True,
+            timings={"read_and_tokenize": read_s}, checked=True, counts=(tc.groups, tc.no_tokens),
         )
     finally:
         tc.release()

@@ -26,7 +26,9 @@ occurrence is then an invalid record exactly as in the sequential reader.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.broadcast import Broadcast
@@ -57,7 +60,7 @@ from sparkhc.corpus.readers import (
 from sparkhc.errors import InputDataError
 from sparkhc.spark import hfs
 from sparkhc.spark.featurize import TOKENIZED_ARROW, TOKENIZED_SCHEMA, bag_batch
-from sparkhc.spark.schemas import SPLIT
+from sparkhc.spark.schemas import TERMS
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text.spec import FeatureSpec
 
@@ -95,6 +98,9 @@ _PARSED_ARROW = pa.schema(
 # placeholders for places in blocks whose first line number / byte offset is not known in the task
 _LINE_PH = re.compile(r"\x00L(\d+):(\d+):(\d+)\x00")
 _BYTE_PH = re.compile(r"\x00B(\d+):(\d+):(\d+)\x00(?: \+ (\d+))?")
+# the same for lines spread over tasks, keyed by scan id (:func:`spread_lines`)
+_SCAN_LINE_PH = re.compile(r"\x00M(\d+):(\d+):(\d+)\x00")
+_SCAN_BYTE_PH = re.compile(r"\x00N(\d+):(\d+):(\d+)\x00(?: \+ (\d+))?")
 _COUNTERS = ("quarantine_reasons", "excluded_reasons", "dropped_label_counts", "restricted_label_counts")
 _SUMMED = ("read", "emitted", "quarantined", "excluded", "empty_kept", "no_labels", "labels_dropped",
            "labels_restricted")
@@ -126,6 +132,9 @@ class JsonlOptions:
     on_empty: str = "error"
     on_invalid: str = "error"
     batch_size: int = readers.DEFAULT_BATCH_SIZE
+    #: collect the labels of every record that is a JSON object (a list field ``labels_field``), as
+    #: :meth:`sparkhc.corpus.registry.CorpusInfo.load_taxonomy` scans them for a flat taxonomy
+    collect_labels: bool = False
 
 
 # ---------------------------------------------------------------------------------------- executors
@@ -179,12 +188,22 @@ class _TaskSink(_Sink):
         self.error: tuple[Key, str, str] | None = None
         self.claim: str | None = None
         self.fold_used = 0
+        self.spread = False  # keys carry the line's scan id (:func:`spread_lines`), not its index
 
     def place(self, key: Key) -> str:
         fi, block, idx = key
+        if self.spread:
+            return f"\x00M{fi}:{block}:{idx}\x00"
         if block == 0:
             return f"{self.display[fi]}, line {idx + 1}"
         return f"\x00L{fi}:{block}:{idx}\x00"
+
+    def offset(self, key: Key, nbytes: int) -> str:
+        """The byte offset of the line at ``key`` as text: a number, or a placeholder."""
+        fi, block, idx = key
+        if self.spread:
+            return f"\x00N{fi}:{block}:{idx}\x00"
+        return str(nbytes) if block == 0 else f"\x00B{fi}:{block}:{nbytes}\x00"
 
     def where(self, pos: int, file_idx: int | None = None) -> str:
         return self.place(self.task_report.key)
@@ -220,6 +239,18 @@ class _TaskSink(_Sink):
             return None
 
 
+def id_hash(ids: list[str]) -> np.ndarray:
+    """64-bit hashes (BLAKE2b) of document ids: a task's ids reach the driver as 8 bytes each, which
+    finds repeated ids without an exchange of the ids themselves (a repeat of a hash is checked exactly)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(i.encode("utf-8"), digest_size=8).digest(), "little")
+                        for i in ids), dtype=np.uint64, count=len(ids))
+
+
+def _repeated_hashes(parts: list[dict[str, Any]]) -> bool:
+    hashes = np.concatenate([np.frombuffer(base64.b64decode(p["id_hashes"]), dtype=np.uint64) for p in parts])
+    return len(np.unique(hashes)) != len(hashes)
+
+
 def _counter_sizes(rep: _TaskReport) -> dict[str, int]:
     return {name: len(getattr(rep, name)) for name in _COUNTERS}
 
@@ -238,21 +269,24 @@ def parse_partition(
     sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
     rep = sink.task_report
     used_fold_ids: set[str] = set()
+    groups: Counter[tuple[str | None, int | None]] = Counter()  # emitted documents per (split, fold)
+    no_tokens = 0
+    labels_seen: set[str] = set()
+    id_hashes: list[np.ndarray] = []
     pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
     for b in batches:
         values = b.column(0).to_pylist()
         paths = b.column(1).to_pylist()
         blocks = b.column(2).to_pylist()
-        # lines spread over tasks (:func:`spread_lines`) carry their place; else it is counted here
-        tagged = b.num_columns > 3
-        lines_at = b.column(3).to_pylist() if tagged else None
-        bytes_at = b.column(4).to_pylist() if tagged else None
+        # lines spread over tasks (:func:`spread_lines`) carry their scan id; else the place is counted here
+        scan_ids = b.column(3).to_pylist() if b.num_columns > 3 else None
+        sink.spread = scan_ids is not None
         claims: list[tuple[str, Key]] = []
         emitted_keys: list[Key] = []
         for j, (raw, path, block) in enumerate(zip(values, paths, blocks, strict=True)):
             fi = _file_index(index, path)
-            if lines_at is not None and bytes_at is not None:
-                idx, nbytes = lines_at[j], bytes_at[j]
+            if scan_ids is not None:
+                idx, nbytes = scan_ids[j], 0
             else:
                 idx, nbytes = pos_in_block.get((fi, block), (0, 0))
                 pos_in_block[(fi, block)] = (idx + 1, nbytes + len(raw) + 1)
@@ -264,8 +298,13 @@ def parse_partition(
             sizes = _counter_sizes(rep)
             sink.claim = None
             n_rows, n_used = len(sink._rows), len(used_fold_ids)
-            offset = str(nbytes) if block == 0 else f"\x00B{fi}:{block}:{nbytes}\x00"
-            obj = jsonl_object(sink, idx + 1, raw, offset, block == 0 and idx == 0)
+            # a spread line's place in its file is unknown here: Hadoop's line reader has already dropped
+            # a byte order mark at the start of a file, so only a second one would differ (then malformed)
+            obj = jsonl_object(sink, idx + 1, raw, sink.offset(key, nbytes), not sink.spread and block == 0 and idx == 0)
+            if obj is not None and opts.collect_labels:
+                labs = obj.get(opts.labels_field)
+                if isinstance(labs, list):
+                    labels_seen.update(lab for lab in labs if isinstance(lab, str))
             if obj is not None:
                 _jsonl_record(sink, idx + 1, obj, opts.id_field, opts.text_fields, opts.tokens_field,
                               opts.labels_field, opts.split_field, opts.fold_field, opts.require_labels, opts.folds,
@@ -283,6 +322,9 @@ def parse_partition(
             [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=True), RAW_SCHEMA, strict=True)]
             if rows else [pa.array([], type=f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
         bags = bag_batch(raw_batch, spec)
+        groups.update((r[4], r[5]) for r in rows)
+        id_hashes.append(id_hash([r[0] for r in rows] + [c for c, _ in claims]))
+        no_tokens += int(np.count_nonzero(np.diff(np.asarray(bags.column(TERMS).offsets)) == 0))
         keys = emitted_keys + [k for _, k in claims]
         m = n + len(claims)
         cols = [pa.concat_arrays([bags.column(i), pa.nulls(len(claims), type=bags.schema.field(i).type)])
@@ -307,6 +349,10 @@ def parse_partition(
         drops=[[list(k), d, lab] for k, d, lab in rep.keyed_drops],
         error=None if sink.error is None else [list(sink.error[0]), sink.error[1], sink.error[2]],
         fold_used=sink.fold_used,
+        groups=[[sp, fo, k] for (sp, fo), k in groups.items()],
+        no_tokens=no_tokens,
+        labels=sorted(labels_seen),
+        id_hashes=base64.b64encode(np.sort(np.concatenate(id_hashes or [np.zeros(0, np.uint64)])).tobytes()).decode(),
     )
     cols = [pa.nulls(1, type=f.type) for f in TOKENIZED_ARROW]
     yield pa.RecordBatch.from_arrays(
@@ -326,6 +372,11 @@ class TokenizedCorpus:
     report: ReadReport
     splits: list[str | None] = field(default_factory=list)
     _parsed: DataFrame | None = None
+    #: emitted documents per (split, fold), and those without any token: the counts featurize needs
+    groups: Counter[tuple[str | None, int | None]] = field(default_factory=Counter)
+    no_tokens: int = 0
+    #: with :attr:`JsonlOptions.collect_labels`: the labels of every JSON object record, sorted
+    labels: list[str] = field(default_factory=list)
 
     def release(self) -> None:
         if self._parsed is not None:
@@ -370,43 +421,45 @@ def read_jsonl_tokens(
     bcs: list[Broadcast[Any]] = [sc.broadcast(opts), sc.broadcast(spec.unfitted() if spec.is_fitted else spec),
                                  sc.broadcast((index, names))]
 
-    def run(dups: dict[str, Key] | None) -> tuple[DataFrame, Any]:
+    def run(dups: dict[str, Key] | None) -> tuple[DataFrame, list[dict[str, Any]]]:
         dups_bc = None if dups is None else sc.broadcast(dups)
         if dups_bc is not None:
             bcs.append(dups_bc)
         fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc)
         parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(level)
         try:
-            row = parsed.agg(
-                F.collect_list(REPORT).alias("reports"),
-                F.count(CLAIM).alias("claims"),
-                F.count_distinct(CLAIM).alias("distinct"),
-                F.collect_set(F.when(F.col(EMIT), F.coalesce(F.col(SPLIT), F.lit("\x00null")))).alias("splits"),
-            ).first()
+            # a filter and a collect: the cache is built whole, no exchange (ids are checked by hash below)
+            reports = [json.loads(r[0]) for r in parsed.where(F.col(REPORT).isNotNull()).select(REPORT).collect()]
         except Exception as e:
             parsed.unpersist()
             _explain_read_failure(spark, uris, names, e)
             raise
-        return parsed, row
+        return parsed, reports
 
     try:
-        parsed, row = run(None)
-        if row["claims"] != row["distinct"]:
+        parsed, parts = run(None)
+        if _repeated_hashes(parts):  # some id repeated (or two ids share a 64-bit hash): find them exactly
             firsts = (parsed.where(F.col(CLAIM).isNotNull())
                       .groupBy(CLAIM).agg(F.count(F.lit(1)).alias("n"),
                                           F.min(F.struct(POS_FILE, POS_BLOCK, POS_LINE)).alias("first"))
                       .where(F.col("n") > 1).collect())
             dups = {r[CLAIM]: (int(r["first"][0]), int(r["first"][1]), int(r["first"][2])) for r in firsts}
-            log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
-            parsed.unpersist()
-            parsed, row = run(dups)
-        _merge(report, [json.loads(s) for s in row["reports"]], opts, spark, scanned, names, index, parsed)
+            if dups:
+                log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
+                parsed.unpersist()
+                parsed, parts = run(dups)
+        _merge(report, parts, opts, spark, scanned, names, index, parsed)
     finally:
         for b in bcs:
             b.unpersist()
-    splits = sorted((None if s == "\x00null" else s for s in row["splits"]), key=lambda s: (s is not None, s or ""))
+    groups: Counter[tuple[str | None, int | None]] = Counter()
+    for p in parts:
+        for sp, fo, k in p["groups"]:
+            groups[(sp, fo)] += int(k)
+    splits = sorted({sp for sp, _ in groups}, key=lambda s: (s is not None, s or ""))
     tokens = parsed.where(F.col(EMIT)).select(*[F.col(f.name) for f in TOKENIZED_SCHEMA.fields])
-    return TokenizedCorpus(tokens, report, splits, parsed)
+    return TokenizedCorpus(tokens, report, splits, parsed, groups, sum(int(p["no_tokens"]) for p in parts),
+                           sorted({lab for p in parts for lab in p["labels"]}))
 
 
 def _scan_tasks(spark: SparkSession, uris: Sequence[str]) -> int:
@@ -416,22 +469,23 @@ def _scan_tasks(spark: SparkSession, uris: Sequence[str]) -> int:
     return sum(1 if u.endswith(".gz") else max(1, -(-hfs.size(spark, u) // block)) for u in uris)
 
 
-def spread_lines(lines: DataFrame, width: int) -> DataFrame:
-    """Lines (v, p, b) with each line's index and byte offset in its block, hash-partitioned over
-    ``width`` tasks: fewer scan tasks than cores (a gzip file is one task) would run the parse and
-    every later pass over the documents on one core. The places come from the scan order
-    (``monotonically_increasing_id`` is increasing within a scan task, where a block is read whole),
-    computed on the JVM; :func:`parse_partition` takes them instead of counting."""
-    from pyspark.sql import Window
+SCAN_ID = "_m"
 
-    w = Window.partitionBy("p", "b").orderBy("_m")
-    before = w.rowsBetween(Window.unboundedPreceding, -1)
-    return (
-        lines.withColumn("_m", F.monotonically_increasing_id())
-        .select("v", "p", "b", (F.row_number().over(w) - 1).cast("long").alias(POS_LINE),
-                F.coalesce(F.sum(F.octet_length("v") + 1).over(before), F.lit(0)).cast("long").alias("o"))
-        .repartition(width, F.col(POS_LINE))
-    )
+
+def with_scan_ids(lines: DataFrame) -> DataFrame:
+    """Lines (v, p, b) with their scan id ``_m`` (``monotonically_increasing_id``): increasing with the
+    line's place inside each block (a scan task reads a block whole and in order), computed on the JVM
+    in the scan itself. The same for every evaluation of the same scan, so :func:`_resolver` recomputes
+    it to turn an id into a line number and byte offset, only when a message needs one."""
+    return lines.withColumn(SCAN_ID, F.monotonically_increasing_id())
+
+
+def spread_lines(lines: DataFrame, width: int) -> DataFrame:
+    """Lines (v, p, b, _m) hash-partitioned on their scan id over ``width`` tasks: fewer scan tasks
+    than cores (a gzip file is one task) would run the parse and every later pass over the documents
+    on one core. :func:`parse_partition` keys the records of such lines by scan id (placeholders in
+    messages) instead of counting their places; no sort, one exchange."""
+    return with_scan_ids(lines).repartition(width, F.col(SCAN_ID))
 
 
 def _norm(uri: str) -> str:
@@ -506,18 +560,38 @@ def _merge(report: ReadReport, parts: list[dict[str, Any]], opts: JsonlOptions, 
 def _resolver(spark: SparkSession, lines: DataFrame, names: Sequence[str], index: Mapping[str, int],
               texts: list[str]) -> Callable[[str], str]:
     """Replace the line / byte placeholders of ``texts`` by numbers (one counting job when any)."""
-    blocks = {(int(m.group(1)), int(m.group(2))) for t in texts for m in _LINE_PH.finditer(t)}
-    blocks |= {(int(m.group(1)), int(m.group(2))) for t in texts for m in _BYTE_PH.finditer(t)}
+    blocks = {(int(m.group(1)), int(m.group(2))) for t in texts for ph in (_LINE_PH, _BYTE_PH, _SCAN_LINE_PH,
+                                                                         _SCAN_BYTE_PH) for m in ph.finditer(t)}
+    ids = sorted({int(m.group(3)) for t in texts for ph in (_SCAN_LINE_PH, _SCAN_BYTE_PH) for m in ph.finditer(t)})
     before: dict[tuple[int, int], tuple[int, int]] = {}
+    at_id: dict[tuple[int, int, int], tuple[int, int]] = {}  # (file, block, scan id) -> (lines, bytes) before it
     if blocks:
-        counts = (lines.groupBy("p", "b").agg(F.count(F.lit(1)).alias("n"),
-                                              F.sum(F.octet_length("v") + 1).alias("bytes")).collect())
+        size = F.octet_length("v") + 1
+        per_id = [F.sum(F.when(F.col(SCAN_ID) < i, F.lit(1)).otherwise(0)).alias(f"n{k}") for k, i in enumerate(ids)]
+        per_id += [F.sum(F.when(F.col(SCAN_ID) < i, size).otherwise(0)).alias(f"s{k}") for k, i in enumerate(ids)]
+        src = with_scan_ids(lines) if ids else lines
+        counts = src.groupBy("p", "b").agg(F.count(F.lit(1)).alias("n"), F.sum(size).alias("bytes"), *per_id).collect()
         per_file: dict[int, list[tuple[int, int, int]]] = {}
         for r in counts:
-            per_file.setdefault(_file_index(index, r["p"]), []).append((int(r["b"]), int(r["n"]), int(r["bytes"])))
+            fi = _file_index(index, r["p"])
+            per_file.setdefault(fi, []).append((int(r["b"]), int(r["n"]), int(r["bytes"])))
+            for k, i in enumerate(ids):
+                at_id[(fi, int(r["b"]), i)] = (int(r[f"n{k}"] or 0), int(r[f"s{k}"] or 0))
         for fi, block in blocks:
             rows = per_file.get(fi, [])
             before[(fi, block)] = (sum(n for b, n, _ in rows if b < block), sum(nb for b, _, nb in rows if b < block))
+
+    def scan_place(m: re.Match[str]) -> tuple[int, int]:
+        fi, block, i = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        n0, b0 = before.get((fi, block), (0, 0))
+        n1, b1 = at_id.get((fi, block, i), (0, 0))
+        return n0 + n1, b0 + b1
+
+    def scan_line(m: re.Match[str]) -> str:
+        return f"{names[int(m.group(1))]}, line {scan_place(m)[0] + 1}"
+
+    def scan_byte(m: re.Match[str]) -> str:
+        return str(scan_place(m)[1] + int(m.group(4) or 0))
 
     def line(m: re.Match[str]) -> str:
         fi, block, idx = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -527,4 +601,4 @@ def _resolver(spark: SparkSession, lines: DataFrame, names: Sequence[str], index
         fi, block, within = int(m.group(1)), int(m.group(2)), int(m.group(3))
         return str(before.get((fi, block), (0, 0))[1] + within + int(m.group(4) or 0))
 
-    return lambda t: _BYTE_PH.sub(byte, _LINE_PH.sub(line, t))
+    return lambda t: _SCAN_BYTE_PH.sub(scan_byte, _SCAN_LINE_PH.sub(scan_line, _BYTE_PH.sub(byte, _LINE_PH.sub(line, t))))

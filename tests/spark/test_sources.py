@@ -206,15 +206,15 @@ def test_one_gzip_file_is_spread_over_the_cores_with_the_same_report(spark, tmp_
     tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
     path = _gz(tmp_path, _with_bad(300, _quarantined_records()))
     assert _scan_tasks(spark, [str(path)]) == 1 < spark.sparkContext.defaultParallelism
-    # the places the JVM computes: line i of the file is at index i, after the bytes of the lines before it
+    # the scan ids the JVM assigns: increasing with the line's place in the file, so sorting by them
+    # gives the file's lines in order; every line lands in one of the 2 tasks
     lines = (spark.read.option("lineSep", "\n").text(str(path))
              .selectExpr("cast(value as binary) as v", "_metadata.file_path as p", "_metadata.file_block_start as b"))
     spread = spread_lines(lines, 2)
     assert spread.rdd.getNumPartitions() == 2
     raw = gzip.decompress(path.read_bytes()).split(b"\n")[:-1]
-    offsets = [sum(len(x) + 1 for x in raw[:i]) for i in range(len(raw))]
-    got = sorted((r["_pos_line"], r["o"], bytes(r["v"])) for r in spread.collect())
-    assert got == [(i, offsets[i], raw[i]) for i in range(len(raw))]
+    got = sorted((r["_m"], bytes(r["v"])) for r in spread.collect())
+    assert [v for _, v in got] == raw
     _check_quarantine(spark, path, tax, partitions=2)
 
 
@@ -227,3 +227,71 @@ def test_one_gzip_file_spread_names_the_same_line_and_offset(spark, tmp_path, k)
         _spark(spark, path)
     assert str(got.value) == str(want.value)
     assert ", line 251" in str(got.value)
+
+
+def test_flat_taxonomy_labels_collected_by_the_read(spark, tmp_path):
+    """collect_labels: the labels (strings of a list field) of every record that is a JSON object, also
+    of the records set aside, as the driver's scan for a flat taxonomy takes them; counted by hand."""
+    from sparkhc.corpus import registry
+
+    recs = [
+        {"id": "a", "text": "goal", "labels": ["sport", "news"]},
+        {"id": "b", "text": "  ", "labels": ["empty-only"]},  # quarantined: empty; its label counts
+        {"id": "c", "text": "x y", "labels": "notalist"},  # quarantined: wrong type, no label
+        '{"id": "d", "text": broken',  # quarantined: malformed JSON
+        {"id": "e", "text": "word", "labels": ["news", 3]},  # quarantined: wrong type; "news" only
+        {"id": "f", "text": "more words", "labels": []},
+    ]
+    path = _gz(tmp_path, recs)
+    opts = {"on_invalid": "quarantine", "on_empty": "quarantine"}
+    tc = read_jsonl_tokens(spark, [str(path)], SPEC, JsonlOptions(collect_labels=True, **opts))
+    try:
+        assert tc.labels == ["empty-only", "news", "sport"]
+        assert tc.report.quarantined == 4 and tc.report.emitted == 2
+        assert tc.report.to_dict() == _driver(path, **opts)[1].to_dict()
+    finally:
+        tc.release()
+    # on a file the driver's scan accepts, the same set as that scan
+    clean = _gz(tmp_path / "clean", [recs[0], recs[1], recs[5]])
+    tc = read_jsonl_tokens(spark, [str(clean)], SPEC, JsonlOptions(collect_labels=True, on_empty="keep"))
+    try:
+        assert tc.labels == registry._label_set(clean) == ["empty-only", "news", "sport"]
+    finally:
+        tc.release()
+
+
+def test_repeated_id_hash_without_a_repeated_id_reads_everything(spark, tmp_path, monkeypatch):
+    """When two ids share a 64-bit hash the ids are checked exactly: no repeat, nothing set aside."""
+    from sparkhc.spark import sources
+
+    monkeypatch.setattr(sources, "_repeated_hashes", lambda parts: True)
+    path = _gz(tmp_path, _records(50))
+    table, rep = _driver(path)
+    tc = _spark(spark, path)
+    try:
+        assert tc.report.to_dict() == rep.to_dict() and rep.quarantined == 0
+        assert sorted(r["doc_id"] for r in tc.tokens.collect()) == sorted(table.column("doc_id").to_pylist())
+    finally:
+        tc.release()
+
+
+def test_reader_counts_equal_a_counting_pass(spark, tmp_path):
+    """The (split, fold) counts of the read give featurize the numbers its counting pass gives."""
+    from sparkhc.spark.featurize import _counted, _scan
+
+    recs = _records(40)
+    for i, r in enumerate(recs):
+        r["fold"] = i % 3
+    recs[7]["text"] = "1234 5678"  # no token
+    path = write_jsonl(tmp_path / "docs.jsonl", recs)
+    tc = _spark(spark, path)
+    try:
+        assert sum(tc.groups.values()) == 40 and tc.no_tokens == 1
+        for spec in (FeatureSpec(fit_on=None), FeatureSpec(fit_on=("train",)),
+                     FeatureSpec(fit_on=("train",), fit_exclude_folds=(1,))):
+            assert _counted(spec, tc.groups, tc.no_tokens) == _scan(tc.tokens, spec, None, checked=True)
+        # by hand: train documents are those with i % 4 != 3, fold 1 those with i % 3 == 1
+        train_not_1 = sum(1 for i in range(40) if i % 4 != 3 and i % 3 != 1)
+        assert _counted(FeatureSpec(fit_on=("train",), fit_exclude_folds=(1,)), tc.groups, 1)["n_fit"] == train_not_1
+    finally:
+        tc.release()

@@ -353,10 +353,12 @@ def run_mllib(spark: Any, d: Data, tr: np.ndarray, te: np.ndarray, seed: int, cv
 
 
 # ----------------------------------------------------------------------------- sparkhc
-def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, Any] | None
-                ) -> tuple[list[list[str]], float, dict[str, Any]]:
+def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, Any] | None,
+                sets: list[str] | None = None) -> tuple[list[list[str]], float, dict[str, Any]]:
     """``sparkhc train`` with the defaults (``grid`` None) or ``sparkhc tune`` over ``grid`` on the
-    training selection of ``s``; the saved model then predicts the test documents in this process."""
+    training selection of ``s``; the saved model then predicts the test documents in this process.
+    ``sets``: ``section.key=value`` overrides of the configuration (``--set``, as the CLI's), the
+    same for every corpus."""
     from sparkhc.config import load_config
     from sparkhc.persistence import load_model
     from sparkhc.spark.ipm import resolve_shards
@@ -365,7 +367,7 @@ def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, An
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / f"{d.name}-{'tuned' if grid else 'defaults'}-{s.name.replace(' ', '')}"
     info: dict[str, Any] = {}
-    cfg = load_config(overrides=[f"train.seed={s.seed}"])
+    cfg = load_config(overrides=[*(sets or []), f"train.seed={s.seed}"])
     t0 = time.perf_counter()
     if grid is None:
         train(spark, cfg, d.path, out, overwrite=True, **s.sel)
@@ -380,7 +382,7 @@ def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, An
     secs = time.perf_counter() - t0
     model, meta = load_model(out)
     cal = (meta.get("training") or {}).get("calibration")
-    if grid is None and cal:  # train.calibrate (default auto): applied or not, by its validation gain
+    if grid is None and cal:  # train.calibrate = auto: applied or not, by its validation gain
         gain = (cal.get("validation") or {}).get("gain")
         info = {"calibration": ("offsets applied" if cal.get("applied") else "offsets not applied")
                 + (f" (validation gain {100 * gain:+.2f})" if gain is not None else f" ({cal.get('skipped', '')})")}
@@ -412,6 +414,9 @@ def main() -> None:
                     "the other labels take the value chosen most often)")
     ap.add_argument("--mllib-parts", type=int, default=1,
                     help="MLlib: run on the first N folds/seeds only (its per-label Spark jobs are slow)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
+                    help="sparkhc rows: a configuration override as `sparkhc train --set` takes it (repeatable; the "
+                    "same for every corpus); the rows are then labelled with them")
     ap.add_argument("--section", default="compare")
     ap.add_argument("--workdir", default="/tmp/bench/compare-work", help="sparkhc models are written here")
     a = ap.parse_args()
@@ -461,7 +466,7 @@ def main() -> None:
             if spark is not None and {"sparkhc", "sparkhc_tuned"} & set(wanted):
                 # the first training of a process pays Numba compilation and the Python workers'
                 # start-up: one untimed training first, so that every timed row sees a warm session
-                _, warm, _ = run_sparkhc(spark, d, parts[0], work / "warm-up", None)
+                _, warm, _ = run_sparkhc(spark, d, parts[0], work / "warm-up", None, a.sets)
                 notes.append(f"{dname}: one untimed warm-up training (sparkhc defaults, {parts[0].name}) before the "
                              f"rows: {warm:.1f} s (Numba compilation, Python worker start-up)")
                 print(notes[-1], flush=True)
@@ -471,8 +476,11 @@ def main() -> None:
                     try:
                         if row in ("sparkhc", "sparkhc_tuned"):
                             assert spark is not None
-                            pred, secs, info = run_sparkhc(spark, d, s, work, grid if row == "sparkhc_tuned" else None)
+                            pred, secs, info = run_sparkhc(spark, d, s, work, grid if row == "sparkhc_tuned" else None,
+                                                           a.sets)
                             label = "sparkhc defaults" if row == "sparkhc" else "sparkhc tuned (sparkhc tune)"
+                            if a.sets:
+                                label += " with " + ", ".join(f"`{x}`" for x in a.sets)
                             add(label, score(d, s.te, pred), secs,
                                 f"{s.name}: {info['chosen']} (val hF {info['validation_hF']})" if "chosen" in info
                                 else f"{s.name}: {info['calibration']}" if info else "")

@@ -326,6 +326,11 @@ class Selection:
     table: dict[str, list[dict[str, float]]]
 
 
+def metric_value(r: dict[str, float], metric: str) -> float:
+    """The value of ``metric`` in a table row: a key (``"hF"``) or a sum of keys (``"LBMaF+hF"``)."""
+    return float(sum(r[k] for k in metric.split("+")))
+
+
 def validation_splits(n: int, fraction: float, inner_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """(fit, validation) index pairs over the ``n`` training documents, seeded: ``inner_folds > 1``
     gives that many inner folds (a seeded shuffle, fold = rank mod k), else one held-out slice of
@@ -374,8 +379,8 @@ def select(
     best: tuple[float, int, int] | None = None
     for vi, v in enumerate(variants):
         for e, r in enumerate(table[v]):
-            if r and (best is None or r[metric] > best[0]):
-                best = (r[metric], vi, e + 1)
+            if r and (best is None or metric_value(r, metric) > best[0]):
+                best = (metric_value(r, metric), vi, e + 1)
     assert best is not None
     return Selection(variants[best[1]], best[2], metric, table)
 
@@ -436,7 +441,8 @@ def main() -> None:
                          "part; print the validation table and the test score of the selected choice only")
     ap.add_argument("--val-fraction", type=float, default=0.2, help="--select: held-out share of the training part")
     ap.add_argument("--inner-folds", type=int, default=0, help="--select: inner folds instead of one held-out slice")
-    ap.add_argument("--metric", default="hF", help="--select: the validation metric maximised")
+    ap.add_argument("--metric", default="hF",
+                    help="--select: the validation metric maximised (a key, or a sum of keys: LBMaF+hF)")
     ap.add_argument("--fixed-epochs", action="store_true", help="--select: keep --epochs, select the variant only")
     a = ap.parse_args()
     rnd = load_round(a.features, a.test_fold, a.test_split, a.flat_taxonomy)
@@ -447,7 +453,7 @@ def main() -> None:
                                        a.metric, not a.fixed_epochs, a.flat_taxonomy,
                                        log=lambda s: print(s, flush=True))
         best = sel.table[sel.variant][sel.epochs - 1]
-        print(f"selected {sel.variant!r}, {sel.epochs} epochs (validation {a.metric} {best[a.metric]:.4f}); "
+        print(f"selected {sel.variant!r}, {sel.epochs} epochs (validation {a.metric} {metric_value(best, a.metric):.4f}); "
               f"test {fmt(test)} ({time.perf_counter() - t0:.0f} s)", flush=True)
         return
     for v in variants:

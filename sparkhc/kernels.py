@@ -10,7 +10,8 @@ dispatch here instead:
 * :func:`dp_one` -- the same for one document in float64 (as :func:`~sparkhc.decoding.dp_solve_one`);
 * :func:`gt_epoch` -- one epoch of global training (Alg. 5): per example the scores from the
   ``nnz(x)`` rows of the feature-major ``W``, the DP (float64), the cost, the loss and the PA-I
-  (or PA-II) update of the symmetric-difference edges and of the branching weights, in place;
+  (or PA-II) update of the symmetric-difference edges and of the branching weights, in place
+  (cost-augmented updates with one Hamming margin, or per-edge margins of missed gold edges);
 * :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB).
 
 Semantics equal the reference (ties: the first best child, the smallest ``k``; the same float32
@@ -171,6 +172,7 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
     g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
+    mpos, use_mpos,
 ):
     n_nodes = fc.shape[0]
     n_order = order.shape[0]
@@ -213,8 +215,12 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         for t in range(g_nptr[i], g_nptr[i + 1]):
             gm[g_nodes[t]] = True
         if aug > 0.0:
-            for c in range(1, n_nodes):
-                sa[c - 1] = s[c - 1] + (-aug if gm[c] else aug)
+            if use_mpos:  # per-edge margins of a missed gold edge (GlobalPA margin_rare)
+                for c in range(1, n_nodes):
+                    sa[c - 1] = s[c - 1] + (-mpos[c - 1] if gm[c] else aug)
+            else:
+                for c in range(1, n_nodes):
+                    sa[c - 1] = s[c - 1] + (-aug if gm[c] else aug)
             _dp_doc_j(sa, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
         else:
             _dp_doc_j(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
@@ -222,6 +228,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         n_minus = 0
         margin_minus = 0.0
         margin_plus = 0.0
+        cost_plus = 0.0
         for c in range(1, n_nodes):
             if gm[c] and not chosen[c]:
                 n_plus += 1
@@ -234,6 +241,8 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                     cols[jp] = c - 1
                     jp += 1
                     margin_plus += np.float64(s[c - 1])
+                    if use_mpos:
+                        cost_plus += mpos[c - 1]
                 else:
                     cols[jm] = c - 1
                     jm += 1
@@ -278,7 +287,10 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                 if net[u] != 0.0:
                     margin -= np.float64(bf_flat[u]) * net[u]
                     bf_n2 += net[u] * net[u]
-        loss = margin + (aug * (n_plus + n_minus) if aug > 0.0 else np.sqrt(rho))
+        if use_mpos:
+            loss = margin + (cost_plus + aug * n_minus)
+        else:
+            loss = margin + (aug * (n_plus + n_minus) if aug > 0.0 else np.sqrt(rho))
         cost_sum += rho
         if loss > 0.0:
             loss_sum += loss
@@ -489,6 +501,7 @@ def gt_epoch(
     Wa: np.ndarray | None = None,
     bfa: np.ndarray | None = None,
     t0: float = 0.0,
+    mpos: np.ndarray | None = None,
 ) -> dict[str, float]:
     """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
 
@@ -499,7 +512,9 @@ def gt_epoch(
     ``pa="II"``) instead of PA-I ``min(C, l / ||Delta||^2)``. ``Wa`` (and ``bfa`` with branching
     features), when given: the time-weighted sums of the updates (``GlobalPA`` ``average=True``),
     the update of the ``j``-th example of ``order`` (0-based) weighted by ``t0 + j / len(order)``.
-    Returns the counters of ``GlobalPA.partial_fit``.
+    ``mpos`` (float64, ``(n_edges,)``; with ``aug > 0`` only): the margin of each edge when it is a
+    gold edge the prediction misses (``GlobalPA`` ``margin_rare``), ``aug`` staying the margin of a
+    predicted edge off the gold tree. Returns the counters of ``GlobalPA.partial_fit``.
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
     bfarg, use_bf = _bf_arg(bf, W.dtype)
@@ -509,12 +524,14 @@ def gt_epoch(
     if touched is None:
         touched = np.zeros(W.shape[0], dtype=np.bool_)
     out = np.zeros(6, dtype=np.float64)
+    use_mpos = mpos is not None and aug > 0.0
+    mpos_arg = np.ascontiguousarray(mpos, dtype=np.float64) if use_mpos else np.zeros(1, dtype=np.float64)
     _gt_epoch_j(
         indptr, indices, dataw, data64, _i64(order), W, bfarg, use_bf, int(R),
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
-        touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0),
+        touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0), mpos_arg, use_mpos,
     )
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}

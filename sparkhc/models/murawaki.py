@@ -68,7 +68,7 @@ from sparkhc.decoding import (
 from sparkhc.errors import InputDataError, ModelError
 from sparkhc.models.base import HierModel, ModelState, shuffled_order
 
-__all__ = ["FlatPA", "TreePA", "GlobalPA", "pa_binary_step", "GoldSets"]
+__all__ = ["FlatPA", "TreePA", "GlobalPA", "pa_binary_step", "GoldSets", "rare_margins"]
 
 #: registry names of this module's models (Murawaki 2013); read by :mod:`sparkhc.models` without importing
 MODELS = {"flat": "FlatPA", "tree": "TreePA", "global": "GlobalPA"}
@@ -156,6 +156,19 @@ def _gold_sets(
         cnt = np.bincount(doc, minlength=n) * 2
         out.bf = flat
         out.bf_ptr = np.concatenate([[0], np.cumsum(cnt)])
+    return out
+
+
+def rare_margins(counts: np.ndarray, margin: float, power: float) -> np.ndarray:
+    """The margin of each edge when it is a gold edge the prediction misses (``GlobalPA``
+    ``margin_rare``): ``margin * (n_max / n_e) ** power`` for an edge with ``n_e > 0`` gold
+    documents (``n_max`` the largest count; only the ratios matter, so the mean of the shards'
+    counts gives the same margins as their sum), ``margin`` for an edge never gold."""
+    n = np.asarray(counts, dtype=np.float64)
+    out = np.full(n.shape, float(margin))
+    pos = n > 0
+    if pos.any():
+        out[pos] = float(margin) * (n.max() / n[pos]) ** float(power)
     return out
 
 
@@ -590,6 +603,18 @@ class GlobalPA(_PAModel):
         classified example still updates until it clears the margin (as a hinge-loss SVM does).
     margin : float, default 1.0
         The per-edge Hamming margin of ``update="cost_augmented"`` (unused otherwise).
+    margin_rare : float, default 0.0
+        Label-frequency-aware margins (an extension, with ``update="cost_augmented"``): a gold
+        edge ``e`` the prediction misses costs ``margin * (n_max / n_e) ** margin_rare`` instead of
+        ``margin`` (:func:`rare_margins`), where ``n_e`` counts the training documents whose gold
+        tree holds ``e`` and ``n_max`` is the largest such count; a predicted edge off the gold
+        tree still costs ``margin``. So the edges into rare labels must clear a larger margin on
+        their positives (the cost-sensitive Hamming loss; cf. the label-distribution-aware margins
+        ``~ n^(-1/4)`` of Cao et al. 2019), which raises their recall; frequent edges keep
+        ``margin``, and ``0`` is the plain Hamming margin. The counts are kept in the state
+        (``edge_counts``): a fresh state takes them from the first epoch's documents, so with
+        parameter mixing the first epoch's shards use their own counts and every later epoch the
+        mean over the shards (the same ratios as the global counts).
     pa : {"I", "II"}, default "I"
         The step size. ``"I"``: PA-I (Alg. 5), ``tau = min(C, l / ||Delta||^2)`` (linear slack,
         hinge loss). ``"II"`` (an extension, not in the paper): PA-II (Crammer et al. 2006),
@@ -614,7 +639,7 @@ class GlobalPA(_PAModel):
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
-        "average": False,
+        "average": False, "margin_rare": 0.0,
     }
 
     def validate_params(self) -> None:
@@ -629,6 +654,9 @@ class GlobalPA(_PAModel):
                           "a float in the range (0, inf)")
         self._check_param("pa", self.params["pa"] in ("I", "II"), "'I' or 'II'")
         self._check_param("average", isinstance(self.params["average"], bool | np.bool_), "a bool")
+        r = self.params["margin_rare"]
+        self._check_param("margin_rare", _is_real(r) and math.isfinite(float(r)) and float(r) >= 0,
+                          "a float >= 0")
 
     @property
     def _pa2(self) -> bool:
@@ -645,6 +673,12 @@ class GlobalPA(_PAModel):
         return int(self.params["R"]) if self.params["branching"] else None
 
     @property
+    def _rare(self) -> float:
+        """The exponent of the label-frequency-aware margins (0: one Hamming margin for every edge,
+        and always 0 without cost-augmented updates)."""
+        return float(self.params["margin_rare"]) if self._aug > 0 else 0.0
+
+    @property
     def _avg(self) -> bool:
         return bool(self.params["average"])
 
@@ -653,6 +687,8 @@ class GlobalPA(_PAModel):
         R = self._R
         if R is not None:
             state.arrays["bf"] = np.zeros((self._index.n_nodes + 1, R + 1), dtype=self._dtype)
+        if self._rare > 0:
+            state.arrays["edge_counts"] = np.zeros(self._index.n_edges, dtype=np.float64)
         if self._avg:
             state.arrays["Wa"] = np.zeros_like(state.arrays["W"])
             if R is not None:
@@ -764,14 +800,20 @@ class GlobalPA(_PAModel):
         t0 = float(t[0]) if t is not None else 0.0
         C = float(self.params["C"])
         order = shuffled_order(len(batch), seed, epoch)
+        mpos = None
+        if self._rare > 0:
+            counts = self._weights("edge_counts", (idx.n_edges,))
+            if not counts.any():  # a fresh state: this batch's gold edge counts
+                counts[:] = np.bincount(gold.nodes - 1, minlength=idx.n_edges)
+            mpos = rare_margins(counts, self._aug, self._rare)
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
-                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0)
+                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos)
             self.__dict__["touched_rows_"] = touched
         else:
             self.__dict__["touched_rows_"] = None
-            out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0)
+            out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0, mpos)
         if t is not None:
             t[0] = t0 + 1.0
         return out
@@ -791,11 +833,15 @@ class GlobalPA(_PAModel):
         Wa: np.ndarray | None = None,
         bfa: np.ndarray | None = None,
         t0: float = 0.0,
+        mpos: np.ndarray | None = None,
     ) -> dict[str, float]:
         """The numpy reference of one GT epoch (also used when numba is absent); ``pa2``: PA-II
         steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``;
         ``Wa``/``bfa`` (averaging): every update is also added to them multiplied by its time
-        ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``)."""
+        ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``); ``mpos``
+        (with ``aug > 0``): the margin of each edge when it is a missed gold edge (``margin_rare``),
+        ``aug`` that of a predicted edge off the gold tree."""
+        use_mpos = mpos is not None and aug > 0.0
         bf_flat = bf.reshape(-1) if bf is not None else None
         bfa_flat = bfa.reshape(-1) if bfa is not None else None
         n_order = len(order)
@@ -820,7 +866,11 @@ class GlobalPA(_PAModel):
             gm.fill(False)
             gm[0] = True
             gm[gn] = True
-            if aug > 0.0:  # cost-augmented: shift the edge scores by the Hamming margin
+            if use_mpos:  # per-edge margins of missed gold edges: computed in float64 (as the kernel)
+                assert mpos is not None
+                s_aug = (s + np.where(gm[1:], -mpos, aug)).astype(s.dtype)
+                sel, _, kk = dp_solve_one(idx, s_aug, bf, Rb)
+            elif aug > 0.0:  # cost-augmented: shift the edge scores by the Hamming margin
                 s_aug = s + np.where(gm[1:], -aug, aug).astype(s.dtype)
                 sel, _, kk = dp_solve_one(idx, s_aug, bf, Rb)
             else:
@@ -843,7 +893,11 @@ class GlobalPA(_PAModel):
                 u, net = bf_difference(g_bf[g_bptr[i] : g_bptr[i + 1]], sel, kk, internal, R)
                 margin -= float(bf_flat[u].astype(np.float64) @ net)
                 bf_n2 = float(net @ net)
-            loss = margin + (aug * (plus.size + minus.size) if aug > 0.0 else math.sqrt(rho))
+            if use_mpos:
+                assert mpos is not None
+                loss = margin + (float(mpos[plus - 1].sum()) + aug * minus.size)
+            else:
+                loss = margin + (aug * (plus.size + minus.size) if aug > 0.0 else math.sqrt(rho))
             cost_sum += rho
             if loss <= 0.0:
                 continue

@@ -60,14 +60,15 @@ def make_round(explore, poison: bool):
     return explore.Round(tr, te, tax, explore.model_taxonomy(tax, tr), mask, b.n_features)
 
 
-@pytest.mark.parametrize("shards,inner_folds", [(1, 0), (2, 3)])
-def test_poisoned_test_labels_change_nothing_but_the_test_score(explore, shards, inner_folds):
-    variants = ["C=0.05", "branching=True,update='cost_augmented',bias=0.3", "C=1.0,pa='II'"]
+@pytest.mark.parametrize("shards,inner_folds,metric", [(1, 0, "hF"), (2, 3, "LBMaF+hF")])
+def test_poisoned_test_labels_change_nothing_but_the_test_score(explore, shards, inner_folds, metric):
+    variants = ["C=0.05", "branching=True,update='cost_augmented',bias=0.3", "C=1.0,pa='II'",
+                "branching=True,update='cost_augmented',bias=0.3,margin_rare=0.25"]
     runs = []
     for poison in (False, True):
         rnd = make_round(explore, poison)
         runs.append(explore.select_and_test(rnd, variants, epochs=4, shards=shards, seed=1,
-                                            inner_folds=inner_folds, metric="hF"))
+                                            inner_folds=inner_folds, metric=metric))
     (sel0, model0, test0), (sel1, model1, test1) = runs
     assert (sel0.variant, sel0.epochs) == (sel1.variant, sel1.epochs)
     assert sel0.table == sel1.table  # every validation figure of every variant and epoch
@@ -98,10 +99,12 @@ def test_validation_splits_are_seeded_disjoint_and_cover_the_training_part(explo
         assert not set(f) & set(v) and len(f) + len(v) == 23
 
 
-def test_selection_picks_the_best_validation_row(explore):
+@pytest.mark.parametrize("metric", ["EBF", "LBMaF+hF"])
+def test_selection_picks_the_best_validation_row(explore, metric):
     rnd = make_round(explore, poison=False)
     sel = explore.select(rnd.train, rnd.tax, rnd.mask, rnd.n_features, ["C=0.05", "C=1.0"], epochs=3,
-                         shards=1, seed=0, metric="EBF")
-    flat = [(r["EBF"], -vi, -e) for vi, v in enumerate(["C=0.05", "C=1.0"]) for e, r in enumerate(sel.table[v])]
+                         shards=1, seed=0, metric=metric)
+    flat = [(sum(r[k] for k in metric.split("+")), -vi, -e)
+            for vi, v in enumerate(["C=0.05", "C=1.0"]) for e, r in enumerate(sel.table[v])]
     best = max(flat)
     assert (sel.variant, sel.epochs) == (["C=0.05", "C=1.0"][-best[1]], -best[2] + 1)

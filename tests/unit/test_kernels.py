@@ -205,3 +205,28 @@ def test_gt_averaged_epochs_equal_reference(reference, branching, dtype, update)
     got.partial_fit(batch, seed=3, epoch=3)
     np.testing.assert_array_equal(got.get_state().arrays["Wa"][~got.touched_rows_], Wa0[~got.touched_rows_])
     assert got.predict(batch) == reference(lambda: got.predict(batch))
+
+
+@pytest.mark.parametrize("branching,dtype", [(False, "float64"), (True, "float64"), (True, "float32")])
+def test_gt_rare_margins_equal_reference(reference, branching, dtype):
+    """Label-frequency-aware margins (``margin_rare``): kernel = numpy reference, and they change
+    the training (the per-edge margins are used, not ignored)."""
+    rng = np.random.default_rng(21)
+    tax = random_taxonomy(30, rng, wide=True)
+    batch = make_batch(tax, 70, 50, rng)
+    params: dict = {"branching": branching, "dtype": dtype, "update": "cost_augmented", "bias": 0.3,
+                    "margin_rare": 0.5}
+    got, gc = _run(GlobalPA, params, tax, batch, 50, 3)
+    ref, rc = reference(lambda: _run(GlobalPA, params, tax, batch, 50, 3))
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    arrays = ref.get_state().arrays
+    assert sorted(arrays) == sorted(["W", "edge_counts"] + (["bf"] if branching else []))
+    for name, arr in arrays.items():
+        np.testing.assert_allclose(got.get_state().arrays[name], arr, rtol=tol, atol=tol, err_msg=name)
+    for a, b in zip(gc, rc, strict=True):
+        for k in b:
+            assert a[k] == pytest.approx(b[k], rel=1e-6, abs=1e-9), k
+    plain, _ = _run(GlobalPA, {**params, "margin_rare": 0.0}, tax, batch, 50, 3)
+    assert "edge_counts" not in plain.get_state().arrays
+    assert not np.allclose(plain.get_state().arrays["W"], got.get_state().arrays["W"])
+    assert got.predict(batch) == reference(lambda: got.predict(batch))

@@ -664,3 +664,64 @@ def test_averaged_weights_by_hand():
     np.testing.assert_allclose(st["Wa"], Wa)
     assert st["t"].tolist() == [1.0]
     np.testing.assert_allclose(m.averaged_arrays()["W"], W - Wa)
+
+
+# ------------------------------------------------------------------ label-frequency-aware margins
+def test_rare_margins_by_hand():
+    from sparkhc.models.murawaki import rare_margins
+
+    # n_max = 8: edge counts 8, 2, 0 (never gold), 1 -> margins 1.5 * (8/n)^0.5
+    got = rare_margins(np.array([8.0, 2.0, 0.0, 1.0]), 1.5, 0.5)
+    np.testing.assert_allclose(got, [1.5, 3.0, 1.5, 1.5 * np.sqrt(8.0)])
+    # only the ratios matter (the mean of the shards' counts gives the margins of their sum)
+    np.testing.assert_allclose(rare_margins(np.array([4.0, 1.0, 0.0, 0.5]), 1.5, 0.5), got)
+    np.testing.assert_allclose(rare_margins(np.array([3.0, 1.0]), 1.0, 0.0), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("kernels_on", [True, False])
+@pytest.mark.parametrize("rare,tau", [(0.0, 1.0), (0.5, 1.5)])
+def test_rare_margin_step_by_hand(monkeypatch, kernels_on, rare, tau):
+    """R -> A, R -> B; edge counts (4, 1) kept in the state; one document x = (1) with gold {B} and
+    W = 0. margin 1, margin_rare 0.5: a missed B costs 1 * (4/1)^0.5 = 2, a wrong A costs 1. The
+    cost-augmented scores are A: 0 + 1, B: 0 - 2, so m^ = {A}: l = (s_A - s_B) + 2 + 1 = 3,
+    ||Delta||^2 = 2, tau = min(C, 3/2) = 1.5; with margin_rare 0 (one margin): l = 2, tau = 1."""
+    from sparkhc import kernels
+
+    monkeypatch.setattr(kernels, "ENABLED", kernels_on and kernels.HAVE_NUMBA)
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B")])
+    batch = SparseBatch(sp.csr_matrix(np.array([[1.0]])), np.array(["d"]), [["B"]])
+    m = GlobalPA(tax, 1, update="cost_augmented", margin=1.0, margin_rare=rare, C=10.0, dtype="float64")
+    state = m.init_state()
+    if rare:
+        state.arrays["edge_counts"][:] = [4.0, 1.0]  # node A = edge 0, node B = edge 1
+    m.set_state(state)
+    out = m.partial_fit(batch)
+    a, b = tax.id("A") - 1, tax.id("B") - 1
+    W = m.get_state().arrays["W"]
+    assert W[0, b] == pytest.approx(tau) and W[0, a] == pytest.approx(-tau)
+    assert out["loss"] == pytest.approx(2 * tau)
+    if rare:  # the counts set before are kept (a fresh state would take this batch's: (0, 1))
+        np.testing.assert_array_equal(m.get_state().arrays["edge_counts"], [4.0, 1.0])
+
+
+def test_rare_margin_counts_from_a_fresh_state_and_shard_mean():
+    """A fresh state takes the first batch's gold edge counts; the mean of two shards' states
+    keeps the counts' ratios (so the margins of the whole training set)."""
+    from sparkhc.models.base import combine_states
+
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B"), ("A", "A1"), ("A", "A2")])
+    X = sp.csr_matrix(np.eye(4))
+    b1 = SparseBatch(X, np.array(["1", "2", "3", "4"]), [["A1"], ["A1"], ["A2"], ["B"]])
+    b2 = SparseBatch(X, np.array(["5", "6", "7", "8"]), [["A1"], ["A1", "B"], ["B"], ["B"]])
+    states = []
+    for b in (b1, b2):
+        m = GlobalPA(tax, 4, update="cost_augmented", margin_rare=0.25)
+        m.partial_fit(b)
+        states.append(m.get_state())
+    ids = [tax.id(x) - 1 for x in ("A", "B", "A1", "A2")]
+    np.testing.assert_array_equal(states[0].arrays["edge_counts"][ids], [3, 1, 2, 1])
+    np.testing.assert_array_equal(states[1].arrays["edge_counts"][ids], [2, 3, 2, 0])
+    mixed = combine_states(states)
+    np.testing.assert_allclose(mixed.arrays["edge_counts"][ids], [2.5, 2.0, 2.0, 0.5])
+    # an update="prediction" model has no margins to scale: no counts in its state
+    assert "edge_counts" not in GlobalPA(tax, 4, margin_rare=0.25).init_state().arrays

@@ -36,6 +36,7 @@ JOBS: tuple[tuple[str, str | None], ...] = (
     ("murawaki", "20newsgroups"),
     ("cesa-bianchi", "rcv1v2_subset"),
     ("cesa-bianchi", "reuters21578"),
+    ("cesa-bianchi", "ohsumed23"),
     ("li-yamanishi", None),
     ("m3mdc", None),
     ("m3mdc", "reuters21578"),

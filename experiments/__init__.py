@@ -32,7 +32,8 @@ DEFAULT_OUT = {
 SOURCES: dict[str, dict[str | None, list[str]]] = {
     "murawaki": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"],
                  "20newsgroups": ["20newsgroups"]},
-    "cesa-bianchi": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"]},
+    "cesa-bianchi": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"],
+                     "ohsumed23": ["ohsumed23"]},
     "xiao": {"20newsgroups": ["20newsgroups"], "rcv1v2_subset": ["rcv1v2_subset"]},
     "li-yamanishi": {None: ["reuters21578"]},
     "m3mdc": {None: ["mdc"], "reuters21578": ["reuters21578"]},

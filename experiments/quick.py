@@ -12,6 +12,7 @@ descriptions) copied or restricted to those documents. The slice keeps what the 
   ``apte_mod`` documents (the registry checks that all 90 ApteMod topics occur in train and test)
   and per (topic, Lewis split) among all stories (Li & Yamanishi), plus every story of the nine
   commodity topics up to the same cap;
+* ``ohsumed23``: up to :data:`PER_KEY` documents per (category, split);
 * ``mdc``: Edm and Flare1 are small already; they are copied (the quick run uses fewer folds).
 """
 
@@ -98,8 +99,9 @@ def stage(corpus: str, data_dir: str | Path, dest: str | Path) -> Path:
         kept = [lines[0]] + [ln for ln in lines[1:] if ln.split("\t", 1)[0] in ids]
         (tmp / "folds.tsv").write_text("\n".join(kept) + "\n", encoding="utf-8")
         _copy_others(src, tmp, skip={"docs.jsonl.gz", "folds.tsv"})
-    elif corpus in ("20newsgroups", "reuters21578"):
-        keys = _20ng_keys if corpus == "20newsgroups" else _reuters_keys
+    elif corpus in ("20newsgroups", "reuters21578", "ohsumed23"):
+        # 20newsgroups and ohsumed23: one label per document, a train / test split
+        keys = _reuters_keys if corpus == "reuters21578" else _20ng_keys
         write_jsonl_gz(_cover(src / "docs.jsonl.gz", keys, PER_KEY), tmp / "docs.jsonl.gz")
         _copy_others(src, tmp, skip={"docs.jsonl.gz"})
     else:

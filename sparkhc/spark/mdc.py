@@ -1,16 +1,19 @@
 """The Spark side of multi-dimensional classification (Jia & Zhang 2020).
 
-* :class:`SparkPairSolver` runs M3MDC's pairwise sub-problems as Spark tasks. Within one sweep of
-  the W step (see :mod:`sparkhc.models.jia_zhang.solver`) the ``m`` pairwise sub-problems are independent given
-  ``C`` and the current multipliers: the training data (:class:`~sparkhc.models.jia_zhang.solver.PairData`: the
-  sparse features and the pairs' rows, not the Gram matrix, which each worker computes once) are
-  broadcast once per fit and each sweep is ``sparkContext.parallelize(tasks).map(solve_pair_task)``.
-  The worker runs the same numpy code as :class:`~sparkhc.models.jia_zhang.solver.SerialPairSolver` on the same
-  inputs, so the fitted model equals the serial one.
-* :func:`fit_mdc_spark` trains a registered MDC model (``m3mdc``, ``mdc_br``) for ``sparkhc train``:
-  the selected documents are collected on the driver (the solver needs all of them in every
-  sub-problem), sorted by ``doc_id`` (the fit does not depend on the input partitioning), and fitted
-  with the pair sub-problems on Spark.
+* :class:`SparkPairSolver` keeps M3MDC's pair blocks (:class:`~sparkhc.models.jia_zhang.solver.PairBlock`:
+  one active one-vs-one pair's rows and dual variables) in a cached RDD, a few pairs per partition
+  (balanced by rows, largest first), and runs each round of a W-step sweep (the sub-problems, then
+  the step and the evaluation; :mod:`sparkhc.models.jia_zhang.solver`) as one Spark job: the round's
+  order (``d × m`` matrices) is broadcast, every partition updates its blocks and returns one
+  ``d``-sized report per pair; the updated blocks form the next cached RDD (local checkpoint: the
+  lineage stays one job deep). The rows and the multipliers never leave the executors; the driver
+  does the line search and the duality gap from the reports. The worker runs the same numpy code
+  as :class:`~sparkhc.models.jia_zhang.solver.SerialPairSolver` on the same blocks, so the fitted
+  model equals the serial one.
+* :func:`fit_mdc_spark` trains a registered MDC model (``m3mdc``, ``mdc_br``) for ``sparkhc train``
+  without collecting the rows: one job counts the classes of every space (the pair layout), one
+  shuffle sends every row to the partitions whose pairs contain it, where the blocks are built
+  (sorted by ``doc_id``: the fit does not depend on the input partitioning).
 * :func:`aggregate_mdc_labels` computes the MDC metric counts of a predictions DataFrame whose gold
   and predicted label sets use an MDC taxonomy, for ``sparkhc evaluate``.
 """
@@ -18,62 +21,129 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
-from pyspark import Broadcast
+import scipy.sparse as sp
+from pyspark import RDD, Broadcast, StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.metrics import MDCCounts
-from sparkhc.models.jia_zhang.solver import PairData, PairResult, PairTask, solve_pair_task
+from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder
 from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
 PRED_TARGETS = "pred_targets"
 
+Pair = tuple[int, int, int]
 
-def _solve_broadcast(data: Broadcast, task: PairTask) -> PairResult:
-    return solve_pair_task(data.value, task)
+
+def balanced_groups(sizes: Sequence[int], n_groups: int) -> list[list[int]]:
+    """The pairs (by index) in ``n_groups`` groups of about equal rows (largest first onto the
+    lightest group), heaviest group first, the pairs of a group in index order."""
+    n_groups = max(1, min(int(n_groups), len(sizes)))
+    load = [0] * n_groups
+    groups: list[list[int]] = [[] for _ in range(n_groups)]
+    for i in sorted(range(len(sizes)), key=lambda k: (-sizes[k], k)):
+        g = min(range(n_groups), key=lambda k: (load[k], k))
+        groups[g].append(i)
+        load[g] += int(sizes[i])
+    order = sorted(range(n_groups), key=lambda k: (-load[k], k))
+    return [sorted(groups[k]) for k in order if groups[k]]
+
+
+def _run_group(order: Broadcast, items: Iterable[Any]) -> Iterator[Any]:
+    """A partition is ``[reports, blocks]``: run the order on the blocks, yield the new pair.
+
+    Every function over the blocks reads its whole partition: a Python worker that leaves input
+    unread is not reused by Spark, and a fresh worker pays the imports and numba's start-up again
+    (seconds per round; this made the conformance test run for more than 10 minutes)."""
+    _, blocks = list(items)  # the previous round's reports, the blocks
+    value = order.value
+    yield [b.run(value) for b in blocks]
+    yield blocks
+
+
+def _first(items: Iterable[Any]) -> Iterator[Any]:
+    """The reports of a partition ``[reports, blocks]`` (read whole: see :func:`_run_group`)."""
+    yield list(items)[0]
+
+
+def _alphas(items: Iterable[Any]) -> Iterator[Any]:
+    for blocks in list(items)[1:]:
+        yield [(b.pair, b.alpha) for b in blocks]
 
 
 class SparkPairSolver:
-    """Runs the pairwise sub-problems as Spark tasks.
+    """Keeps the pair blocks in a cached RDD and runs the W step's rounds as Spark jobs.
 
     Parameters
     ----------
     spark : SparkSession
         An existing session (this class never creates or stops one).
     num_slices : int, optional
-        Partitions per sweep; default ``min(#pairs, defaultParallelism)``.
+        Partitions of the blocks; default ``min(#pairs, 2 × defaultParallelism)`` (balanced by rows).
     """
 
     def __init__(self, spark: SparkSession, num_slices: int | None = None) -> None:
         self._sc = spark.sparkContext
         self.num_slices = num_slices
+        self._rdd: RDD[Any] | None = None
         self._bc: Broadcast | None = None
+        #: Spark jobs run by :meth:`run` since :meth:`open` (two per W-step sweep)
+        self.jobs = 0
 
-    def open(self, data: PairData) -> None:
+    def n_groups(self, n_pairs: int) -> int:
+        return max(1, min(n_pairs, self.num_slices or 2 * self._sc.defaultParallelism))
+
+    def open(self, blocks: Sequence[PairBlock]) -> None:
+        """Blocks built on the driver (in-memory data: the experiments on small numeric sets)."""
+        groups = balanced_groups([b.n_rows for b in blocks], self.n_groups(len(blocks)))
+        items: list[Any] = []
+        for g in groups:
+            items += [None, [blocks[i] for i in g]]
+        self._start(self._sc.parallelize(items, len(groups)) if groups else self._sc.parallelize([], 1))
+
+    def open_rdd(self, rdd: RDD[Any]) -> None:
+        """Blocks built on the executors: ``rdd`` has two items per partition, ``None`` and the
+        list of the partition's blocks (:func:`fit_mdc_spark`)."""
+        self._start(rdd)
+
+    def _start(self, rdd: RDD[Any]) -> None:
         self.close()
-        self._bc = self._sc.broadcast(data)
+        self.jobs = 0
+        self._rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
-    def solve(self, tasks: Sequence[PairTask]) -> list[PairResult]:
-        if self._bc is None:
-            raise RuntimeError("SparkPairSolver.solve called before open")
-        if not tasks:
-            return []
-        slices = self.num_slices or min(len(tasks), self._sc.defaultParallelism)
-        results: list[PairResult] = (
-            self._sc.parallelize(list(tasks), slices).map(partial(_solve_broadcast, self._bc)).collect()
-        )
-        order = {t.pair: k for k, t in enumerate(tasks)}
-        return sorted(results, key=lambda r: order[r.pair])
+    def run(self, order: SolveOrder | ApplyOrder) -> list[Any]:
+        if self._rdd is None:
+            raise RuntimeError("SparkPairSolver.run called before open")
+        bc = self._sc.broadcast(order)
+        nxt = self._rdd.mapPartitions(partial(_run_group, bc))
+        nxt.persist(StorageLevel.MEMORY_AND_DISK)
+        nxt.localCheckpoint()  # the lineage stays one job deep
+        reports = [r for part in nxt.mapPartitions(_first).collect() for r in part]
+        self._rdd.unpersist()
+        if self._bc is not None:
+            self._bc.unpersist()
+        self._rdd, self._bc = nxt, bc
+        self.jobs += 1
+        return sorted(reports, key=lambda r: r.pair)
+
+    def alphas(self) -> list[np.ndarray]:
+        if self._rdd is None:
+            raise RuntimeError("SparkPairSolver.alphas called before open")
+        return [a for _, a in sorted((p for part in self._rdd.mapPartitions(_alphas).collect() for p in part),
+                                     key=lambda t: t[0])]
 
     def close(self) -> None:
+        if self._rdd is not None:
+            self._rdd.unpersist()
+            self._rdd = None
         if self._bc is not None:
             self._bc.unpersist()
             self._bc = None
@@ -93,15 +163,93 @@ def get_session(master: str | None = None, **conf: Any) -> SparkSession:
 # ---------------------------------------------------------------------------------------------
 
 
-def collect_batch(df: DataFrame, n_features: int) -> SparseBatch:
-    """All rows of a features DataFrame as one SparseBatch on the driver, sorted by ``doc_id``."""
-    from sparkhc.spark.io import batches_rdd
+def _count_classes(layout: MDCLayout, batches: Iterable[SparseBatch]) -> Iterator[tuple[list[np.ndarray], str]]:
+    """Per partition: the class counts of every space and the first bad document's message."""
+    counts = [np.zeros(k, dtype=np.int64) for k in layout.n_classes]
+    for batch in batches:
+        if not len(batch):
+            continue
+        if batch.labels is None:
+            yield counts, "the training documents have no labels"
+            return
+        try:
+            Y = layout.targets(batch.labels or [], batch.doc_ids)
+        except InputDataError as e:
+            yield counts, str(e)
+            return
+        for j, k in enumerate(layout.n_classes):
+            counts[j] += np.bincount(Y[:, j], minlength=k)
+    yield counts, ""
 
-    parts = [b for b in batches_rdd(df, n_features).collect() if len(b)]
-    if not parts:
+
+def _merge_counts(a: tuple[list[np.ndarray], str], b: tuple[list[np.ndarray], str]) -> tuple[list[np.ndarray], str]:
+    return [x + y for x, y in zip(a[0], b[0], strict=True)], a[1] or b[1]
+
+
+def class_counts(layout: MDCLayout, batches: RDD[SparseBatch]) -> list[np.ndarray]:
+    """The class counts of every space over all rows (one job; a clear error for a document
+    without exactly one class per space)."""
+    counts, err = batches.mapPartitions(partial(_count_classes, layout)).reduce(_merge_counts)
+    if err:
+        raise InputDataError(err)
+    if not int(counts[0].sum()):
         raise InputDataError("no training documents selected")
-    batch = SparseBatch.concat(parts)
-    return batch.subset(np.argsort(batch.doc_ids, kind="stable"))
+    return counts
+
+
+def _route(layout: MDCLayout, groups: list[list[Pair]], batch: SparseBatch) -> Iterator[tuple[int, Any]]:
+    """The rows of ``batch`` that each group of pairs needs: ``(group, (doc_ids, X, Y))``."""
+    if not len(batch):
+        return
+    Y = layout.targets(batch.labels or [], batch.doc_ids)
+    X = sp.csr_matrix(batch.X, dtype=np.float64)
+    for g, pairs in enumerate(groups):
+        need = np.zeros(len(batch), dtype=bool)
+        for j, a, b in pairs:
+            need |= (Y[:, j] == a) | (Y[:, j] == b)
+        if need.any():
+            yield g, (np.asarray(batch.doc_ids)[need], X[need], Y[need])
+
+
+def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, index: int,
+                 it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+    """The blocks of group ``index`` from its rows (sorted by ``doc_id``)."""
+    pieces = [v for _, v in it]
+    blocks: list[PairBlock] = []
+    if pieces:
+        ids = np.concatenate([p[0] for p in pieces])
+        order = np.argsort(ids, kind="stable")
+        X = sp.vstack([p[1] for p in pieces], format="csr")[order]
+        Y = np.concatenate([p[2] for p in pieces])[order]
+        X.sort_indices()
+        for i in groups[index]:
+            j, a, b = active[i]
+            r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
+            blocks.append(PairBlock.build(i, X[r], np.where(Y[r, j] == a, 1.0, -1.0)))
+    yield None
+    yield blocks
+
+
+def _identity(k: int) -> int:
+    return k
+
+
+def open_frame(solver: SparkPairSolver, batches: RDD[SparseBatch], layout: MDCLayout, counts: list[np.ndarray],
+               active: list[Pair], n_features: int) -> None:
+    """Open ``solver`` on the blocks of the ``active`` pairs built on the executors from ``batches``
+    (one shuffle: every row goes to the partitions whose pairs contain it)."""
+    sizes = [int(counts[j][a] + counts[j][b]) for j, a, b in active]
+    groups = balanced_groups(sizes, solver.n_groups(len(active)))
+    pair_groups = [[active[i] for i in g] for g in groups]
+    if not groups:
+        solver.open([])
+        return
+    rdd = (
+        batches.flatMap(partial(_route, layout, pair_groups))
+        .partitionBy(len(groups), _identity)
+        .mapPartitionsWithIndex(partial(_build_group, groups, active, n_features))
+    )
+    solver.open_rdd(rdd)
 
 
 def fit_mdc_spark(
@@ -113,21 +261,30 @@ def fit_mdc_spark(
 ) -> dict[str, Any]:
     """Fit an MDC model (``m3mdc``, ``mdc_br``) on the rows of ``df`` with the pairs on Spark.
 
-    ``progress`` receives one record per M3MDC alternation (one for BR) with ``examples``,
-    ``objective`` (after the C step), ``delta_w``, ``sweeps`` and ``duality_gap``.
+    The rows are never collected: the driver holds the class counts, the model and the
+    ``d``-sized reports of the pair blocks. ``progress`` receives one record per M3MDC alternation
+    (one for BR) with ``examples``, ``objective`` (after the C step), ``delta_w``, ``sweeps`` and
+    ``duality_gap``.
     """
+    from sparkhc.spark.io import batches_rdd
+
     t0 = time.perf_counter()
-    batch = collect_batch(df.select(DOC_ID, "labels", "indices", "values"), model.n_features)
-    model.solver = SparkPairSolver(spark, num_slices=num_slices)
+    batches = batches_rdd(df.select(DOC_ID, "labels", "indices", "values"), model.n_features)
+    counts = class_counts(model.layout, batches)
+    n_docs = int(counts[0].sum())
+    solver = SparkPairSolver(spark, num_slices=num_slices)
+    model.solver = solver
     try:
-        model.fit(batch)
+        model.fit_open(counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
+                                                            model.n_features))
     finally:
         model.solver = None
+        solver.close()
     seconds = time.perf_counter() - t0
     log = [
         {
             "epoch": h["iteration"],
-            "examples": len(batch),
+            "examples": n_docs,
             "objective": h["objective_after_c"],
             "delta_w": h["delta_w"],
             "sweeps": h["inner_sweeps"],
@@ -135,11 +292,11 @@ def fit_mdc_spark(
             "seconds": h["seconds"],
         }
         for h in model.history_
-    ] or [{"epoch": 1, "examples": len(batch), "seconds": seconds}]
+    ] or [{"epoch": 1, "examples": n_docs, "seconds": seconds}]
     if progress is not None:
         for rec in log:
             progress(rec)
-    return {"documents": len(batch), "alternations": len(model.history_), "seconds": seconds}
+    return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": solver.jobs}
 
 
 # ---------------------------------------------------------------------------------------------

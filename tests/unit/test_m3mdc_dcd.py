@@ -118,10 +118,60 @@ def test_real_data_final_objective_equals_the_exact_solver(name):
     ds = load_mdc(corpus_dir("mdc"), name)
     X = FeatureScaler(ds.features).fit(ds).transform(ds)
     exact = M3MDC(w_solver="smo", gap_tol=1e-9).fit(X, ds.Y, ds.n_classes)
-    dcd = M3MDC().fit(X, ds.Y, ds.n_classes)
-    assert dcd.w_solver == "dcd"
+    dcd = M3MDC(w_solver="dcd").fit(X, ds.Y, ds.n_classes)  # auto would take SMO on these small sets
+    assert dcd.w_solver_ == "dcd"
     f_exact = exact.history_[-1]["objective_after_c"]
     f_dcd = dcd.history_[-1]["objective_after_c"]
     assert f_dcd == pytest.approx(f_exact, rel=1e-4)
     for h in dcd.history_:  # every W step certified by its duality gap
         assert h["duality_gap"] <= 1e-6 * h["objective_after_w"] or h["kept_previous_w"]
+
+
+def test_plane_radii_and_region_against_brute_force():
+    """The radii of the momentum plane are the largest feasible steps along each ray (checked by
+    bisection), and a point the region test accepts keeps every multiplier in [0, 1]."""
+    from sparkhc.models.jia_zhang.solver import _in_plane_region, _plane_radii, _ray_directions
+
+    rng = np.random.default_rng(0)
+    n = 30
+    alpha = rng.uniform(0.1, 0.9, n)
+    alpha[:5] = [0.0, 0.0, 1.0, 1.0, 0.0]  # at a bound: only an inward move is feasible
+    delta = np.clip(alpha + rng.normal(0, 0.4, n), 0.0, 1.0) - alpha
+    last = rng.normal(0, 0.2, n) * (rng.random(n) < 0.7)
+    last[:4] = [0.0, 0.1, 0.0, -0.1]
+    delta[:4] = [0.2, 0.0, 0.0, 0.0]
+    k = 16
+    radii = _plane_radii(alpha, delta, last, k)
+    u, v = _ray_directions(k)
+
+    def feasible(a, b):
+        x = alpha + a * delta + b * last
+        return x.min() >= -1e-12 and x.max() <= 1.0 + 1e-12
+
+    for r, cu, cv in zip(radii, u, v, strict=True):
+        assert feasible(r * cu, r * cv)
+        assert not feasible((r + 1e-6) * cu, (r + 1e-6) * cv)
+    assert radii[0] >= 1.0  # alpha + delta is in the box
+    assert radii[k // 2] == 0.0  # -delta leaves the box at alpha_0 = 0
+    accepted = 0
+    for _ in range(2000):
+        a, b = rng.normal(0, 0.5, 2)
+        if _in_plane_region(radii, a, b):
+            accepted += 1
+            assert feasible(a, b), (a, b)
+    assert accepted > 100
+
+
+def test_auto_w_solver_takes_smo_on_small_sets_and_reaches_the_same_objective():
+    from sparkhc.models.jia_zhang.solver import SMO_MAX_ROWS, resolve_w_solver
+
+    assert resolve_w_solver("auto", SMO_MAX_ROWS) == "smo"
+    assert resolve_w_solver("auto", SMO_MAX_ROWS + 1) == "dcd"
+    assert resolve_w_solver("dcd", 10) == "dcd"
+    X, Y = _random_mdc(5, n=60, d=5, n_classes=(3, 2))
+    auto = M3MDC().fit(X, Y)
+    dcd = M3MDC(w_solver="dcd").fit(X, Y)
+    assert auto.w_solver_ == "smo" and dcd.w_solver_ == "dcd"
+    f_auto, f_dcd = auto.history_[-1]["objective_after_c"], dcd.history_[-1]["objective_after_c"]
+    assert f_auto == pytest.approx(f_dcd, rel=1e-5)
+    np.testing.assert_array_equal(auto.predict(X), dcd.predict(X))

@@ -72,9 +72,10 @@ class M3MDCModel(HierModel):
         "smo_tol": 1e-10,
         "smo_max_iter": 200_000,
         "ridge": 1e-8,
-        # "dcd": dual coordinate descent through w, O(nnz) per pass, no n x n matrix; "smo": the
-        # exact SMO on one shared n x n Gram matrix (8 n^2 bytes; kept for the equivalence test)
-        "w_solver": "dcd",
+        # "auto": "smo" up to SMO_MAX_ROWS training rows, else "dcd"; "dcd": dual coordinate
+        # descent through w, O(nnz) per pass, no n x n matrix; "smo": SMO on each pair's own Gram
+        # matrix (8 n_i^2 bytes per pair)
+        "w_solver": "auto",
         "dcd_max_passes": 20_000,
     }
     estimator_class: ClassVar[Any] = M3MDC
@@ -121,8 +122,23 @@ class M3MDCModel(HierModel):
             raise ModelError(f"the batch has {batch.n_features} features; the model was built for {self.n_features}")
         Y = self.layout.targets(batch.labels, batch.doc_ids)
         est = self._new_estimator().fit(batch.X, Y, self.layout.n_classes)
+        return self._fitted(est, len(batch))
+
+    def fit_open(self, counts: list[np.ndarray], open_blocks: Any) -> M3MDCModel:
+        """Fit where the rows never come to this process: ``counts`` are the class counts of every
+        space, ``open_blocks(solver, active_pairs)`` opens :attr:`solver` on the pair blocks built
+        where the rows are (``sparkhc.spark.mdc.fit_mdc_spark``)."""
+        self.validate_params()
+        if self.solver is None:
+            raise ModelError(f"model {self.name!r}: fit_open needs a pair solver that holds the rows")
+        solver = self.solver
+        est = self._new_estimator()
+        est.fit_open(solver, self.layout.n_classes, counts, self.n_features, lambda active: open_blocks(solver, active))
+        return self._fitted(est, int(counts[0].sum()) if counts else 0)
+
+    def _fitted(self, est: Any, n_docs: int) -> M3MDCModel:
         self.history_ = list(getattr(est, "history_", []))
-        counters: dict[str, float] = {"documents": float(len(batch)), "pairs": float(est.pairs_.shape[0])}
+        counters: dict[str, float] = {"documents": float(n_docs), "pairs": float(est.pairs_.shape[0])}
         if hasattr(est, "n_iter_"):
             counters.update(alternations=float(est.n_iter_), converged=float(est.converged_))
         self._estimator = est
@@ -170,5 +186,5 @@ class BRModel(M3MDCModel):
 
     name: ClassVar[str] = "mdc_br"
     defaults: ClassVar[dict[str, Any]] = {"lambda1": 0.1, "smo_tol": 1e-10, "smo_max_iter": 200_000,
-                                          "w_solver": "dcd", "dcd_max_passes": 20_000, "gap_tol": 1e-6}
+                                          "w_solver": "auto", "dcd_max_passes": 20_000, "gap_tol": 1e-6}
     estimator_class: ClassVar[Any] = BinaryRelevanceSVM

@@ -28,8 +28,8 @@ every sweep solves the paper's sub-problem (9) of *every* pair from the same poi
 dual restricted to block ``i`` with the other blocks fixed, a linear-SVM dual with a shifted linear
 term, i.e. the dual of ``min_{w,b} L_i(w, b) + (1/(2 M_ii)) ‖w − c_i‖²`` with
 ``c_i = Σ_{k≠i} M_ik g_k`` — by SMO with second-order working-set selection (Fan, Chen & Lin 2005,
-the LIBSVM solver), warm-started from ``α_i``, all pairs in parallel (on Spark:
-``sparkhc.spark.mdc.SparkPairSolver``). The joint direction ``Δ = α' − α`` is an ascent direction
+the LIBSVM solver) or by dual coordinate descent (``w_solver``, below), warm-started from
+``α_i``, all pairs in parallel (on Spark: ``sparkhc.spark.mdc.SparkPairSolver``). The joint direction ``Δ = α' − α`` is an ascent direction
 (each block's part ascends the dual) and keeps every equality; the dual is a concave quadratic on
 the plane spanned by ``Δ`` and the previous sweep's step ``P``, so the step maximises it exactly:
 along ``Δ`` on the feasible segment ``[0, 1]``, or at the plane's maximiser when that lies in the
@@ -53,9 +53,31 @@ This replaced a Gershgorin-majorised proximal scheme with Nesterov extrapolation
 stiff problem with more pairs than features (18 pairs, 3 features: ``C`` nearly singular) 620–1000
 against 475–1000, reaching duality gaps of 1e-7 to 5e-7 either way (37 s against 7 s).
 
+Where the pairs live: blocks, two rounds per sweep
+--------------------------------------------------
+Every active pair is a :class:`PairBlock`: its own rows of ``X``, its multipliers ``α_i``, the
+last solve's direction ``Δ_i`` and the last step ``P_i``. A :class:`PairSolver` keeps the blocks
+(in this process, :class:`SerialPairSolver`; in a cached RDD on the executors,
+``sparkhc.spark.mdc.SparkPairSolver``) and runs two rounds per sweep on all of them: a
+:class:`SolveOrder` (every pair's sub-problem from its current ``α_i``; reports ``Σ Δ_ij y_ij x_ij``,
+``Σ Δ_ij`` and, when momentum is possible, the largest feasible step along 64 rays of the
+``(Δ, P)`` plane) and an :class:`ApplyOrder` (the step ``α ← α + a Δ + b P`` the line search chose,
+then ``g_i``, ``Σ α_i``, the optimal bias and the hinge loss of column ``i`` of ``W = G̃ M``, with
+``G̃`` the ``G`` the step predicts). The driver holds only ``d × m`` matrices: the line search,
+the duality gap (primal of ``(G̃ M, b)``, dual of the applied ``α``) and the C step are computed
+from the ``d``-sized reports; no row and no multiplier is gathered (``fit_open``; the in-memory
+``fit`` gathers ``alpha_`` once at the end). The momentum step is taken only when it lies in the
+polygon spanned by the reported rays (every pair's feasible region is convex and contains it: a
+conservative test of the box).
+
 The sub-problem solvers (``w_solver``)
 -------------------------------------
-``"dcd"`` (the default): dual coordinate descent through the pair's weight vector
+``"auto"`` (the default): ``"smo"`` for at most ``SMO_MAX_ROWS`` (2,000) training rows, ``"dcd"``
+above. On Edm and Flare1 (154 and 323 rows, all 10 folds of M3MDC, BR and BR with C = 1) it gives
+the same predictions as DCD and objectives within 6e-7 relative; DCD is the slower solver there
+(Edm's 10 folds: 12.6 s against 0.5 s, measured when DCD became the default). The threshold
+itself was not tuned (an 8,100-row fold takes DCD; SMO holds ``8 n_i²`` bytes per pair).
+``"dcd"``: dual coordinate descent through the pair's weight vector
 (:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking; the pass is
 :func:`sparkhc.linear.dcd_pass`, shared with the hinge SVM of H-SVM): ``O(nnz)`` of
 the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equality kept by the
@@ -64,20 +86,17 @@ relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at
 (default 1e-6, relative) — the certificate is the W step's duality gap whatever the sub-solver.
 Measured on Edm and Flare1 (all rows, full alternation): the final objective equals the exact
 SMO solver's (gap 1e-9) within 7.6e-8 and 4.2e-7 relative, with identical predictions; Edm's
-10-fold cross-validation gives the same Hamming score (0 of 308 predicted classes differ). On such
-tiny dense sets DCD is slower (Edm's 10 folds: 12.6 s against 0.5 s; a few sub-problems reach
-``dcd_max_passes``, the W step's gap still certifies the result); it is what scales in rows
-(``docs/benchmarks.md``, section mdc).
-``"smo"``: the exact SMO described next, on one shared Gram matrix (kept for that equivalence test).
+10-fold cross-validation gives the same Hamming score (0 of 308 predicted classes differ). It is
+what scales in rows (``docs/benchmarks.md``, section mdc).
+``"smo"``: SMO with second-order working-set selection (described next) on the pair's own Gram
+matrix ``X_i X_iᵀ`` (``8 n_i²`` bytes, computed once per block and process, never pickled).
 
 Sparse features
 ---------------
 ``X`` may be a scipy CSR matrix (text features from ``sparkhc featurize``: tens of thousands of
-terms); it is never densified. With ``w_solver="smo"`` every pair reads its kernel entries from one shared Gram matrix
-``X Xᵀ`` of the training examples (``PairData.gram``, ``8 n²`` bytes, computed once per process),
-``W`` (``d × m``) and ``G`` are dense, and the products with ``X`` are sparse. The SMO iterations
-run in a numba-compiled loop when numba is installed (``sparkhc[fast]``; 4–5× faster than the numpy
-reference loop, same working sets).
+terms); it is never densified. ``W`` (``d × m``) and ``G`` are dense, the products with ``X`` are
+sparse. The SMO iterations run in a numba-compiled loop when numba is installed
+(``sparkhc[fast]``; 4–5× faster than the numpy reference loop, same working sets).
 
 The C step and the ridge
 ------------------------
@@ -128,16 +147,13 @@ Matrix = Any  # np.ndarray or scipy.sparse CSR matrix (n × d)
 
 @dataclass(frozen=True, eq=False)
 class PairData:
-    """The training matrix and the examples of every active one-vs-one pair (broadcast once per fit).
+    """A training matrix and the examples of one-vs-one pairs (a :class:`PairBlock` holds one
+    with its pair's rows only).
 
-    ``X`` is the ``n × d`` training matrix (scipy CSR for sparse text, or a dense array, never
-    densified), ``rows[i]`` the example indices of pair ``i`` and ``signs[i]`` their ``±1`` targets
-    (``+1``: the pair's lower class). Every pair reads its kernel entries from one Gram matrix
-    ``K = X Xᵀ`` of all training examples (:attr:`gram`, ``n × n`` float64), computed on first use in
-    each process and never pickled: a Spark broadcast ships ``X`` (``nnz``-sized), not ``n²``
-    numbers. One shared ``K`` costs ``8 n²`` bytes per process, against ``Σ_i 8 n_i²`` for one Gram
-    matrix per pair (each example is in ``K_j − 1`` pairs of every class space): 0.24 GB against
-    1.9 GB for about 5,500 Reuters training documents in topic × place with 9 classes per space.
+    ``X`` is an ``n × d`` matrix (scipy CSR for sparse text, or a dense array, never densified),
+    ``rows[i]`` the example indices of pair ``i`` and ``signs[i]`` their ``±1`` targets (``+1``:
+    the pair's lower class). SMO reads its kernel entries from the Gram matrix ``K = X Xᵀ``
+    (:attr:`gram`, ``n × n`` float64), computed on first use in each process and never pickled.
     """
 
     X: Matrix
@@ -222,7 +238,7 @@ class PairTask:
     tol: float
     max_iter: int
     #: ``"dcd"`` (dual coordinate descent through ``w``, no Gram matrix; ``max_iter`` counts passes)
-    #: or ``"smo"`` (SMO on the shared Gram matrix; ``max_iter`` counts SMO iterations)
+    #: or ``"smo"`` (SMO on the Gram matrix of ``data``; ``max_iter`` counts SMO iterations)
     method: str = "smo"
 
 
@@ -557,33 +573,198 @@ def hinge_losses(data: PairData, W: np.ndarray, b: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+#: directions of the (Δ, P) plane on which every pair reports how far the momentum step may go
+PLANE_RAYS = 64
+
+
+@dataclass(frozen=True)
+class SolveOrder:
+    """One sweep's sub-problems (broadcast to every pair): pair ``i`` solves
+    ``min_{w,b} L_i + (scales[i]/2) ‖w − centers[:, i]‖²`` from its current multipliers."""
+
+    centers: np.ndarray
+    scales: np.ndarray
+    tol: float
+    max_iter: int
+    method: str
+    #: report the radii of the feasible region of the momentum plane (0: not needed)
+    rays: int = 0
+
+
+@dataclass(frozen=True)
+class ApplyOrder:
+    """Move every pair's multipliers to ``α + a Δ + b P`` (``Δ``: the last solve's direction,
+    ``P``: the last step taken), then evaluate column ``pair`` of ``W`` on the pair's rows."""
+
+    a: float
+    b: float
+    W: np.ndarray
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    pair: int
+    #: ``Σ_j Δ_j y_j x_j`` (d,) and ``Σ_j Δ_j``
+    dg: np.ndarray
+    delta_sum: float
+    iterations: int
+    converged: bool
+    #: per ray of the momentum plane the largest feasible step (``SolveOrder.rays`` values) or None
+    radii: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    pair: int
+    #: ``g = Σ_j α_j y_j x_j`` (d,) of the multipliers after the step, ``Σ α`` and ``Σ P``
+    g: np.ndarray
+    alpha_sum: float
+    step_sum: float
+    #: the optimal bias of the evaluated column and its hinge loss
+    bias: float
+    hinge: float
+
+
+@dataclass(eq=False)
+class PairBlock:
+    """One active pair's rows and dual variables: what a pair's tasks keep between sweeps.
+
+    ``data`` holds only this pair's rows (a one-pair :class:`PairData`); ``alpha`` the multipliers,
+    ``delta`` the direction of the last solve, ``last`` the last step taken (the momentum
+    direction). :meth:`run` executes a :class:`SolveOrder` or an :class:`ApplyOrder` on them and
+    returns a ``d``-sized report: nothing of the rows leaves the block.
+    """
+
+    pair: int
+    data: PairData
+    alpha: np.ndarray
+    delta: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def build(cls, pair: int, X: Matrix, y: np.ndarray) -> PairBlock:
+        n = X.shape[0]
+        return cls(pair, PairData.build(X, [np.arange(n)], [y]), np.zeros(n), np.zeros(n), np.zeros(n))
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.alpha.size)
+
+    def run(self, order: SolveOrder | ApplyOrder) -> SolveReport | ApplyReport:
+        return self.solve(order) if isinstance(order, SolveOrder) else self.apply(order)
+
+    def _through(self, a: np.ndarray) -> np.ndarray:
+        return self.data.combine([a])[:, 0]
+
+    def solve(self, order: SolveOrder) -> SolveReport:
+        i = self.pair
+        task = PairTask(0, order.centers[:, i], float(order.scales[i]), self.alpha, order.tol, order.max_iter,
+                        order.method)
+        r = solve_pair_task(self.data, task)
+        self.delta = r.alpha - self.alpha
+        radii = _plane_radii(self.alpha, self.delta, self.last, order.rays) if order.rays else None
+        return SolveReport(i, self._through(self.delta), float(self.delta.sum()), r.iterations, r.converged, radii)
+
+    def apply(self, order: ApplyOrder) -> ApplyReport:
+        if order.a or order.b:
+            x = self.alpha + order.a * self.delta
+            if order.b:
+                x = x + order.b * self.last
+            new = _restore_equality(np.clip(x, 0.0, 1.0), self.data.signs[0])
+            self.last = new - self.alpha
+            self.alpha = new
+        else:
+            self.last = np.zeros_like(self.alpha)
+        y = self.data.signs[0]
+        f = self.data.scores(order.W[:, [self.pair]])[0]
+        b = optimal_bias(f, y)
+        hinge = float(np.maximum(0.0, 1.0 - y * (f + b)).sum())
+        return ApplyReport(self.pair, self._through(self.alpha), float(self.alpha.sum()), float(self.last.sum()),
+                           b, hinge)
+
+
+def pair_blocks(data: PairData) -> list[PairBlock]:
+    """One :class:`PairBlock` per pair of ``data`` (its rows copied out of ``data.X``)."""
+    return [PairBlock.build(i, data.X[r], y) for i, (r, y) in enumerate(zip(data.rows, data.signs, strict=True))]
+
+
+def _ray_directions(k: int) -> tuple[np.ndarray, np.ndarray]:
+    theta = 2.0 * np.pi * np.arange(k) / k
+    return np.cos(theta), np.sin(theta)
+
+
+def _plane_radii(alpha: np.ndarray, delta: np.ndarray, last: np.ndarray, k: int) -> np.ndarray:
+    """For ``k`` rays ``(cos θ, sin θ)`` of the ``(a, b)`` plane the largest ``r`` with
+    ``0 ≤ α + r (cos θ Δ + sin θ P) ≤ 1`` (``inf`` when unbounded)."""
+    u, v = _ray_directions(k)
+    out = np.full(k, np.inf)
+    moving = (delta != 0.0) | (last != 0.0)
+    a, dl, ls = alpha[moving], delta[moving], last[moving]
+    for s in range(0, k, 8):  # a few rays at a time: n x 8 temporaries
+        D = np.outer(dl, u[s:s + 8]) + np.outer(ls, v[s:s + 8])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lim = np.where(D > 0, (1.0 - a)[:, None] / D, np.where(D < 0, -a[:, None] / D, np.inf))
+        if lim.size:
+            out[s:s + 8] = np.maximum(lim.min(axis=0), 0.0)
+    return out
+
+
+def _in_plane_region(radii: np.ndarray, a: float, b: float) -> bool:
+    """Whether ``(a, b)`` lies in the polygon spanned by the origin and the ray points
+    ``radii[k] (cos θ_k, sin θ_k)`` (inside every pair's feasible region, which is convex and
+    contains them: a conservative test)."""
+    k = radii.size
+    if a == 0.0 and b == 0.0:
+        return True
+    th = float(np.arctan2(b, a)) % (2.0 * np.pi)
+    lo = int(th // (2.0 * np.pi / k)) % k
+    hi = (lo + 1) % k
+    u, v = _ray_directions(k)
+    r0, r1 = min(float(radii[lo]), 1e12), min(float(radii[hi]), 1e12)
+    p0x, p0y, p1x, p1y = r0 * u[lo], r0 * v[lo], r1 * u[hi], r1 * v[hi]
+    det = p0x * p1y - p0y * p1x  # > 0 unless a radius is 0 (then only the origin is certain)
+    if det <= 0.0:
+        return False
+    s = (a * p1y - b * p1x) / det  # (a, b) = s p0 + t p1
+    t = (p0x * b - p0y * a) / det
+    return bool(s >= 0.0 and t >= 0.0 and s + t <= 1.0)
+
+
 class PairSolver(Protocol):
-    """Runs :func:`solve_pair_task` over a list of tasks; must return results in task order."""
+    """Keeps the :class:`PairBlock` of every active pair and runs orders on all of them; must
+    return the reports in pair order."""
 
-    def open(self, data: PairData) -> None: ...
+    def open(self, blocks: Sequence[PairBlock]) -> None: ...
 
-    def solve(self, tasks: Sequence[PairTask]) -> list[PairResult]: ...
+    def run(self, order: SolveOrder | ApplyOrder) -> list[Any]: ...
+
+    def alphas(self) -> list[np.ndarray]: ...
 
     def close(self) -> None: ...
 
 
 class SerialPairSolver:
-    """The reference: the sub-problems one after another in this process."""
+    """The reference: the blocks in this process, the pairs one after another."""
 
     def __init__(self) -> None:
-        self._data: PairData | None = None
+        self._blocks: list[PairBlock] | None = None
 
-    def open(self, data: PairData) -> None:
-        self._data = data
+    def open(self, blocks: Sequence[PairBlock]) -> None:
+        self._blocks = list(blocks)
 
-    def solve(self, tasks: Sequence[PairTask]) -> list[PairResult]:
-        if self._data is None:
-            raise RuntimeError("SerialPairSolver.solve called before open")
-        data = self._data
-        return [solve_pair_task(data, t) for t in tasks]
+    def _open(self) -> list[PairBlock]:
+        if self._blocks is None:
+            raise RuntimeError("SerialPairSolver used before open")
+        return self._blocks
+
+    def run(self, order: SolveOrder | ApplyOrder) -> list[Any]:
+        return [b.run(order) for b in self._open()]
+
+    def alphas(self) -> list[np.ndarray]:
+        return [b.alpha for b in self._open()]
 
     def close(self) -> None:
-        self._data = None
+        self._blocks = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -662,9 +843,16 @@ def _objective(
     lambda2: float,
     eps: float,
 ) -> float:
+    return _regularised(float(hinge_losses(data, W, b).sum()), W, cov, lambda1, lambda2, eps)
+
+
+def _regularised(
+    hinge: float, W: np.ndarray, cov: PairCovariance, lambda1: float, lambda2: float, eps: float
+) -> float:
+    """The objective from the hinge loss ``Σ ξ`` of ``(W, b)`` (computed where the rows are)."""
     reg1 = 0.5 * lambda1 * float(np.sum(W * W))
     reg2 = 0.5 * lambda2 * (cov.coupling(W) + eps * cov.trace_inverse()) if lambda2 else 0.0
-    return float(hinge_losses(data, W, b).sum()) + reg1 + reg2
+    return hinge + reg1 + reg2
 
 
 def objective(
@@ -722,7 +910,16 @@ def _check_positive(
         raise ConfigError(f"The {name!r} parameter of {owner} must be {kind} {bound}. Got {value!r} instead.")
 
 
-W_SOLVERS = ("dcd", "smo")
+W_SOLVERS = ("auto", "dcd", "smo")
+#: ``w_solver="auto"`` takes SMO up to this many training rows, DCD above (module docstring)
+SMO_MAX_ROWS = 2000
+
+
+def resolve_w_solver(w_solver: str, n_rows: int) -> str:
+    """The sub-problem solver that ``w_solver`` means for a fit on ``n_rows`` training rows."""
+    if w_solver != "auto":
+        return w_solver
+    return "smo" if n_rows <= SMO_MAX_ROWS else "dcd"
 
 
 def _check_w_solver(owner: str, w_solver: Any, dcd_max_passes: Any) -> None:
@@ -760,6 +957,8 @@ class _OvOModel:
     pairs_: np.ndarray
     n_classes_: np.ndarray
     active_: np.ndarray
+    #: the dual variables per active pair (None after :meth:`fit_open`: they stay with the rows)
+    alpha_: list[np.ndarray] | None
 
     def _prepare(
         self, X: Any, Y: Any, n_classes: Sequence[int] | None
@@ -783,26 +982,74 @@ class _OvOModel:
                 raise InputDataError(
                     f"class space {j}: {int(bad.sum())} targets outside 0..{k - 1} (first at row {int(np.argmax(bad))})"
                 )
+        counts = [np.bincount(Y[:, j], minlength=k) for j, k in enumerate(n_classes)]
+        active_pairs = self._begin(n_classes, counts, X.shape[1])
+        rows: list[np.ndarray] = []
+        signs: list[np.ndarray] = []
+        for j, a, b in active_pairs:
+            r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
+            rows.append(r)
+            signs.append(np.where(Y[r, j] == a, 1.0, -1.0))
+        return X, PairData.build(X, rows, signs), self._fit_layout[2]
+
+    def _begin(self, n_classes: Sequence[int], counts: Sequence[np.ndarray], d: int) -> list[tuple[int, int, int]]:
+        """The one-vs-one layout from the class counts of every space: sets the layout of the fit
+        and returns the active pairs ``(space, a, b)`` (both classes seen) in order."""
+        n_classes = [int(k) for k in n_classes]
         pairs = ovo_pairs(n_classes)
         m = pairs.shape[0]
         b_const = np.zeros(m)
         active = np.zeros(m, dtype=bool)
-        rows: list[np.ndarray] = []
-        signs: list[np.ndarray] = []
         for i, (j, a, b) in enumerate(pairs):
-            has_a = bool((Y[:, j] == a).any())
-            has_b = bool((Y[:, j] == b).any())
+            has_a = bool(counts[j][a] > 0)
+            has_b = bool(counts[j][b] > 0)
             if has_a and has_b:
                 active[i] = True
-                r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
-                rows.append(r)
-                signs.append(np.where(Y[r, j] == a, 1.0, -1.0))
             else:
                 b_const[i] = 1.0 if has_a else (-1.0 if has_b else 0.0)
         if not active.any():
             logger.warning("no class space has two classes in the training data: every pair is constant")
-        self._fit_layout = (pairs, np.array(n_classes, dtype=np.int64), active, b_const, X.shape[1])
-        return X, PairData.build(X, rows, signs), active
+        self._fit_layout = (pairs, np.array(n_classes, dtype=np.int64), active, b_const, int(d))
+        self._fit_rows = int(counts[0].sum()) if len(counts) else 0
+        return [(int(j), int(a), int(b)) for j, a, b in pairs[active]]
+
+    def _solver(self) -> PairSolver:
+        solver: PairSolver | None = getattr(self, "solver", None)
+        return solver if solver is not None else SerialPairSolver()
+
+    def fit(self, X: Any, Y: Any, n_classes: Sequence[int] | None = None) -> Any:
+        """Fit on in-memory ``X`` (n × d, dense or CSR) and ``Y`` (n × q class indices)."""
+        self._check_params()
+        X, data, _ = self._prepare(X, Y, n_classes)
+        solver = self._solver()
+        solver.open(pair_blocks(data))
+        try:
+            self._fit_open(solver)
+            self.alpha_ = solver.alphas()
+        finally:
+            solver.close()
+        return self
+
+    def fit_open(self, solver: PairSolver, n_classes: Sequence[int], counts: Sequence[np.ndarray], d: int,
+                 open_blocks: Any) -> Any:
+        """Fit where the rows never come here: ``counts`` are the class counts of every space,
+        ``open_blocks(active_pairs)`` opens ``solver`` on the blocks of the active pairs
+        ``(space, a, b)`` (in that order, built where the rows are; :mod:`sparkhc.spark.mdc`)."""
+        self._check_params()
+        active = self._begin(n_classes, counts, d)
+        open_blocks(active)
+        try:
+            self._fit_open(solver)
+        finally:
+            solver.close()
+        self.alpha_ = None  # the multipliers stay where the rows are
+        return self
+
+    def _check_params(self) -> None:
+        raise NotImplementedError
+
+    def _fit_open(self, solver: PairSolver) -> None:
+        raise NotImplementedError
 
     def _store_pairs(self, W: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Set the fitted one-vs-one attributes from the active pairs' ``W, b``; returns their index."""
@@ -901,7 +1148,7 @@ class BinaryRelevanceSVM(_OvOModel):
         smo_tol: float = 1e-10,
         smo_max_iter: int = 200_000,
         solver: PairSolver | None = None,
-        w_solver: str = "dcd",
+        w_solver: str = "auto",
         dcd_max_passes: int = 20_000,
         gap_tol: float = 1e-6,
     ) -> None:
@@ -913,60 +1160,28 @@ class BinaryRelevanceSVM(_OvOModel):
         self.w_solver = w_solver
         self.dcd_max_passes = dcd_max_passes
 
-    def fit(self, X: Any, Y: Any, n_classes: Sequence[int] | None = None) -> BinaryRelevanceSVM:
+    def _check_params(self) -> None:
         owner = type(self).__name__
         _check_positive(owner, "lambda1", self.lambda1)
         _check_positive(owner, "smo_tol", self.smo_tol)
         _check_positive(owner, "smo_max_iter", self.smo_max_iter, integer=True)
         _check_w_solver(owner, self.w_solver, self.dcd_max_passes)
         _check_positive(owner, "gap_tol", self.gap_tol, allow_zero=True)
-        if self.w_solver == "dcd":
-            return self._fit_dcd(X, Y, n_classes)
-        X, data, active = self._prepare(X, Y, n_classes)
-        d = X.shape[1]
-        solver = self.solver if self.solver is not None else SerialPairSolver()
-        cap = int(self.smo_max_iter)
-        tasks = [
-            PairTask(i, np.zeros(d), float(self.lambda1), None, float(self.smo_tol), cap, self.w_solver)
-            for i in range(len(data.rows))
-        ]
-        solver.open(data)
-        try:
-            results = solver.solve(tasks)
-        finally:
-            solver.close()
-        W = np.zeros((d, len(data.rows)))
-        b = np.zeros(len(data.rows))
-        for r in results:
-            W[:, r.pair] = r.w
-            b[r.pair] = r.b
-        self._store_pairs(W, b)
-        self.alpha_ = [r.alpha for r in results]
-        self.smo_iterations_ = int(sum(r.iterations for r in results))
-        if not all(r.converged for r in results):
-            logger.warning("BR: the %s solver hit its cap (%d) on some pair", self.w_solver, cap)
-        return self
 
-    def _fit_dcd(self, X: Any, Y: Any, n_classes: Sequence[int] | None) -> BinaryRelevanceSVM:
-        """The pairs by DCD: M3MDC's W step with λ2 = 0 (independent pairs, ``M = I/λ1``), whose
-        sweeps tighten the sub-problems until the duality gap is below ``gap_tol`` (relative)."""
-        X, data, active = self._prepare(X, Y, n_classes)
-        ma = len(data.rows)
+    def _fit_open(self, solver: PairSolver) -> None:
+        """M3MDC's W step with λ2 = 0 (independent pairs, ``M = I/λ1``): SMO solves each pair once
+        at ``smo_tol``; DCD's sweeps tighten the sub-problems until the duality gap is below
+        ``gap_tol`` (relative)."""
+        _, _, active, _, d = self._fit_layout
+        ma = int(active.sum())
         w_step = M3MDC(lambda1=self.lambda1, lambda2=0.0, gap_tol=self.gap_tol, smo_tol=self.smo_tol,
-                       w_solver="dcd", dcd_max_passes=self.dcd_max_passes)
-        solver = self.solver if self.solver is not None else SerialPairSolver()
-        solver.open(data)
-        try:
-            W, b, _, alpha, sweeps, passes, gap = w_step._w_step(
-                solver, data, np.zeros((X.shape[1], ma)), [np.zeros(r.size) for r in data.rows],
-                PairCovariance.identity(ma))
-        finally:
-            solver.close()
+                       smo_max_iter=self.smo_max_iter, w_solver=self.w_solver, dcd_max_passes=self.dcd_max_passes)
+        W, b, _, _, sweeps, its, gap = w_step._w_step(solver, np.zeros((d, ma)), PairCovariance.identity(ma),
+                                                      self._fit_rows)
         self._store_pairs(W, b)
-        self.alpha_ = list(alpha)
-        self.smo_iterations_ = int(passes)
+        self.smo_iterations_ = int(its)
         self.duality_gap_ = float(gap)
-        return self
+        self.w_solver_ = resolve_w_solver(self.w_solver, self._fit_rows)
 
 
 class M3MDC(_OvOModel):
@@ -984,7 +1199,8 @@ class M3MDC(_OvOModel):
         QP is below ``gap_tol · max(1, |primal|)`` (default 1e-6; at most 1000 sweeps).
     smo_tol, smo_max_iter : the smallest KKT tolerance of the per-pair sub-problems (both
         solvers) and SMO's iteration cap.
-    w_solver : ``"dcd"`` (default; no Gram matrix) or ``"smo"`` (exact, ``n × n`` Gram matrix).
+    w_solver : ``"auto"`` (default: ``"smo"`` up to ``SMO_MAX_ROWS`` training rows, else ``"dcd"``),
+        ``"dcd"`` (no Gram matrix) or ``"smo"`` (each pair's ``n_i × n_i`` Gram matrix).
     dcd_max_passes : cap on the passes of one DCD sub-problem solve.
     ridge : float, default 1e-8
         Relative ridge ``ε = ridge · tr(W₁ᵀW₁)/m`` of the C step (module docstring).
@@ -1023,7 +1239,7 @@ class M3MDC(_OvOModel):
         smo_max_iter: int = 200_000,
         ridge: float = 1e-8,
         solver: PairSolver | None = None,
-        w_solver: str = "dcd",
+        w_solver: str = "auto",
         dcd_max_passes: int = 20_000,
     ) -> None:
         self.lambda1 = lambda1
@@ -1056,76 +1272,72 @@ class M3MDC(_OvOModel):
 
     # -- fitting ------------------------------------------------------------------------------
 
-    def fit(self, X: Any, Y: Any, n_classes: Sequence[int] | None = None) -> M3MDC:
-        """Alternate the W, b step and the C step from ``C = I/m`` (Table 1 of the paper)."""
+    def _check_params(self) -> None:
         self._validate()
-        X, data, active = self._prepare(X, Y, n_classes)
-        ma = len(data.rows)
-        d = X.shape[1]
+
+    def _fit_open(self, solver: PairSolver) -> None:
+        """Alternate the W, b step and the C step from ``C = I/m`` (Table 1 of the paper)."""
+        _, _, active, _, d = self._fit_layout
+        ma = int(active.sum())
         W = np.zeros((d, ma))
         b = np.zeros(ma)
         G = np.zeros((d, ma))
-        alpha = [np.zeros(r.size) for r in data.rows]
+        hinge = 0.0
         cov = PairCovariance.identity(ma)
         eps = 0.0
         f_prev = np.inf
         self.history_: list[dict[str, Any]] = []
         self.converged_ = False
-        solver = self.solver if self.solver is not None else SerialPairSolver()
-        solver.open(data)
-        try:
-            for t in range(1, int(self.max_iter) + 1):
-                t0 = time.perf_counter()
-                W_prev, b_prev = W, b
-                W, b, G, alpha, sweeps, smo_its, gap = self._w_step(solver, data, G, alpha, cov)
-                if t == 1 and ma:
-                    mean_sq = float(np.sum(W * W)) / ma
-                    eps = float(self.ridge) * (mean_sq if mean_sq > 0 else 1.0)
-                f_w = _objective(data, W, b, cov, self.lambda1, self.lambda2, eps)
-                kept = f_w > f_prev  # only possible within the W step's tolerance: keep the old W
-                if kept:
-                    W, b, f_w = W_prev, b_prev, f_prev
-                if ma:
-                    cov = c_step(W, eps)
-                f_c = _objective(data, W, b, cov, self.lambda1, self.lambda2, eps)
-                f_prev = f_c
-                dw = float(np.linalg.norm(W - W_prev))
-                norm_w = float(np.linalg.norm(W))
-                rel = dw / norm_w if norm_w > 0 else 0.0
-                self.history_.append(
-                    {
-                        "iteration": t,
-                        "objective_after_w": f_w,
-                        "objective_after_c": f_c,
-                        "delta_w": dw,
-                        "rel_delta_w": rel,
-                        "inner_sweeps": sweeps,
-                        "duality_gap": gap,
-                        "smo_iterations": smo_its,
-                        "kept_previous_w": bool(kept),
-                        "seconds": time.perf_counter() - t0,
-                    }
-                )
-                logger.info(
-                    "M3MDC alternation %d: objective %.10g -> %.10g, |dW| %.3e (rel %.3e), %d sweeps, gap %.2e, %.2fs",
-                    t,
-                    f_w,
-                    f_c,
-                    dw,
-                    rel,
-                    sweeps,
-                    gap,
-                    time.perf_counter() - t0,
-                )
-                if rel < self.tol:
-                    self.converged_ = True
-                    break
-        finally:
-            solver.close()
+        self.w_solver_ = resolve_w_solver(self.w_solver, self._fit_rows)
+        for t in range(1, int(self.max_iter) + 1):
+            t0 = time.perf_counter()
+            W_prev, b_prev, hinge_prev = W, b, hinge
+            W, b, G, hinge, sweeps, smo_its, gap = self._w_step(solver, G, cov, self._fit_rows)
+            if t == 1 and ma:
+                mean_sq = float(np.sum(W * W)) / ma
+                eps = float(self.ridge) * (mean_sq if mean_sq > 0 else 1.0)
+            f_w = _regularised(hinge, W, cov, self.lambda1, self.lambda2, eps)
+            kept = f_w > f_prev  # only possible within the W step's tolerance: keep the old W
+            if kept:
+                W, b, f_w, hinge = W_prev, b_prev, f_prev, hinge_prev
+            if ma:
+                cov = c_step(W, eps)
+            f_c = _regularised(hinge, W, cov, self.lambda1, self.lambda2, eps)
+            f_prev = f_c
+            dw = float(np.linalg.norm(W - W_prev))
+            norm_w = float(np.linalg.norm(W))
+            rel = dw / norm_w if norm_w > 0 else 0.0
+            self.history_.append(
+                {
+                    "iteration": t,
+                    "objective_after_w": f_w,
+                    "objective_after_c": f_c,
+                    "delta_w": dw,
+                    "rel_delta_w": rel,
+                    "inner_sweeps": sweeps,
+                    "duality_gap": gap,
+                    "smo_iterations": smo_its,
+                    "kept_previous_w": bool(kept),
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            logger.info(
+                "M3MDC alternation %d: objective %.10g -> %.10g, |dW| %.3e (rel %.3e), %d sweeps, gap %.2e, %.2fs",
+                t,
+                f_w,
+                f_c,
+                dw,
+                rel,
+                sweeps,
+                gap,
+                time.perf_counter() - t0,
+            )
+            if rel < self.tol:
+                self.converged_ = True
+                break
         self.n_iter_ = len(self.history_)
         self.eps_ = eps
-        self._store(W, b, cov.matrix(), active, alpha)
-        return self
+        self._store(W, b, cov.matrix())
 
     def fit_fixed_c(self, X: Any, Y: Any, C: np.ndarray, n_classes: Sequence[int] | None = None) -> M3MDC:
         """Only the W, b step, for a given positive definite ``C`` over the active pairs."""
@@ -1136,12 +1348,11 @@ class M3MDC(_OvOModel):
         if C.shape != (ma, ma):
             raise InputDataError(f"C must be {ma} x {ma} (the active pairs); got {C.shape}")
         cov = PairCovariance.from_matrix(C)
-        solver = self.solver if self.solver is not None else SerialPairSolver()
-        solver.open(data)
+        solver = self._solver()
+        solver.open(pair_blocks(data))
         try:
-            W, b, _, alpha, sweeps, _, gap = self._w_step(
-                solver, data, np.zeros((X.shape[1], ma)), [np.zeros(r.size) for r in data.rows], cov
-            )
+            W, b, _, _, sweeps, _, gap = self._w_step(solver, np.zeros((X.shape[1], ma)), cov, X.shape[0])
+            alpha = solver.alphas()
         finally:
             solver.close()
         self.history_ = []
@@ -1150,37 +1361,36 @@ class M3MDC(_OvOModel):
         self.eps_ = 0.0
         self.inner_sweeps_ = sweeps
         self.duality_gap_ = gap
-        self._store(W, b, C, active, alpha)
+        self._store(W, b, C)
+        self.alpha_ = alpha
         return self
 
-    def _store(
-        self, W: np.ndarray, b: np.ndarray, C: np.ndarray, active: np.ndarray, alpha: list[Any]
-    ) -> None:
+    def _store(self, W: np.ndarray, b: np.ndarray, C: np.ndarray) -> None:
         idx = self._store_pairs(W, b)
         m = self.pairs_.shape[0]
         self.C_ = np.zeros((m, m))
         self.C_[np.ix_(idx, idx)] = C
-        self.alpha_ = list(alpha)
 
     def _w_step(
         self,
         solver: PairSolver,
-        data: PairData,
         G: np.ndarray,
-        alpha: list[np.ndarray],
         cov: PairCovariance,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], int, int, float]:
+        n_rows: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int, int, float]:
         """Parallel block ascent with exact line search (and momentum) on the dual of the W step.
 
-        See the module docstring.
-
-        Warm-started from ``alpha`` (``G`` its ``Σ α y x`` per pair). Returns
-        ``W, b, G, alpha, sweeps, smo_iterations, duality_gap``.
+        See the module docstring. Warm-started from the multipliers the solver's blocks hold
+        (``G``: their ``Σ α y x`` per pair). Every sweep is two rounds over the blocks: a
+        :class:`SolveOrder` (the sub-problems, from the current multipliers) and an
+        :class:`ApplyOrder` (the step the line search chose, and the evaluation of ``W``); the
+        line search and the duality gap are computed here from their ``d``-sized reports. Returns
+        ``W, b, G, hinge loss of (W, b), sweeps, sub-solver iterations, duality_gap``.
         """
         ma = G.shape[1]
         d = G.shape[0]
         if ma == 0:
-            return np.zeros((d, 0)), np.zeros(0), G, alpha, 0, 0, 0.0
+            return np.zeros((d, 0)), np.zeros(0), G, 0.0, 0, 0, 0.0
         if not self.lambda2:
             M = np.eye(ma) / self.lambda1
         else:
@@ -1189,7 +1399,8 @@ class M3MDC(_OvOModel):
             M = 0.5 * (M + M.T)
         Md = np.diag(M).copy()
         uncoupled = not np.any(M - np.diag(Md))  # independent pairs: no line search needed
-        dcd = self.w_solver == "dcd"
+        method = resolve_w_solver(self.w_solver, n_rows)
+        dcd = method == "dcd"
         exact = uncoupled and not dcd  # SMO at smo_tol: one sweep solves the W step
         smo_tol = float(self.smo_tol)
         cap_name = "dcd_max_passes" if dcd else "smo_max_iter"
@@ -1198,61 +1409,64 @@ class M3MDC(_OvOModel):
         # 1x (a KKT violation ε costs about ε per multiplier of the gap, and DCD's passes are what
         # costs), SMO at 1e-2 x (its extra iterations are cheap)
         tighten = 1.0 if dcd else 1e-2
-        G = G.copy()
-        alpha = list(alpha)
         smo_its = 0
         sweeps = 0
         gap = np.inf
         sub_tol = smo_tol if exact else max(smo_tol, 1e-3)
         W = G @ M
         b = np.zeros(ma)
-        prev: list[np.ndarray] | None = None  # the previous sweep's step (momentum direction)
+        hinge_best = 0.0
+        pG: np.ndarray | None = None  # Σ P y x of the previous sweep's step P (the momentum direction)
+        p_sum = 0.0
+        momentum = False
         best = np.inf  # the lowest primal value seen, at (W, b)
+        scales = 1.0 / Md
         for sweeps in range(1, int(self.max_inner_iter) + 1):  # noqa: B007 - the count is returned
             GM = G @ M
             # pair i's exact sub-problem with the other pairs fixed (the paper's Eq. 9), all in parallel
-            tasks = [
-                PairTask(i, GM[:, i] - Md[i] * G[:, i], float(1.0 / Md[i]), alpha[i], sub_tol, cap, self.w_solver)
-                for i in range(ma)
-            ]
-            new = list(alpha)
-            for r in solver.solve(tasks):
+            use_momentum = momentum and not uncoupled
+            order = SolveOrder(GM - G * Md, scales, sub_tol, cap, method, PLANE_RAYS if use_momentum else 0)
+            solved: list[SolveReport] = solver.run(order)
+            for r in solved:
                 smo_its += r.iterations
                 if not r.converged:
-                    logger.warning("M3MDC: %s hit %s=%d on pair %d", self.w_solver, cap_name, cap, r.pair)
-                new[r.pair] = r.alpha
-            delta = [a1 - a0 for a1, a0 in zip(new, alpha, strict=True)]
+                    logger.warning("M3MDC: %s hit %s=%d on pair %d", method, cap_name, cap, r.pair)
+            dG = np.column_stack([r.dg for r in solved])
+            d_sum = float(sum(r.delta_sum for r in solved))
             if uncoupled:
-                alpha = new
+                step: tuple[float, float] | None = (1.0, 0.0)
             else:
-                moved = self._line_search(data, M, G, GM, alpha, delta, prev)
-                if moved is None:
+                radii = np.min([r.radii for r in solved if r.radii is not None], axis=0) if use_momentum else None
+                step = self._line_search(M, GM, dG, d_sum, pG if use_momentum else None, p_sum, radii)
+                if step is None:
                     if sub_tol > smo_tol:  # the loose sub-problem solutions gave no ascent: tighten
                         sub_tol = max(smo_tol, 1e-3 * sub_tol)
                         continue
                     if np.isfinite(gap):  # no ascent left at the final tolerance: rounding level
                         logger.info("M3MDC: W step stopped at rounding level (duality gap %.3g)", gap)
                         break
-                    moved = alpha
-                prev = [a1 - a0 for a1, a0 in zip(moved, alpha, strict=True)]
-                alpha = moved
-            G = data.combine(alpha)
-            GM = G @ M
-            W_t = GM  # stationarity, the paper's Eq. (5)
-            b_t = np.zeros(ma)
-            hinge = 0.0
-            for i, (f, y) in enumerate(zip(data.scores(W_t), data.signs, strict=True)):
-                b_t[i] = optimal_bias(f, y)
-                hinge += float(np.maximum(0.0, 1.0 - y * (f + b_t[i])).sum())
-            quad = 0.5 * float(np.sum(G * GM))  # ½ tr(W Q Wᵀ) = ½ tr(G M Gᵀ) at W = G M
-            primal = hinge + quad
-            dual = float(sum(float(a.sum()) for a in alpha)) - quad  # never decreases
+                    step = (0.0, 0.0)
+            assert step is not None
+            a_step, b_step = step
+            G_t = G + a_step * dG
+            if b_step and pG is not None:
+                G_t = G_t + b_step * pG
+            W_t = G_t @ M  # stationarity, the paper's Eq. (5)
+            applied: list[ApplyReport] = solver.run(ApplyOrder(a_step, b_step, W_t))
+            G_new = np.column_stack([r.g for r in applied])
+            pG, G = G_new - G, G_new
+            p_sum = float(sum(r.step_sum for r in applied))
+            momentum = True
+            b_t = np.array([r.bias for r in applied])
+            hinge = float(sum(r.hinge for r in applied))
+            primal = hinge + 0.5 * float(np.sum(G_t * W_t))  # ½ tr(W Q Wᵀ) = ½ tr(G M Gᵀ) at W = G M
+            dual = float(sum(r.alpha_sum for r in applied)) - 0.5 * float(np.sum(G * (G @ M)))  # never decreases
             if primal < best:  # the primal values of the dual iterates are not monotone: keep the best
-                best, W, b = primal, W_t, b_t
+                best, W, b, hinge_best = primal, W_t, b_t, hinge
             else:
-                prev = None  # adaptive restart: no momentum in the next sweep
+                momentum = False  # adaptive restart: no momentum in the next sweep
             gap = best - dual
-            logger.debug("M3MDC W step sweep %d: duality gap %.3g, SMO tolerance %.1e", sweeps, gap, sub_tol)
+            logger.debug("M3MDC W step sweep %d: duality gap %.3g, sub-problem tolerance %.1e", sweeps, gap, sub_tol)
             if exact or gap <= self.gap_tol * max(abs(best), 1.0):
                 break
             if uncoupled and sub_tol <= smo_tol:  # solved at the final tolerance: rounding level
@@ -1269,36 +1483,35 @@ class M3MDC(_OvOModel):
                 self.max_inner_iter,
                 gap,
             )
-        return W.copy(), b, G, alpha, sweeps, smo_its, float(gap)
+        return W.copy(), b, G, hinge_best, sweeps, smo_its, float(gap)
 
     @staticmethod
     def _line_search(
-        data: PairData,
         M: np.ndarray,
-        G: np.ndarray,
         GM: np.ndarray,
-        alpha: list[np.ndarray],
-        delta: list[np.ndarray],
-        prev: list[np.ndarray] | None,
-    ) -> list[np.ndarray] | None:
-        """The next multipliers from ``alpha`` along the Jacobi direction ``delta`` and the previous
-        step ``prev``; ``None`` when no ascent is possible.
+        dG: np.ndarray,
+        d_sum: float,
+        pG: np.ndarray | None,
+        p_sum: float,
+        radii: np.ndarray | None,
+    ) -> tuple[float, float] | None:
+        """The step ``(a, b)`` from ``α`` to ``α + a Δ + b P`` (``Δ``: the Jacobi direction, ``P``:
+        the previous step; ``dG``, ``pG`` their ``Σ y x`` per pair, ``d_sum``, ``p_sum`` their
+        sums); ``None`` when no ascent is possible.
 
-        The dual ``Σ α − ½ tr(G M Gᵀ)`` is a concave quadratic on ``alpha + a Δ + b P``: the step is
-        its maximiser ``(a*, b*)`` on that plane when it lies in the box ``[0, 1]`` (and gains over
-        ``alpha``), else ``a = t``, its maximiser on the feasible segment ``t ∈ [0, 1]`` of ``Δ``
-        (``b = 0``). Both directions keep every ``Σ_j α_ij y_ij = 0``.
+        The dual ``Σ α − ½ tr(G M Gᵀ)`` is a concave quadratic on that plane: the step is its
+        maximiser ``(a*, b*)`` when it gains and lies inside the feasible region the pairs reported
+        (``radii``: per ray of the plane the largest step keeping every multiplier in ``[0, 1]``),
+        else ``a = t``, the maximiser on the feasible segment ``t ∈ [0, 1]`` of ``Δ`` (``b = 0``).
+        Both directions keep every ``Σ_j α_ij y_ij = 0``.
         """
-        dG = data.combine(delta)
-        g_d = float(sum(float(x.sum()) for x in delta)) - float(np.sum(dG * GM))
+        g_d = d_sum - float(np.sum(dG * GM))
         dGM = dG @ M
         q_dd = float(np.sum(dG * dGM))
         t = min(1.0, g_d / q_dd) if q_dd > 0 else (1.0 if g_d > 0 else 0.0)
         t = max(t, 0.0)
-        a_eff, b_eff, moment = t, 0.0, None
-        if prev is not None:
-            pG = data.combine(prev)
-            g_p = float(sum(float(x.sum()) for x in prev)) - float(np.sum(pG * GM))
+        if pG is not None and radii is not None:
+            g_p = p_sum - float(np.sum(pG * GM))
             q_dp = float(np.sum(pG * dGM))
             q_pp = float(np.sum(pG * (pG @ M)))
             det = q_dd * q_pp - q_dp * q_dp
@@ -1307,17 +1520,8 @@ class M3MDC(_OvOModel):
                 b_star = (g_p * q_dd - g_d * q_dp) / det
                 gain = a_star * g_d + b_star * g_p - 0.5 * (a_star * a_star * q_dd + 2 * a_star * b_star * q_dp
                                                             + b_star * b_star * q_pp)
-                cand = np.concatenate(alpha) + a_star * np.concatenate(delta) + b_star * np.concatenate(prev)
-                if gain > 0 and cand.min() >= -1e-12 and cand.max() <= 1.0 + 1e-12:
-                    a_eff, b_eff, moment = a_star, b_star, prev
-        if moment is None:
-            if t <= 0.0:
-                return None
-            a_eff, b_eff = t, 0.0
-        out = []
-        for i, (a0, dx) in enumerate(zip(alpha, delta, strict=True)):
-            x = a0 + a_eff * dx
-            if moment is not None:
-                x = x + b_eff * moment[i]
-            out.append(_restore_equality(np.clip(x, 0.0, 1.0), data.signs[i]))
-        return out
+                if gain > 0 and _in_plane_region(radii, a_star, b_star):
+                    return a_star, b_star
+        if t <= 0.0:
+            return None
+        return t, 0.0

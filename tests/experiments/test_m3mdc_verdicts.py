@@ -1,0 +1,32 @@
+"""The M3MDC page's generated verdicts and gain sentence on hand-made cases, including the two
+the committed page got wrong: an Edm exact-match tie against ECP (paper: M3MDC worse by 0.058;
+ours +0.001, two-sided p = 0.992) and Flare1's sentence when M3MDC is not above BR at C = 1."""
+
+from experiments.m3mdc import _gain_sentence, _verdict
+
+
+def test_better_claim() -> None:
+    assert _verdict(0.059, 0.138, 0.00195, 0.00391) == "reproduced"
+    assert _verdict(0.020, 0.013, 0.375, 0.75) == "partly (direction only)"
+    assert _verdict(0.02, -0.01, 0.9, 0.4) == "not (no significant difference)"
+    assert _verdict(0.02, -0.05, 0.999, 0.004) == "not (significantly the other way)"
+
+
+def test_worse_claim_tie_is_not_significantly_other_way() -> None:
+    # the committed Edm ECP exact-match row: a tie, not a reversal
+    assert _verdict(-0.058, 0.001, 0.496, 0.992) == "not (no significant difference)"
+    assert _verdict(-0.058, -0.04, 0.99, 0.01) == "reproduced"  # one-sided 0.005
+    assert _verdict(-0.058, -0.04, 0.9, 0.2) == "partly (direction only)"
+    assert _verdict(-0.058, 0.05, 0.002, 0.004) == "not (significantly the other way)"
+
+
+def test_level_claim() -> None:
+    assert _verdict(0.0, 0.01, 0.3, 0.6) == "reproduced"
+    assert _verdict(0.0, 0.05, 0.01, 0.02) == "not"
+
+
+def test_gain_sentence() -> None:
+    assert _gain_sentence(-0.004, -0.01).startswith("there is no paper-faithful gain")
+    assert _gain_sentence(0.075, 0.003).startswith("most of the paper-faithful gain")
+    assert _gain_sentence(0.075, -0.002).startswith("the whole paper-faithful gain")
+    assert _gain_sentence(0.04, 0.03).startswith("the gain does not come")

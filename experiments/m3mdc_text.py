@@ -135,7 +135,8 @@ def run(spark: SparkSession, cfg: Config, data_dir: str | Path, out_dir: str | P
             "corpus": CORPUS,
             "class_space_file": f"sparkhc/conf/{SPEC_NAME}",
             "class_space_spec": spec_text,
-            "class_spaces": corpus["class_spaces"],
+            # the spec's path inside the package, not this checkout's absolute path (a rerun elsewhere compares equal)
+            "class_spaces": {**corpus["class_spaces"], "source": f"sparkhc/conf/{SPEC_NAME}"},
             "read_report": {k: corpus["read_report"][k] for k in ("read", "emitted", "excluded", "excluded_reasons",
                                                                   "quarantined")},
             "documents_per_split": summary.get("documents_per_split"),

@@ -62,6 +62,11 @@ def test_json_ignores_stamp_and_time_keys_and_nan_equals_nan(tmp_path: Path) -> 
     new_doc["extra"] = 1
     diffs = compare_file(_write(tmp_path / "new2", "r.json", json.dumps(new_doc)), old)
     assert diffs == ["/extra: only in new", "/rows[0]/micro: 0.6 vs 0.5"]
+    # the last bits of a long float sum (a log-likelihood) are not a difference; a change in the 10th digit is
+    ll = {"loglik": -2021542.3261672987}
+    old_ll = _write(tmp_path / "old3", "l.json", json.dumps(ll))
+    assert compare_file(_write(tmp_path / "new3", "l.json", json.dumps({"loglik": -2021542.3261672985})), old_ll) == []
+    assert compare_file(_write(tmp_path / "new4", "l.json", json.dumps({"loglik": -2021542.3271672987})), old_ll) != []
 
 
 def test_trees_missing_files_and_exit_code(tmp_path: Path, capsys) -> None:

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.metrics import MDCCounts
-from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder
+from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder, resolve_w_solver
 from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
@@ -228,9 +228,15 @@ def _route(layout: MDCLayout, groups: list[list[Pair]], batch: SparseBatch) -> I
             yield g, (np.asarray(batch.doc_ids)[need], X[need], Y[need])
 
 
-def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, index: int,
+def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, share: bool, index: int,
                  it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-    """The blocks of group ``index`` from its rows (sorted by ``doc_id``)."""
+    """The blocks of group ``index`` from its rows (sorted by ``doc_id``).
+
+    ``share`` (the DCD sub-problems): the blocks index one float64 copy of the group's rows, so a
+    row is stored (and moved at every round) once per partition instead of once per pair
+    (a row is in ``K_j − 1`` pairs of every space ``j``: 15 on bench_mdc's data); the products of
+    a block with its rows are the same numbers. Else (SMO, which builds a Gram matrix per block)
+    every block has a copy of its own rows."""
     pieces = [v for _, v in it]
     blocks: list[PairBlock] = []
     if pieces:
@@ -239,10 +245,14 @@ def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, i
         X = sp.vstack([p[1] for p in pieces], format="csr")[order]
         Y = np.concatenate([p[2] for p in pieces])[order]
         X.sort_indices()
+        shared = sp.csr_matrix(X, dtype=np.float64) if share else None
+        if shared is not None:
+            shared.sort_indices()
         for i in groups[index]:
             j, a, b = active[i]
             r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
-            blocks.append(PairBlock.build(i, X[r], np.where(Y[r, j] == a, 1.0, -1.0)))
+            y = np.where(Y[r, j] == a, 1.0, -1.0)
+            blocks.append(PairBlock.build(i, shared, y, r) if shared is not None else PairBlock.build(i, X[r], y))
     yield None
     yield blocks
 
@@ -252,9 +262,10 @@ def _identity(k: int) -> int:
 
 
 def open_frame(solver: SparkPairSolver, batches: RDD[SparseBatch], layout: MDCLayout, counts: list[np.ndarray],
-               active: list[Pair], n_features: int) -> None:
+               active: list[Pair], n_features: int, share: bool = False) -> None:
     """Open ``solver`` on the blocks of the ``active`` pairs built on the executors from ``batches``
-    (one shuffle: every row goes to the partitions whose pairs contain it)."""
+    (one shuffle: every row goes to the partitions whose pairs contain it; ``share``: the blocks
+    of a partition share its rows, :func:`_build_group`)."""
     sizes = [int(counts[j][a] + counts[j][b]) for j, a, b in active]
     groups = balanced_groups(sizes, solver.n_groups(len(active)))
     pair_groups = [[active[i] for i in g] for g in groups]
@@ -264,7 +275,7 @@ def open_frame(solver: SparkPairSolver, batches: RDD[SparseBatch], layout: MDCLa
     rdd = (
         batches.flatMap(partial(_route, layout, pair_groups))
         .partitionBy(len(groups), _identity)
-        .mapPartitionsWithIndex(partial(_build_group, groups, active, n_features))
+        .mapPartitionsWithIndex(partial(_build_group, groups, active, n_features, share))
     )
     solver.open_rdd(rdd)
 
@@ -291,9 +302,10 @@ def fit_mdc_spark(
     n_docs = int(counts[0].sum())
     solver = SparkPairSolver(spark, num_slices=num_slices)
     model.solver = solver
+    share = resolve_w_solver(str(model.params.get("w_solver", "auto")), n_docs) == "dcd"
     try:
         model.fit_open(counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
-                                                            model.n_features))
+                                                            model.n_features, share))
     finally:
         model.solver = None
         solver.close()

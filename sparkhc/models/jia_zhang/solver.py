@@ -211,8 +211,12 @@ class PairData:
         """``X`` as float64 CSR with sorted indices (the DCD solver's layout), made once per process."""
         c = self.__dict__.get("_csr")
         if c is None:
-            c = sp.csr_matrix(self.X, dtype=np.float64)
-            c.sort_indices()
+            X = self.X
+            if sp.issparse(X) and X.format == "csr" and X.dtype == np.float64 and X.has_sorted_indices:
+                c = X  # already the layout (rows shared by the blocks of a partition: no copy)
+            else:
+                c = sp.csr_matrix(X, dtype=np.float64)
+                c.sort_indices()
             object.__setattr__(self, "_csr", c)
         return c
 
@@ -338,7 +342,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         return np.asarray(Xp @ w).ravel()
 
     w = center + through(alpha)
-    sq = data.sq_norms[rows]
+    sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()  # = data.sq_norms[rows], pair rows only
     mean_sq = float(sq.mean()) if n else 0.0
     rho = (mean_sq if mean_sq > 0 else 1.0) * inv_s
     qd = sq * inv_s + rho
@@ -666,9 +670,12 @@ class PairBlock:
     last: np.ndarray
 
     @classmethod
-    def build(cls, pair: int, X: Matrix, y: np.ndarray) -> PairBlock:
-        n = X.shape[0]
-        return cls(pair, PairData.build(X, [np.arange(n)], [y]), np.zeros(n), np.zeros(n), np.zeros(n))
+    def build(cls, pair: int, X: Matrix, y: np.ndarray, rows: np.ndarray | None = None) -> PairBlock:
+        """The block of ``pair`` on the rows ``rows`` of ``X`` (default: all of them). Blocks given
+        the same ``X`` share it (pickled once with them)."""
+        r = np.arange(X.shape[0]) if rows is None else rows
+        n = int(np.asarray(r).size)
+        return cls(pair, PairData.build(X, [r], [y]), np.zeros(n), np.zeros(n), np.zeros(n))
 
     @property
     def n_rows(self) -> int:

@@ -5,8 +5,9 @@
   (balanced by rows, largest first), and runs each round of a W-step sweep (the sub-problems, then
   the step and the evaluation; :mod:`sparkhc.models.jia_zhang.solver`) as one Spark job: the round's
   order (``d × m`` matrices) is broadcast, every partition updates its blocks and returns one
-  ``d``-sized report per pair; the updated blocks form the next cached RDD (local checkpoint: the
-  lineage stays one job deep). The rows and the multipliers never leave the executors; the driver
+  ``d``-sized report per pair through an accumulator (the JVM counts the new cached partitions: the
+  blocks go through Python once per round); the updated blocks form the next cached RDD (local
+  checkpoint: the lineage stays one job deep). The rows and the multipliers never leave the executors; the driver
   does the line search and the duality gap from the reports. The worker runs the same numpy code
   as :class:`~sparkhc.models.jia_zhang.solver.SerialPairSolver` on the same blocks, so the fitted
   model equals the serial one.
@@ -27,14 +28,15 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from pyspark import RDD, Broadcast, StorageLevel
+from pyspark import RDD, Accumulator, Broadcast, StorageLevel
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.metrics import MDCCounts
-from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder
+from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder, resolve_w_solver
 from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
@@ -57,21 +59,29 @@ def balanced_groups(sizes: Sequence[int], n_groups: int) -> list[list[int]]:
     return [sorted(groups[k]) for k in order if groups[k]]
 
 
-def _run_group(order: Broadcast, items: Iterable[Any]) -> Iterator[Any]:
-    """A partition is ``[reports, blocks]``: run the order on the blocks, yield the new pair.
+def _run_group(order: Broadcast, reports: Accumulator, items: Iterable[Any]) -> Iterator[Any]:
+    """A partition is ``[None, blocks]``: run the order on the blocks, add the reports to
+    ``reports`` and yield the new partition.
 
     Every function over the blocks reads its whole partition: a Python worker that leaves input
     unread is not reused by Spark, and a fresh worker pays the imports and numba's start-up again
     (seconds per round; this made the conformance test run for more than 10 minutes)."""
-    _, blocks = list(items)  # the previous round's reports, the blocks
+    _, blocks = list(items)
     value = order.value
-    yield [b.run(value) for b in blocks]
+    reports.add([b.run(value) for b in blocks])
+    yield None
     yield blocks
 
 
-def _first(items: Iterable[Any]) -> Iterator[Any]:
-    """The reports of a partition ``[reports, blocks]`` (read whole: see :func:`_run_group`)."""
-    yield list(items)[0]
+class _Reports(AccumulatorParam):  # type: ignore[type-arg]
+    """The reports of a round, gathered with the tasks' results (no second pass over the blocks)."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:
+        a.extend(b)
+        return a
 
 
 def _alphas(items: Iterable[Any]) -> Iterator[Any]:
@@ -123,16 +133,21 @@ class SparkPairSolver:
         if self._rdd is None:
             raise RuntimeError("SparkPairSolver.run called before open")
         bc = self._sc.broadcast(order)
-        nxt = self._rdd.mapPartitions(partial(_run_group, bc))
+        acc = self._sc.accumulator([], _Reports())
+        nxt = self._rdd.mapPartitions(partial(_run_group, bc, acc))
         nxt.persist(StorageLevel.MEMORY_AND_DISK)
         nxt.localCheckpoint()  # the lineage stays one job deep
-        reports = [r for part in nxt.mapPartitions(_first).collect() for r in part]
+        # one pass: the JVM counts the cached partitions (the blocks are not read back into Python
+        # for the reports; that second pass cost about a third of a round); a re-executed task may
+        # add its (identical) reports twice, hence one per pair
+        nxt._jrdd.count()
+        reports = {r.pair: r for r in acc.value}
         self._rdd.unpersist()
         if self._bc is not None:
             self._bc.unpersist()
         self._rdd, self._bc = nxt, bc
         self.jobs += 1
-        return sorted(reports, key=lambda r: r.pair)
+        return [reports[k] for k in sorted(reports)]
 
     def alphas(self) -> list[np.ndarray]:
         if self._rdd is None:
@@ -202,7 +217,9 @@ def _route(layout: MDCLayout, groups: list[list[Pair]], batch: SparseBatch) -> I
     if not len(batch):
         return
     Y = layout.targets(batch.labels or [], batch.doc_ids)
-    X = sp.csr_matrix(batch.X, dtype=np.float64)
+    # kept in the batch's float32: the blocks are pickled at every round (a third less than
+    # float64), and every product with them is computed in float64 (PairData), so the same values
+    X = sp.csr_matrix(batch.X)
     for g, pairs in enumerate(groups):
         need = np.zeros(len(batch), dtype=bool)
         for j, a, b in pairs:
@@ -211,9 +228,15 @@ def _route(layout: MDCLayout, groups: list[list[Pair]], batch: SparseBatch) -> I
             yield g, (np.asarray(batch.doc_ids)[need], X[need], Y[need])
 
 
-def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, index: int,
+def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, share: bool, index: int,
                  it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-    """The blocks of group ``index`` from its rows (sorted by ``doc_id``)."""
+    """The blocks of group ``index`` from its rows (sorted by ``doc_id``).
+
+    ``share`` (the DCD sub-problems): the blocks index one float64 copy of the group's rows, so a
+    row is stored (and moved at every round) once per partition instead of once per pair
+    (a row is in ``K_j − 1`` pairs of every space ``j``: 15 on bench_mdc's data); the products of
+    a block with its rows are the same numbers. Else (SMO, which builds a Gram matrix per block)
+    every block has a copy of its own rows."""
     pieces = [v for _, v in it]
     blocks: list[PairBlock] = []
     if pieces:
@@ -222,10 +245,14 @@ def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, i
         X = sp.vstack([p[1] for p in pieces], format="csr")[order]
         Y = np.concatenate([p[2] for p in pieces])[order]
         X.sort_indices()
+        shared = sp.csr_matrix(X, dtype=np.float64) if share else None
+        if shared is not None:
+            shared.sort_indices()
         for i in groups[index]:
             j, a, b = active[i]
             r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
-            blocks.append(PairBlock.build(i, X[r], np.where(Y[r, j] == a, 1.0, -1.0)))
+            y = np.where(Y[r, j] == a, 1.0, -1.0)
+            blocks.append(PairBlock.build(i, shared, y, r) if shared is not None else PairBlock.build(i, X[r], y))
     yield None
     yield blocks
 
@@ -235,9 +262,10 @@ def _identity(k: int) -> int:
 
 
 def open_frame(solver: SparkPairSolver, batches: RDD[SparseBatch], layout: MDCLayout, counts: list[np.ndarray],
-               active: list[Pair], n_features: int) -> None:
+               active: list[Pair], n_features: int, share: bool = False) -> None:
     """Open ``solver`` on the blocks of the ``active`` pairs built on the executors from ``batches``
-    (one shuffle: every row goes to the partitions whose pairs contain it)."""
+    (one shuffle: every row goes to the partitions whose pairs contain it; ``share``: the blocks
+    of a partition share its rows, :func:`_build_group`)."""
     sizes = [int(counts[j][a] + counts[j][b]) for j, a, b in active]
     groups = balanced_groups(sizes, solver.n_groups(len(active)))
     pair_groups = [[active[i] for i in g] for g in groups]
@@ -247,7 +275,7 @@ def open_frame(solver: SparkPairSolver, batches: RDD[SparseBatch], layout: MDCLa
     rdd = (
         batches.flatMap(partial(_route, layout, pair_groups))
         .partitionBy(len(groups), _identity)
-        .mapPartitionsWithIndex(partial(_build_group, groups, active, n_features))
+        .mapPartitionsWithIndex(partial(_build_group, groups, active, n_features, share))
     )
     solver.open_rdd(rdd)
 
@@ -274,9 +302,10 @@ def fit_mdc_spark(
     n_docs = int(counts[0].sum())
     solver = SparkPairSolver(spark, num_slices=num_slices)
     model.solver = solver
+    share = resolve_w_solver(str(model.params.get("w_solver", "auto")), n_docs) == "dcd"
     try:
         model.fit_open(counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
-                                                            model.n_features))
+                                                            model.n_features, share))
     finally:
         model.solver = None
         solver.close()

@@ -73,7 +73,8 @@ def _frame(spark, tmp_path, X, Y, ids):
     return spark.read.parquet(str(tmp_path)).repartition(3), labels
 
 
-def test_fit_from_a_dataframe_never_collects_the_rows(spark, monkeypatch, tmp_path):
+@pytest.mark.parametrize("w_solver", ["auto", "dcd"])  # auto: SMO on 600 rows; dcd: the blocks share rows
+def test_fit_from_a_dataframe_never_collects_the_rows(spark, monkeypatch, tmp_path, w_solver):
     """fit_mdc_spark equals the in-memory fit of the same rows, and nothing the driver collects
     holds rows: every collected result is a small report (no SparseBatch, no PairBlock), far
     smaller than the training matrix."""
@@ -101,15 +102,19 @@ def test_fit_from_a_dataframe_never_collects_the_rows(spark, monkeypatch, tmp_pa
     monkeypatch.setattr(RDD, "collect", lambda self: check(real_collect(self)))
     monkeypatch.setattr(RDD, "reduce", lambda self, f: check(real_reduce(self, f)))
     monkeypatch.setattr(RDD, "toLocalIterator", lambda *a, **k: pytest.fail("toLocalIterator on the driver"))
-    model = make_model("m3mdc", tax, d, max_iter=3)
+    from sparkhc.spark import mdc
+
+    real_add = mdc._Reports.addInPlace  # the rounds' reports reach the driver through an accumulator
+    monkeypatch.setattr(mdc._Reports, "addInPlace", lambda self, a, b: real_add(self, a, check(b)))
+    model = make_model("m3mdc", tax, d, max_iter=3, w_solver=w_solver)
     res = fit_mdc_spark(spark, df, model)
     monkeypatch.undo()
     assert res["documents"] == n and res["spark_jobs"] > 0
     x_bytes = X.data.nbytes + X.indices.nbytes
     assert collected and max(collected) < x_bytes / 4, (max(collected), x_bytes)
 
-    ref = make_model("m3mdc", tax, d, max_iter=3).fit(SparseBatch(sp.csr_matrix(X, dtype=np.float32), np.array(ids),
-                                                                  labels))
+    ref = make_model("m3mdc", tax, d, max_iter=3, w_solver=w_solver).fit(
+        SparseBatch(sp.csr_matrix(X, dtype=np.float32), np.array(ids), labels))
     W, W_ref = model.get_state().arrays["W"], ref.get_state().arrays["W"]
     np.testing.assert_allclose(W, W_ref, rtol=0, atol=1e-10)
     np.testing.assert_allclose(model.get_state().arrays["b"], ref.get_state().arrays["b"], rtol=0, atol=1e-10)

@@ -77,6 +77,10 @@ class M3MDCModel(HierModel):
         # matrix (8 n_i^2 bytes per pair)
         "w_solver": "auto",
         "dcd_max_passes": 20_000,
+        # "auto": the W steps before the last to a looser gap (early_gap_tol, then following the
+        # alternation's progress) with DCD, every W step to gap_tol with SMO; "adaptive", "fixed"
+        "gap_schedule": "auto",
+        "early_gap_tol": 1e-3,
     }
     estimator_class: ClassVar[Any] = M3MDC
     #: sparkhc evaluate adds the MDC metrics

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -213,9 +213,12 @@ def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], repo
 
 def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str | None, class_spaces: bool,
                         data_dir: str | None, cache_dir: str | None) -> tuple[str, Any] | None:
-    """What Spark's executors read: ("corpus", (info, root)) for a JSON Lines corpus, ("input", files) for
-    JSON Lines input (a file, a directory of them, local or a Hadoop URI); None for the readers that run
-    on the driver (label directories, LYRL2004 token files, Parquet, --class-spaces)."""
+    """What Spark's executors read: ("corpus", (info, root)) for a JSON Lines corpus; for ``--input`` (a
+    local path, a ``file:`` or Hadoop URI), chosen as :func:`sparkhc.corpus.readers.read_any` does:
+    ("parquet", (files, input, folder or None)) for a Parquet file or a folder with Parquet files (recursively),
+    ("input", (files, input)) for JSON Lines files or a folder of them, ("labeldirs", input) for any other
+    folder (one sub-folder per label). None for the readers that run on the driver (LYRL2004 token files,
+    --class-spaces)."""
     from sparkhc.corpus import readers, registry
     from sparkhc.spark import hfs
 
@@ -227,30 +230,44 @@ def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str
             return None
         return "corpus", (info, registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir))
     assert input_path is not None
-    uri = hfs.qualify(spark, input_path)
+    hidden = (".", "_")
     if not hfs.has_scheme(str(input_path)):
         p = Path(input_path)
         if p.is_dir():
-            if any(q.is_file() and not q.name.startswith((".", "_")) for q in p.rglob("*.parquet")):
-                return None
+            parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith(hidden))
+            if parquet:
+                return "parquet", ([str(q) for q in parquet], input_path, input_path)
             files = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(readers.JSONL_SUFFIXES))
-            return ("input", ([str(q) for q in files], input_path)) if files else None
-        if p.is_file() and p.name.endswith(readers.JSONL_SUFFIXES) and p.suffix != ".parquet":
-            with open(p, "rb") as f:
-                if f.read(4) == b"PAR1":
-                    return None
+            return ("input", ([str(q) for q in files], input_path)) if files else ("labeldirs", input_path)
+        if not p.is_file():
+            raise InputDataError(f"{p}: input not found")
+        if p.suffix == ".parquet":
+            return "parquet", ([str(p)], input_path, None)
+        with open(p, "rb") as f:
+            if f.read(4) == b"PAR1":
+                return "parquet", ([str(p)], input_path, None)
+        if p.name.endswith(readers.JSONL_SUFFIXES):
             return "input", ([str(p)], input_path)
-        return None
+        raise InputDataError(
+            f"{p}: unknown input format; expected .parquet, .jsonl(.gz) or a directory (one sub-directory per "
+            "label); LYRL2004 token files are read with read_lyrl2004 and a qrels file"
+        )
+    uri = hfs.qualify(spark, input_path)
     if not hfs.exists(spark, uri):
         raise InputDataError(f"{input_path}: input not found")
     if hfs.is_dir(spark, uri):
+        root = str(input_path).rstrip("/")
+        pq_uris = sorted((u for u, _n in hfs.list_tree(spark, uri) if u.endswith(".parquet")
+                          and not u.rsplit("/", 1)[-1].startswith(hidden)), key=lambda u: PurePosixPath(u).parts)
+        if pq_uris:
+            return "parquet", (pq_uris, input_path, root)
         found = [f for f in hfs.list_files(spark, uri) if f.rsplit("/", 1)[-1].endswith(readers.JSONL_SUFFIXES)]
-        if not found:
-            raise InputDataError(f"{input_path}: no JSON Lines files ({', '.join(readers.JSONL_SUFFIXES)}) in the "
-                                 "directory (Hadoop URIs are read with Spark's JSON Lines reader)")
-        return "input", (found, input_path)
+        return ("input", (found, input_path)) if found else ("labeldirs", root)
+    if uri.endswith(".parquet") or hfs.head(spark, uri, 4) == b"PAR1":
+        return "parquet", ([str(input_path)], input_path, None)
     if not uri.endswith(readers.JSONL_SUFFIXES):
-        raise InputDataError(f"{input_path}: Hadoop URIs are read as JSON Lines ({', '.join(readers.JSONL_SUFFIXES)})")
+        raise InputDataError(f"{input_path}: unknown input format; expected .parquet, .jsonl(.gz) or a directory "
+                             "(one sub-directory per label)")
     return "input", ([uri], input_path)
 
 
@@ -260,7 +277,12 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
     """featurize with the documents read, checked and tokenized by Spark's executors
     (:func:`sparkhc.spark.sources.read_jsonl_tokens`): the driver holds the vocabulary, taxonomy and counts."""
     from sparkhc.spark.featurize import featurize_tokens
-    from sparkhc.spark.sources import JsonlOptions, read_jsonl_tokens
+    from sparkhc.spark.sources import (
+        JsonlOptions,
+        read_jsonl_tokens,
+        read_label_dirs_tokens,
+        read_parquet_tokens,
+    )
     from sparkhc.text.spec import FeatureSpec
 
     kind, what = source
@@ -284,10 +306,17 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         assert taxonomy_path is not None
         taxonomy = Taxonomy.load(taxonomy_path)
         opts["on_empty"] = read_opts.get("on_empty", "error")
-        if not (cfg.featurize.require_labels if require_labels is None else require_labels):
-            opts["require_labels"] = False
-        files, input_path = what
-        tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        if kind != "labeldirs" and not (cfg.featurize.require_labels if require_labels is None else require_labels):
+            opts["require_labels"] = False  # (the directories are the labels)
+        if kind == "labeldirs":
+            input_path = what
+            tc = read_label_dirs_tokens(spark, what, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        elif kind == "parquet":
+            files, input_path, root = what
+            tc = read_parquet_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts), root=root)
+        else:
+            files, input_path = what
+            tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
         fit_on = ("train",) if "train" in tc.splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
     try:

@@ -139,6 +139,8 @@ class JsonlOptions:
     collect_labels: bool = False
     #: label directories (:func:`read_label_dirs_tokens`): how the files are decoded
     encoding: str = "latin-1"
+    #: labels derived from the record (``--class-spaces``; see :func:`sparkhc.corpus.readers.read_jsonl`)
+    labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None
 
 
 # ---------------------------------------------------------------------------------------- executors
@@ -313,7 +315,7 @@ class _JsonlRecords:
             if obj is not None:
                 _jsonl_record(sink, idx + 1, obj, opts.id_field, opts.text_fields, opts.tokens_field,
                               opts.labels_field, opts.split_field, opts.fold_field, opts.require_labels, opts.folds,
-                              opts.select, used_fold_ids, None, opts.split_values)
+                              opts.select, used_fold_ids, opts.labels_from, opts.split_values)
             sink.fold_used += len(used_fold_ids) - n_used
             used_fold_ids.clear()
             rep.note_new_keys(sizes)
@@ -469,6 +471,39 @@ def parse_partition(
          pa.nulls(1, pa.int64()), pa.array([json.dumps(summary)], type=pa.string())],
         schema=_PARSED_ARROW,
     )
+
+
+WHY = "_why"
+#: Tokenized documents relabelled by fitted class spaces (:func:`relabel_partition`): the reason of a
+#: withdrawn document in ``_why`` (null when kept), its place in the read.
+RELABELED_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, True) for f in TOKENIZED_SCHEMA.fields]
+    + [T.StructField(POS_FILE, T.IntegerType(), True), T.StructField(POS_BLOCK, T.LongType(), True),
+       T.StructField(POS_LINE, T.LongType(), True), T.StructField(WHY, T.StringType(), True)]
+)
+
+
+def relabel_partition(batches: Iterator[pa.RecordBatch], fitted_bc: Broadcast[Any]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: tokenized documents with candidate class-space labels (and their places)
+    -> the same with the final labels (:meth:`~sparkhc.models.jia_zhang.spaces.FittedClassSpaces.map_labels`),
+    or an empty list and the reason when the document has no kept class in some space."""
+    fitted = fitted_bc.value
+    label_type = TOKENIZED_ARROW.field(readers.LABELS).type
+    for b in batches:
+        new: list[list[str]] = []
+        why: list[str | None] = []
+        for labs in b.column(readers.LABELS).to_pylist():
+            mapped = fitted.map_labels(labs or [])
+            if isinstance(mapped, str):
+                new.append([])
+                why.append(mapped)
+            else:
+                new.append(mapped)
+                why.append(None)
+        arrays = [b.column(i) for i in range(b.num_columns)]
+        arrays[b.schema.get_field_index(readers.LABELS)] = pa.array(new, type=label_type)
+        yield pa.RecordBatch.from_arrays([*arrays, pa.array(why, type=pa.string())],
+                                         names=[*b.schema.names, WHY])
 
 
 # ---------------------------------------------------------------------------------------- driver

@@ -449,18 +449,21 @@ class CorpusInfo:
         *,
         protocol: bool = True,
         labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
+        categories: Callable[[Path], frozenset[str]] | None = None,
     ) -> tuple[Path, dict[str, Any]]:
         """The documents file of a JSON Lines corpus and the :func:`~sparkhc.corpus.readers.read_jsonl`
         options of its protocol (fields, taxonomy, folds, selection, allowed labels, source); the
         reader options (``unknown_labels``, ``on_empty``, ...) are the caller's. One source for
-        :meth:`read` and the Spark reader (:mod:`sparkhc.spark.sources`)."""
+        :meth:`read` and the Spark reader (:mod:`sparkhc.spark.sources`). ``categories``: how the
+        ApteMod categories are computed from the documents file (default :func:`apte_mod_categories`,
+        a scan in this process; Spark's executors: :func:`sparkhc.spark.sources.apte_mod_categories`)."""
         d = self.corpus_dir(data_dir)
         docs = self._path(d, self.docs_file)
         folds = read_folds(self._path(d, self.folds_file)) if self.folds_file else None
         select: Callable[[Mapping[str, Any]], str | None] | None = None
         allowed = None
         if protocol and self.selection == "apte_mod":
-            cats = apte_mod_categories(docs)
+            cats = (categories or apte_mod_categories)(docs)
             if len(cats) != 90 or cats != frozenset(REUTERS_APTEMOD_90):
                 raise InputDataError(
                     f"{docs}: the ApteMod categories (topics in both ModApte train and test among apte_mod "

@@ -355,6 +355,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
     from sparkhc.spark.featurize import featurize_tokens
     from sparkhc.spark.sources import (
         JsonlOptions,
+        apte_mod_categories,
         read_jsonl_tokens,
         read_label_dirs_tokens,
         read_parquet_tokens,
@@ -371,7 +372,8 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         # a flat taxonomy is made of the labels found in the documents: collected by the read itself
         flat = info.taxonomy_file is None and spaces is None
         taxonomy = None if flat or spaces is not None else info.load_taxonomy(root)
-        docs, jopts = info.jsonl_options(root, taxonomy, labels_from=derive)
+        docs, jopts = info.jsonl_options(root, taxonomy, labels_from=derive,
+                                         categories=lambda d: apte_mod_categories(spark, d))
         source_name = jopts.pop("source")
         opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
         tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts, collect_labels=flat,

@@ -620,6 +620,22 @@ def _read_records(spark: SparkSession, records: DataFrame, fmt: str, files: tupl
                            sorted({lab for p in parts for lab in p["labels"]}))
 
 
+def apte_mod_categories(spark: SparkSession, docs: str | Path) -> frozenset[str]:
+    """The ApteMod categories of a Reuters-21578 ``docs.jsonl.gz`` computed by Spark's executors (the
+    topics in both the ModApte train and test split among ``apte_mod`` documents), as
+    :func:`sparkhc.corpus.registry.apte_mod_categories` computes them in one process: the driver gets the
+    distinct (split, topic) pairs. A line that is not a JSON object counts for nothing here (the read of
+    the records names it)."""
+    rec = F.from_json(F.col("value"), "apte_mod boolean, split string, labels array<string>")
+    rows = (spark.read.option("lineSep", "\n").text(hfs.qualify(spark, str(docs)))
+            .where(F.trim(F.col("value")) != "").select(rec.alias("r"))
+            .where(F.coalesce(F.col("r.apte_mod"), F.lit(False)) & F.col("r.split").isin("train", "test"))
+            .select(F.col("r.split").alias("s"), F.explode(F.col("r.labels")).alias("t"))
+            .where(F.col("t").isNotNull()).distinct().collect())
+    train = {r["t"] for r in rows if r["s"] == "train"}
+    return frozenset(train & {r["t"] for r in rows if r["s"] == "test"})
+
+
 #: Label-directory files: the content bytes of a scan task (a coalesced binaryFile scan).
 LABEL_DIR_TASK_BYTES = 16 << 20
 

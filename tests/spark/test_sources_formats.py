@@ -266,3 +266,59 @@ def test_cli_featurize_label_dirs_and_parquet_on_the_executors(spark, tmp_path, 
                 *FEAT]) == 0
     got, ref = _outputs(out), expected["pq"]
     assert {k: v for k, v in got.items() if k != "corpus.json"} == {k: v for k, v in ref.items() if k != "corpus.json"}
+
+
+SPACES_NO_OTHER = """
+[[class_space]]
+name = "genre"
+field = "genre"
+top_k = 2                 # politics, sport (tech ties with them, arts behind): the others are withdrawn
+other = ""
+
+[[class_space]]
+name = "mood"
+field = "moods"
+multiple = "exclude"
+top_k = 1
+other = ""
+"""
+
+
+@pytest.mark.parametrize("spaces", ["other", "withdraw"])
+def test_cli_class_spaces_on_the_executors(spark, tmp_path, monkeypatch, spaces):
+    """``featurize --input docs.jsonl.gz --class-spaces``: the kept classes fitted from counts aggregated
+    on Spark, documents relabelled and withdrawn on the executors; the very bytes of the driver-side
+    pipeline (withdrawal reasons counted in the same order), no document read on the driver."""
+    from sparkhc.spark import pipelines
+    from tests.spark.test_mdc_text_spark import SPACES, _write_corpus
+
+    docs = tmp_path / "docs.jsonl.gz"
+    _write_corpus(docs)
+    conf = tmp_path / "spaces.toml"
+    conf.write_text(SPACES if spaces == "other" else SPACES_NO_OTHER)
+
+    def featurize(out: Path) -> dict[str, bytes]:
+        assert run(["featurize", "--input", str(docs), "--class-spaces", str(conf), "--out", str(out), *FEAT,
+                    "--set", "featurize.max_df=1.0"]) == 0
+        return _outputs(out)
+
+    with monkeypatch.context() as m:
+        m.setattr(pipelines, "_spark_jsonl_source", lambda *a, **k: None)
+        expected = featurize(tmp_path / "ref")
+    _no_driver_reading(monkeypatch)
+    assert featurize(tmp_path / "out") == expected
+    rep = json.loads(expected["corpus.json"])["read_report"]
+    if spaces == "withdraw":
+        assert len(rep["excluded_reasons"]) == 4 and rep["excluded"] > 2
+
+
+def test_apte_mod_categories_on_spark(spark, data_dir):
+    """Reuters-21578's ApteMod categories computed by the executors equal the driver-side scan (90)."""
+    from sparkhc.corpus import registry
+    from sparkhc.spark.sources import apte_mod_categories
+
+    docs = data_dir / "reuters21578" / "docs.jsonl.gz"
+    if not docs.is_file():
+        pytest.skip("reuters21578 not staged")
+    got = apte_mod_categories(spark, docs)
+    assert got == registry.apte_mod_categories(docs) and len(got) == 90

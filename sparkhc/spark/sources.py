@@ -679,20 +679,31 @@ def read_label_dirs_tokens(
             .select(F.col("path").alias("p"), F.col("content")))
     # Spark's listing hides names that start with "_" (and "."; those the reader skips too): such
     # files are read on the executors through pyarrow.fs instead, so that no listed file is lost
-    seen = {_norm(u) for u in scan.inputFiles()}
-    hidden = [u for u in uris if _norm(u) not in seen]
+    hidden = [u for u, d in zip(uris, docs, strict=True) if any(map(_hidden_from_spark, d.doc_id.split("/")))]
     if hidden:
         log.info("%d file(s) that Spark's listing hides (a name starting with '_'): read through pyarrow.fs",
                  len(hidden))
         extra = spark.createDataFrame([(u,) for u in hidden], "p string").mapInArrow(_read_files, FILES_SCHEMA)
         scan = scan.unionByName(extra)
+    # a task per 32 small files in Spark's planning (an open cost of 4 MB a file): fewer, larger ones
     width = max(1, int(spark.sparkContext.defaultParallelism))
-    tasks = scan.rdd.getNumPartitions()
-    want = max(2 * width, -(-total // LABEL_DIR_TASK_BYTES))
-    if tasks > want:  # a task per 32 small files (Spark's open cost of 4 MB a file): fewer, larger ones
-        scan = scan.coalesce(want)
+    scan = scan.coalesce(max(2 * width, -(-total // LABEL_DIR_TASK_BYTES)))
     level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
-    return _read_records(spark, scan, "labeldirs", (index, [d.path for d in docs], docs), spec, opts, report, level)
+    tc = _read_records(spark, scan, "labeldirs", (index, [d.path for d in docs], docs), spec, opts, report, level)
+    if tc.report.read != len(docs) and tc._parsed is not None:  # every listed file is read (no silent loss)
+        got = {int(r[0]) for r in tc._parsed.where(F.col(POS_FILE).isNotNull()).select(POS_FILE).distinct().collect()}
+        tc.release()
+        lost = [docs[i].path for i in range(len(docs)) if i not in got]
+        raise InputDataError(f"{lost[0] if lost else base}: {len(docs) - tc.report.read} listed file(s) were not "
+                             "read by Spark's binaryFile source")
+    return tc
+
+
+def _hidden_from_spark(name: str) -> bool:
+    """Whether Spark's file listing leaves out a file or folder of this name (``InMemoryFileIndex``:
+    a name starting with ``_`` without ``=``, or with ``.``, or ending in ``._COPYING_``)."""
+    exclude = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+    return exclude and not name.startswith(("_common_metadata", "_metadata"))
 
 
 FILES_SCHEMA = T.StructType([T.StructField("p", T.StringType()), T.StructField("content", T.BinaryType())])

@@ -83,6 +83,16 @@ def test_label_dirs_same_documents_bags_and_report(spark, small_files, tmp_path)
     _same(tc, readers.read_label_dirs(root, taxonomy=TAX))
 
 
+def test_label_dirs_a_file_spark_does_not_read_is_an_error(spark, tmp_path, monkeypatch):
+    """No silent loss: were a listed file left out of the scan, the read fails naming it."""
+    from sparkhc.spark import sources
+
+    root = _label_dirs(tmp_path / "ld")
+    monkeypatch.setattr(sources, "_hidden_from_spark", lambda name: False)  # "_underscore" then never read
+    with pytest.raises(InputDataError, match="tennis/_underscore: 1 listed file"):
+        read_label_dirs_tokens(spark, str(root), SPEC, JsonlOptions())
+
+
 def test_label_dirs_file_uri_and_split_layout(spark, tmp_path):
     root = _label_dirs(tmp_path / "ld")
     tc = read_label_dirs_tokens(spark, root.as_uri(), SPEC, JsonlOptions())

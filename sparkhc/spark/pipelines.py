@@ -181,12 +181,7 @@ def featurize(
                                                 True).to_numpy(zero_copy_only=False), dtype=bool)
         fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
         table = fitted.apply_table(table, report)
-        taxonomy = fitted.taxonomy()
-        corpus_meta["class_spaces"] = fitted.to_dict()
-        # the classes are scored; the class-space nodes (always right) are not
-        corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
-        log.info("class spaces %s fitted on %d documents: %s", spaces.names, fitted.n_fit,
-                 "; ".join(f"{n}: {len(c)} classes" for n, c in zip(spaces.names, fitted.classes, strict=True)))
+        taxonomy = _declare_class_spaces(fitted, corpus_meta)
     assert taxonomy is not None
     report_dict = report.to_dict()
     log.info("read %s", report.summary())
@@ -200,6 +195,18 @@ def featurize(
     summary["read_report"] = report_dict
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary
+
+
+def _declare_class_spaces(fitted: Any, corpus_meta: dict[str, Any]) -> Taxonomy:
+    """The MDC taxonomy of fitted class spaces, recorded in ``corpus_meta`` (and logged)."""
+    taxonomy = fitted.taxonomy()
+    corpus_meta["class_spaces"] = fitted.to_dict()
+    # the classes are scored; the class-space nodes (always right) are not
+    corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
+    names = fitted.spec.names
+    log.info("class spaces %s fitted on %d documents: %s", names, fitted.n_fit,
+             "; ".join(f"{n}: {len(c)} classes" for n, c in zip(names, fitted.classes, strict=True)))
+    return taxonomy
 
 
 def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], report_dict: dict[str, Any]
@@ -415,12 +422,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         if spaces is not None:
             fitted, relabeled = _fit_class_spaces(tc, spaces, fit_on, fit_exclude_fold, spark)
             tokens, counts = relabeled, None  # (documents withdrawn: counted again)
-            taxonomy = fitted.taxonomy()
-            corpus_meta["class_spaces"] = fitted.to_dict()
-            # the classes are scored; the class-space nodes (always right) are not
-            corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
-            log.info("class spaces %s fitted on %d documents: %s", spaces.names, fitted.n_fit,
-                     "; ".join(f"{n}: {len(c)} classes" for n, c in zip(spaces.names, fitted.classes, strict=True)))
+            taxonomy = _declare_class_spaces(fitted, corpus_meta)
         assert taxonomy is not None
         report_dict = tc.report.to_dict()
         log.info("read %s", tc.report.summary())

@@ -318,12 +318,19 @@ class _JsonlRecords:
                               opts.select, used_fold_ids, opts.labels_from, opts.split_values)
             sink.fold_used += len(used_fold_ids) - n_used
             used_fold_ids.clear()
-            rep.note_new_keys(sizes)
-            if len(sink._rows) > n_rows:
-                emitted_keys.append(key)
-            elif sink.claim is not None:
-                claims.append((sink.claim, key))
+            _outcome(sink, key, sizes, n_rows, claims, emitted_keys)
         return claims, emitted_keys
+
+
+def _outcome(sink: _TaskSink, key: Key, sizes: dict[str, int], n_rows: int, claims: list[tuple[str, Key]],
+             emitted_keys: list[Key]) -> None:
+    """After a record: note the first places of new counter keys; the record's place goes to the emitted
+    keys when it added a row, else (an id claimed, then set aside) to the claims."""
+    sink.task_report.note_new_keys(sizes)
+    if len(sink._rows) > n_rows:
+        emitted_keys.append(key)
+    elif sink.claim is not None:
+        claims.append((sink.claim, key))
 
 
 class _KeyedRecords:
@@ -360,11 +367,7 @@ class _KeyedRecords:
             sink.claim = None
             n_rows = len(sink._rows)
             self.record(fi, b, j)
-            rep.note_new_keys(sizes)
-            if len(sink._rows) > n_rows:
-                emitted_keys.append(key)
-            elif sink.claim is not None:
-                claims.append((sink.claim, key))
+            _outcome(sink, key, sizes, n_rows, claims, emitted_keys)
         return claims, emitted_keys
 
 

@@ -427,10 +427,9 @@ class CorpusInfo:
             taxonomy if taxonomy is not None else self.load_taxonomy(d, protocol=protocol))
         empty = on_empty if on_empty is not None else self.on_empty
         if self.reader == "lyrl2004":
-            token_files = [f.find(d) for f in self.files if f.name.startswith("lyrl2004_tokens")]
-            qrels_path = self._path(d, "rcv1-v2.topics.qrels.gz")
+            token_files, qrels_path = self.lyrl_files(d)
             batches, report = read_lyrl2004(
-                [p for p in token_files if p is not None], qrels_path, taxonomy=tax,
+                token_files, qrels_path, taxonomy=tax,
                 unknown_labels=unknown_labels, on_empty=empty, on_invalid=on_invalid, batch_size=batch_size,
             )
             report.source = f"{self.name} ({d})"
@@ -441,6 +440,13 @@ class CorpusInfo:
             on_invalid=on_invalid, batch_size=batch_size,
         )
         return batches, report
+
+    def lyrl_files(self, data_dir: str | Path) -> tuple[list[Path], Path]:
+        """The token files (in the registry's order) and the qrels file of a LYRL2004 corpus; one source
+        for :meth:`read` and the Spark reader (:func:`sparkhc.spark.sources.read_lyrl2004_tokens`)."""
+        d = self.corpus_dir(data_dir)
+        found = [f.find(d) for f in self.files if f.name.startswith("lyrl2004_tokens")]
+        return [p for p in found if p is not None], self._path(d, "rcv1-v2.topics.qrels.gz")
 
     def jsonl_options(
         self,

@@ -224,15 +224,17 @@ def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str
     local path, a ``file:`` or Hadoop URI), chosen as :func:`sparkhc.corpus.readers.read_any` does:
     ("parquet", (files, input, folder or None)) for a Parquet file or a folder with Parquet files (recursively),
     ("input", (files, input)) for JSON Lines files or a folder of them, ("labeldirs", input) for any other
-    folder (one sub-folder per label); with ``class_spaces`` JSON Lines only. None for the reader that runs on
-    the driver (LYRL2004 token files)."""
+    folder (one sub-folder per label); with ``class_spaces`` JSON Lines only; ("lyrl", (info, root)) for the
+    LYRL2004 token files of a corpus. None: the driver-side readers (their error for --class-spaces with
+    LYRL2004 token files)."""
     from sparkhc.corpus import readers, registry
     from sparkhc.spark import hfs
 
     if corpus is not None:
         info = registry.get_corpus(corpus)
-        if info.reader != "jsonl":
-            return None
+        if info.reader != "jsonl":  # LYRL2004 token files (with --class-spaces: the driver's error)
+            return None if class_spaces else ("lyrl", (info, registry.find_corpus(corpus, data_dir=data_dir,
+                                                                                    cache_dir=cache_dir)))
         return "corpus", (info, registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir))
     assert input_path is not None
     if class_spaces:  # labels derived from record fields: JSON Lines only, every file of a folder (as read_any)
@@ -365,6 +367,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         apte_mod_categories,
         read_jsonl_tokens,
         read_label_dirs_tokens,
+        read_lyrl2004_tokens,
         read_parquet_tokens,
     )
     from sparkhc.text.spec import FeatureSpec
@@ -390,6 +393,16 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         fit_on: Any = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol,
                        "scored_labels": info.scored_labels(taxonomy) if taxonomy is not None else None}
+    elif kind == "lyrl":
+        info, root = what
+        taxonomy = info.load_taxonomy(root)
+        token_files, qrels = info.lyrl_files(root)
+        opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
+        tc = read_lyrl2004_tokens(spark, [str(p) for p in token_files], str(qrels), tok_spec,
+                                  JsonlOptions(taxonomy=taxonomy, **opts),
+                                  source=f"{info.name} ({info.corpus_dir(root)})")
+        fit_on = ("train",) if info.splits else None
+        corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": info.scored_labels(taxonomy)}
     elif spaces is not None:
         taxonomy = None
         opts["on_empty"] = read_opts.get("on_empty", "error")

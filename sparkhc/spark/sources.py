@@ -813,6 +813,283 @@ def read_parquet_tokens(
     return _read_records(spark, scan, "parquet", (index, names, present), spec, opts, report, level)
 
 
+# ---------------------------------------------------------------------------------------- LYRL2004
+#: The ``.I`` blocks of LYRL2004 token files (:func:`lyrl_blocks_partition`): the block's ``.I`` line
+#: (1-based), its id (null for a malformed ``.I`` line, whose detail is ``_malformed``), tokens, whether a
+#: ``.W`` line was seen, the split, the first structural error inside the block (``_error``: raised when
+#: the block's id is claimed) and an error that ends the read whatever the block (``_fatal``: bytes that
+#: are not UTF-8, text before the first block; a row without id and detail is such an error alone).
+LYRL_BLOCKS_SCHEMA = T.StructType([
+    T.StructField(POS_FILE, T.IntegerType()), T.StructField(POS_LINE, T.LongType()),
+    T.StructField(readers.DOC_ID, T.StringType()), T.StructField(readers.TOKENS, T.ArrayType(T.StringType())),
+    T.StructField("_saw_w", T.BooleanType()), T.StructField(readers.SPLIT, T.StringType()),
+    T.StructField("_malformed", T.StringType()), T.StructField("_error", T.StringType()),
+    T.StructField("_fatal", T.StringType()),
+])
+QRELS_SCHEMA = T.StructType([T.StructField(readers.DOC_ID, T.StringType()), T.StructField("topic", T.StringType()),
+                             T.StructField("pos", T.LongType()), T.StructField("_error", T.StringType())])
+
+
+def _ordered_lines(spark: SparkSession, uris: Sequence[str], tasks: int) -> DataFrame:
+    """The lines (v, p) of text files, every file whole in one task and in file order: Spark's text scan
+    numbered by the JVM (:func:`with_scan_ids`), hash-partitioned by file, sorted by block and scan id."""
+    lines = with_scan_ids(spark.read.option("lineSep", "\n").text(list(uris)).select(
+        F.col("value").cast("binary").alias("v"), F.col("_metadata.file_path").alias("p"),
+        F.col("_metadata.file_block_start").alias("b")))
+    return lines.repartition(max(1, tasks), F.col("p")).sortWithinPartitions("p", "b", SCAN_ID).select("v", "p")
+
+
+def lyrl_blocks_partition(batches: Iterator[pa.RecordBatch], files_bc: Broadcast[Any]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: the ordered lines of LYRL2004 token files (:func:`_ordered_lines`) -> their
+    ``.I`` blocks (:data:`LYRL_BLOCKS_SCHEMA`), parsed as :func:`sparkhc.corpus.readers.read_lyrl2004` does."""
+    index, display, splits = files_bc.value
+    rows: list[dict[str, Any]] = []
+    state: dict[str, Any] = {"fi": None}
+
+    def close() -> None:
+        if state.get("block") is not None:
+            rows.append(state["block"])
+        state["block"] = None
+
+    for b in batches:
+        for raw, path in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
+            fi = _file_index(index, path)
+            if fi != state["fi"]:
+                close()
+                state.update(fi=fi, no=0, offset=0, doc=None, skipping=False, stopped=False)
+            state["no"] += 1
+            no, offset = state["no"], state["offset"]
+            state["offset"] += len(raw) + 1
+            if state["stopped"]:
+                continue
+            name = display[fi]
+            block = state["block"]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                msg = f"{name}, line {no}: not valid UTF-8 at byte offset {offset + e.start}"
+                if block is None:
+                    rows.append({POS_FILE: fi, POS_LINE: no, "_fatal": msg})
+                else:
+                    block["_fatal"] = msg
+                state["stopped"] = True
+                continue
+
+            fail = functools.partial(_lyrl_fail, rows, state, block, fi, no)
+            if line.startswith(".I"):
+                close()
+                parts = line.split()
+                block = state["block"] = {POS_FILE: fi, POS_LINE: no, readers.SPLIT: splits[fi], "_saw_w": False,
+                                          readers.TOKENS: []}
+                if len(parts) != 2 or parts[0] != ".I":
+                    block["_malformed"] = f"expected '.I <docid>', got {line.strip()[:80]!r}"
+                    state["skipping"] = True
+                    continue
+                block[readers.DOC_ID] = parts[1]
+                state["skipping"] = False
+            elif state["skipping"]:
+                continue
+            elif line.startswith(".W") and line.strip() == ".W":
+                if block is None:
+                    fail(f"{name}, line {no}: '.W' outside a '.I' block")
+                elif block["_saw_w"]:
+                    fail(f"{name}, line {no}: second '.W' in the block of document {block[readers.DOC_ID]!r}")
+                else:
+                    block["_saw_w"] = True
+            elif block is None:
+                if line.strip():
+                    fail(f"{name}, line {no}: text outside a '.I' block: {line.strip()[:80]!r}")
+            else:
+                if not block["_saw_w"] and line.strip():
+                    fail(f"{name}, line {no}: tokens before '.W' in document {block[readers.DOC_ID]!r}")
+                    continue
+                block[readers.TOKENS].extend(line.split())
+    close()
+    names = [f.name for f in LYRL_BLOCKS_SCHEMA.fields]
+    yield pa.RecordBatch.from_pylist([{k: r.get(k) for k in names} for r in rows],
+                                     schema=pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in
+                                                       LYRL_BLOCKS_SCHEMA.fields]))
+
+
+def _lyrl_fail(rows: list[dict[str, Any]], state: dict[str, Any], block: dict[str, Any] | None, fi: int, no: int,
+               msg: str) -> None:
+    """A structural error of a token file: outside a block it ends the read of the file; inside one it is
+    the block's error (raised when the block's id is claimed; the rest of the block is skipped)."""
+    if block is None:
+        rows.append({POS_FILE: fi, POS_LINE: no, "_fatal": msg})
+        state["stopped"] = True
+    elif block.get("_error") is None:
+        block["_error"] = msg
+        state["skipping"] = True
+
+
+def _arrow_type(t: T.DataType) -> pa.DataType:
+    if isinstance(t, T.ArrayType):
+        return pa.list_(pa.string())
+    if isinstance(t, T.IntegerType):
+        return pa.int32()
+    if isinstance(t, T.LongType):
+        return pa.int64()
+    return pa.bool_() if isinstance(t, T.BooleanType) else pa.string()
+
+
+def qrels_partition(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: the ordered lines of a qrels file -> (doc id, topic, line) of every
+    ``<topic> <docid> 1`` line, or the error of the first bad line (as :func:`readers.read_qrels` says it)."""
+    no = 0
+    stopped = False
+    for b in batches:
+        ids: list[str | None] = []
+        topics: list[str | None] = []
+        pos: list[int] = []
+        errors: list[str | None] = []
+        for raw in b.column(0).to_pylist():
+            no += 1
+            if stopped:
+                continue
+            err = None
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                err = f"{name}, line {no}: not valid UTF-8 at byte {e.start}"
+            else:
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 3 or parts[2] != "1":
+                    err = f"{name}, line {no}: expected '<topic> <docid> 1', got {line.strip()[:80]!r}"
+            if err is not None:
+                ids.append(None)
+                topics.append(None)
+                errors.append(err)
+                stopped = True
+            else:
+                ids.append(parts[1])
+                topics.append(parts[0])
+                errors.append(None)
+            pos.append(no)
+        yield pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.array(topics, pa.string()),
+                                          pa.array(pos, pa.int64()), pa.array(errors, pa.string())],
+                                         names=[f.name for f in QRELS_SCHEMA.fields])
+
+
+class _LyrlRecords(_KeyedRecords):
+    """The ``.I`` blocks of LYRL2004 token files joined with their qrels labels (``labels``; null: no
+    qrels line): the checks of :func:`sparkhc.corpus.readers.read_lyrl2004` at the end of a block.
+    ``extra``: (missing_labels, the qrels file's name)."""
+
+    unit = "line"
+
+    def key(self, b: pa.RecordBatch, j: int) -> Key:
+        return (0, 0, int(b.column(POS_LINE)[j].as_py()) - 1)
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        self.cols = {c: b.column(c).to_pylist() for c in b.schema.names}
+        return super().__call__(b)
+
+    def record(self, fi: int, b: pa.RecordBatch, j: int) -> None:
+        sink, c = self.sink, {k: v[j] for k, v in self.cols.items()}
+        missing_labels, qrels_src = self.extra
+        no, doc_id, fatal = int(c[POS_LINE]), c[readers.DOC_ID], c["_fatal"]
+        if doc_id is None and c["_malformed"] is None:  # an error outside any block
+            sink.fail(fatal, InputDataError)
+            return
+        if c["_malformed"] is not None:
+            sink.invalid(no, "malformed block", c["_malformed"])
+            if fatal is not None:
+                sink.fail(fatal, InputDataError)
+            return
+        claimed = sink.claim_id(no, doc_id)
+        if claimed and c["_error"] is not None:
+            sink.fail(c["_error"], InputDataError)
+            return
+        if fatal is not None:
+            sink.fail(fatal, InputDataError)
+            return
+        if not claimed:
+            return
+        if not c["_saw_w"]:
+            sink.invalid(no, "malformed block", "'.I' block without a '.W' line", doc_id)
+            return
+        labels = c[readers.LABELS]
+        if labels is None:
+            if missing_labels == "error":
+                sink.fail(f"{sink.where(no)}: document {doc_id!r} has no line in the qrels {qrels_src}; pass "
+                          "missing_labels='empty' or 'quarantine' to accept or set aside such documents",
+                          InputDataError)
+                return
+            if missing_labels == "quarantine":
+                sink.task_report.quarantine(doc_id, "no qrels")
+                return
+            labels = []
+        sink.add(no, doc_id, None, c[readers.TOKENS], list(labels), c[readers.SPLIT], None)
+
+
+_FORMATS["lyrl2004"] = _LyrlRecords
+
+
+def read_lyrl2004_tokens(
+    spark: SparkSession,
+    token_files: Sequence[str],
+    qrels: str,
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    missing_labels: str = "error",
+    source: str | None = None,
+) -> TokenizedCorpus:
+    """Read RCV1-v2 LYRL2004 token files and their topic qrels (:func:`sparkhc.corpus.readers.read_lyrl2004`;
+    local paths, ``file:`` or Hadoop URIs, ``.gz`` or not) on the executors: every file's lines in one task in
+    order (one shuffle of the lines; a gzip file is one scan task anyway), the ``.I`` blocks parsed there,
+    joined with the qrels labels (read and grouped by Spark, in the qrels' order), checked and tokenized.
+    The driver gets counts and the first error in file order (the qrels' errors first, as the driver-side
+    reader reads the qrels first). ``opts``: ``taxonomy``, ``unknown_labels``, ``on_empty``, ``on_invalid``."""
+    readers._check_choice("missing_labels", missing_labels, ("error", "empty", "quarantine"))
+    names = [str(p) for p in token_files]
+    if not names:
+        raise ValueError("no input files given")
+    uris = [hfs.qualify(spark, n) for n in names]
+    quri = hfs.qualify(spark, qrels)
+    for uri, name in [*zip(uris, names, strict=True), (quri, str(qrels))]:
+        hfs.check_gzip_suffix(spark, uri, name)
+    sc = spark.sparkContext
+    qrows = _ordered_lines(spark, [quri], 1).mapInArrow(
+        functools.partial(qrels_partition, name=str(qrels)), QRELS_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        bad = qrows.where(F.col("_error").isNotNull()).select("_error").collect()
+        if bad:
+            raise InputDataError(bad[0][0])
+        pairs = F.array_sort(F.collect_list(F.struct(F.col("pos"), F.col("topic"))))
+        labels = (qrows.groupBy(readers.DOC_ID)
+                  .agg(F.array_distinct(F.transform(pairs, lambda x: x["topic"])).alias(readers.LABELS)))
+        splits = []
+        for n in names:
+            m = readers._LYRL_SPLIT.search(n.rsplit("/", 1)[-1])
+            splits.append(m.group(1).lower() if m else None)
+        qualified = [hfs.qualified(spark, u) for u in uris]
+        index = {_norm(u): i for i, u in enumerate(qualified)}
+        files = (index, names, splits)
+        files_bc = sc.broadcast(files)
+        width = max(1, int(sc.defaultParallelism))
+        blocks = (_ordered_lines(spark, uris, min(len(uris), width))
+                  .mapInArrow(functools.partial(lyrl_blocks_partition, files_bc=files_bc), LYRL_BLOCKS_SCHEMA)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            path_of = F.element_at(F.array(*[F.lit(u) for u in qualified]), F.col(POS_FILE) + 1)
+            records = blocks.join(labels, readers.DOC_ID, "left").withColumn("p", path_of)
+            report = ReadReport(source=source or ", ".join(names), files=list(names))
+            level = StorageLevel.MEMORY_AND_DISK if sum(hfs.size(spark, u) for u in uris) <= MEMORY_CACHE_BYTES \
+                else StorageLevel.DISK_ONLY
+            # (the parsed records are cached whole by the read: the blocks and qrels are released below)
+            tc = _read_records(spark, records, "lyrl2004", (index, names, (missing_labels, str(qrels))), spec, opts,
+                               report, level)
+        finally:
+            blocks.unpersist()
+            files_bc.unpersist()
+    finally:
+        qrows.unpersist()
+    return tc
+
+
 def _scan_tasks(spark: SparkSession, uris: Sequence[str]) -> int:
     """An upper bound of the tasks of Spark's scan of ``uris``: a gzip file is one task, any other
     file one per ``spark.sql.files.maxPartitionBytes`` (small files may share a task)."""

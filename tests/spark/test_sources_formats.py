@@ -235,9 +235,14 @@ def _no_driver_reading(monkeypatch) -> None:
     def fail(*a, **k):
         raise AssertionError("a raw document was read on the driver")
 
-    for name in ("read_any", "read_label_dirs", "read_parquet", "read_jsonl", "label_dir_record", "parquet_record",
-                 "to_table"):
+    from sparkhc.corpus import registry
+
+    for name in ("read_any", "read_label_dirs", "read_parquet", "read_jsonl", "read_lyrl2004", "read_qrels",
+                 "label_dir_record", "parquet_record", "to_table"):
         monkeypatch.setattr(readers, name, fail)
+    for name in ("read_jsonl", "read_lyrl2004", "apte_mod_categories"):
+        monkeypatch.setattr(registry, name, fail)
+    monkeypatch.setattr(registry.CorpusInfo, "read", fail)
 
 
 FEAT = ["--set", "featurize.min_df=1", "--set", "featurize.partitions=2"]
@@ -332,3 +337,141 @@ def test_apte_mod_categories_on_spark(spark, data_dir):
         pytest.skip("reuters21578 not staged")
     got = apte_mod_categories(spark, docs)
     assert got == registry.apte_mod_categories(docs) and len(got) == 90
+
+
+# ---------------------------------------------------------------------------------------- LYRL2004
+HIER = ("parent: None   child: Root   child-description: Root\n"
+        "parent: Root   child: CCAT   child-description: CORPORATE\n"
+        "parent: Root   child: GCAT   child-description: GOVERNMENT\n"
+        "parent: CCAT   child: C15    child-description: PERFORMANCE\n"
+        "parent: GCAT   child: GSPO   child-description: SPORTS\n")
+RCV1_TAX_LABELS = ("CCAT", "GCAT", "C15", "GSPO")
+
+
+def _lyrl_block(doc_id: str, words: list[str]) -> str:
+    return f".I {doc_id}\n.W\n" + " ".join(words[:3]) + "\n" + " ".join(words[3:]) + "\n\n"
+
+
+def _write_lyrl(folder: Path, n: int = 60, *, gz: bool = True, extra: str = "") -> tuple[list[Path], Path]:
+    """Token files (train and four test parts, gzip or not) and qrels of ``n`` documents; ``extra`` is
+    appended to the train file (bad blocks)."""
+    import gzip as gz_mod
+
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = tiny_records(n)
+    parts: dict[str, list[str]] = {"train": [], **{f"test_pt{k}": [] for k in range(4)}}
+    qrels = []
+    for i, r in enumerate(recs):
+        part = "train" if i % 3 == 0 else f"test_pt{i % 4}"
+        doc_id = str(1000 + i)
+        parts[part].append(_lyrl_block(doc_id, r["text"].split()))
+        for t in (RCV1_TAX_LABELS[i % 4], RCV1_TAX_LABELS[(i + 1) % 4], RCV1_TAX_LABELS[i % 4]):
+            qrels.append(f"{t} {doc_id} 1\n")
+    parts["train"].append(extra)
+    files = []
+    for part, blocks in parts.items():
+        data = "".join(blocks).encode("utf-8")
+        f = folder / f"lyrl2004_tokens_{part}.dat{'.gz' if gz else ''}"
+        f.write_bytes(gz_mod.compress(data, mtime=0) if gz else data)
+        files.append(f)
+    q = folder / "rcv1-v2.topics.qrels.gz"
+    q.write_bytes(gz_mod.compress("".join(qrels).encode("utf-8"), mtime=0))
+    (folder / "rcv1.topics.hier.orig").write_text(HIER)
+    return files, q
+
+
+def _rcv1_tax(folder: Path) -> Taxonomy:
+    return Taxonomy.load(folder / "rcv1.topics.hier.orig", root="Root")
+
+
+def test_lyrl2004_same_documents_bags_and_report(spark, small_row_groups, tmp_path):
+    from sparkhc.spark.sources import read_lyrl2004_tokens
+
+    for gz in (True, False):  # uncompressed: every file split into blocks of 2 KB (records across blocks)
+        files, qrels = _write_lyrl(tmp_path / f"lyrl{gz}", gz=gz)
+        tax = _rcv1_tax(tmp_path / f"lyrl{gz}")
+        tc = read_lyrl2004_tokens(spark, [str(f) for f in files], str(qrels), SPEC, JsonlOptions(taxonomy=tax))
+        _same(tc, readers.read_lyrl2004(files, qrels, taxonomy=tax))
+
+
+BAD_BLOCKS = {
+    "malformed": ".I 77 x\n.W\nracket\n\n",
+    "no-w": ".I 78\nracket serve\n\n",
+    "dup": _lyrl_block("1003", ["racket", "serve", "deuce", "volley"]),
+    "no-qrels": _lyrl_block("79", ["racket", "serve", "deuce", "volley"]),
+    "second-w": ".I 80\n.W\nracket\n.W\nserve\n",
+    "dup-second-w": ".I 1006\n.W\nracket\n.W\nserve\n",
+    "empty": ".I 81\n.W\n\n",
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_BLOCKS))
+def test_lyrl2004_bad_blocks_same_errors_and_counts(spark, tmp_path, bad):
+    from sparkhc.spark.sources import read_lyrl2004_tokens
+
+    files, qrels = _write_lyrl(tmp_path / "lyrl", n=24, extra=BAD_BLOCKS[bad])
+    _gzip_append(qrels, "C15 81 1\nGSPO 80 1\n")
+    tax = _rcv1_tax(tmp_path / "lyrl")
+    for opts in ({}, {"on_invalid": "quarantine"}, {"on_invalid": "quarantine", "on_empty": "quarantine"}):
+        for missing in ("error", "empty", "quarantine"):
+            try:
+                batches, rep = readers.read_lyrl2004(files, qrels, taxonomy=tax, missing_labels=missing, **opts)
+                table = readers.to_table(batches)
+            except InputDataError as e:
+                with pytest.raises(type(e)) as got:
+                    read_lyrl2004_tokens(spark, [str(f) for f in files], str(qrels), SPEC,
+                                         JsonlOptions(taxonomy=tax, **opts), missing_labels=missing)
+                assert str(got.value) == str(e), (bad, opts, missing)
+                continue
+            tc = read_lyrl2004_tokens(spark, [str(f) for f in files], str(qrels), SPEC,
+                                      JsonlOptions(taxonomy=tax, **opts), missing_labels=missing)
+            try:
+                assert _got(tc) == _bags(table), (bad, opts, missing)
+                assert tc.report.to_dict() == rep.to_dict(), (bad, opts, missing)
+            finally:
+                tc.release()
+
+
+def _gzip_append(path: Path, text: str) -> None:
+    import gzip as gz_mod
+
+    path.write_bytes(gz_mod.compress(gz_mod.decompress(path.read_bytes()) + text.encode("utf-8"), mtime=0))
+
+
+@pytest.mark.parametrize("bad", ["text-before", "bad-utf8", "bad-qrels"])
+def test_lyrl2004_fatal_errors_same_message(spark, tmp_path, bad):
+    import gzip as gz_mod
+
+    from sparkhc.spark.sources import read_lyrl2004_tokens
+
+    files, qrels = _write_lyrl(tmp_path / "lyrl", n=12)
+    if bad == "text-before":
+        files[1].write_bytes(gz_mod.compress(b"stray words\n" + gz_mod.decompress(files[1].read_bytes()), mtime=0))
+    elif bad == "bad-utf8":
+        files[2].write_bytes(gz_mod.compress(gz_mod.decompress(files[2].read_bytes()) + b".I 99\n.W\ncaf\xe9\n",
+                                             mtime=0))
+    else:
+        _gzip_append(qrels, "C15 99\n")
+    with pytest.raises(InputDataError) as ref:
+        readers.to_table(readers.read_lyrl2004(files, qrels)[0])
+    with pytest.raises(InputDataError) as got:
+        read_lyrl2004_tokens(spark, [str(f) for f in files], str(qrels), SPEC, JsonlOptions())
+    assert str(got.value) == str(ref.value)
+
+
+def test_cli_featurize_rcv1v2_lyrl2004_on_the_executors(spark, tmp_path, monkeypatch):
+    """``featurize --corpus rcv1v2`` (LYRL2004 token files + qrels) writes the very bytes of the
+    driver-side reader's pipeline, with no document read on the driver."""
+    from sparkhc.spark import pipelines
+
+    _write_lyrl(tmp_path / "rcv1v2", n=60)
+
+    def featurize(out: Path) -> dict[str, bytes]:
+        assert run(["featurize", "--corpus", "rcv1v2", "--data-dir", str(tmp_path), "--out", str(out), *FEAT]) == 0
+        return _outputs(out)
+
+    with monkeypatch.context() as m:
+        m.setattr(pipelines, "_spark_jsonl_source", lambda *a, **k: None)
+        expected = featurize(tmp_path / "ref")
+    _no_driver_reading(monkeypatch)
+    assert featurize(tmp_path / "out") == expected

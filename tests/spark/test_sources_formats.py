@@ -254,6 +254,19 @@ def _outputs(out: Path) -> dict[str, bytes]:
             and f.name != "_SUMMARY.json"}
 
 
+def _reference_then_executors(monkeypatch, featurize, tmp_path: Path) -> dict[str, bytes]:
+    """``featurize(out)`` with the driver-side readers (the pipeline before issue 19, point 4), then on the
+    executors with the driver-side readers failing if the driver calls them: the same bytes (returned)."""
+    from sparkhc.spark import pipelines
+
+    with monkeypatch.context() as m:
+        m.setattr(pipelines, "_spark_jsonl_source", lambda *a, **k: None)
+        expected = featurize(tmp_path / "ref")
+    _no_driver_reading(monkeypatch)
+    assert featurize(tmp_path / "out") == expected
+    return expected
+
+
 def test_cli_featurize_label_dirs_and_parquet_on_the_executors(spark, tmp_path, monkeypatch):
     """``featurize --input`` of a label-directory corpus, a Parquet folder and its ``file:`` URI writes
     the very bytes of the driver-side readers' pipeline, with no document read on the driver."""
@@ -304,7 +317,6 @@ def test_cli_class_spaces_on_the_executors(spark, tmp_path, monkeypatch, spaces)
     """``featurize --input docs.jsonl.gz --class-spaces``: the kept classes fitted from counts aggregated
     on Spark, documents relabelled and withdrawn on the executors; the very bytes of the driver-side
     pipeline (withdrawal reasons counted in the same order), no document read on the driver."""
-    from sparkhc.spark import pipelines
     from tests.spark.test_mdc_text_spark import SPACES, _write_corpus
 
     docs = tmp_path / "docs.jsonl.gz"
@@ -317,11 +329,7 @@ def test_cli_class_spaces_on_the_executors(spark, tmp_path, monkeypatch, spaces)
                     "--set", "featurize.max_df=1.0"]) == 0
         return _outputs(out)
 
-    with monkeypatch.context() as m:
-        m.setattr(pipelines, "_spark_jsonl_source", lambda *a, **k: None)
-        expected = featurize(tmp_path / "ref")
-    _no_driver_reading(monkeypatch)
-    assert featurize(tmp_path / "out") == expected
+    expected = _reference_then_executors(monkeypatch, featurize, tmp_path)
     rep = json.loads(expected["corpus.json"])["read_report"]
     if spaces == "withdraw":
         assert len(rep["excluded_reasons"]) == 4 and rep["excluded"] > 2
@@ -462,16 +470,10 @@ def test_lyrl2004_fatal_errors_same_message(spark, tmp_path, bad):
 def test_cli_featurize_rcv1v2_lyrl2004_on_the_executors(spark, tmp_path, monkeypatch):
     """``featurize --corpus rcv1v2`` (LYRL2004 token files + qrels) writes the very bytes of the
     driver-side reader's pipeline, with no document read on the driver."""
-    from sparkhc.spark import pipelines
-
     _write_lyrl(tmp_path / "rcv1v2", n=60)
 
     def featurize(out: Path) -> dict[str, bytes]:
         assert run(["featurize", "--corpus", "rcv1v2", "--data-dir", str(tmp_path), "--out", str(out), *FEAT]) == 0
         return _outputs(out)
 
-    with monkeypatch.context() as m:
-        m.setattr(pipelines, "_spark_jsonl_source", lambda *a, **k: None)
-        expected = featurize(tmp_path / "ref")
-    _no_driver_reading(monkeypatch)
-    assert featurize(tmp_path / "out") == expected
+    _reference_then_executors(monkeypatch, featurize, tmp_path)

@@ -769,6 +769,114 @@ def _split_name(dirname: str, split_names: Mapping[str, str] | None) -> str:
     return m.group(1).lower() if m else dirname
 
 
+#: An entry of a directory listing: (name, "dir" | "file" | "other", length in bytes of a file).
+DirEntry = tuple[str, str, int]
+
+
+def local_listdir(path: str) -> list[DirEntry]:
+    """The entries of a local directory (symbolic links followed), as :func:`list_label_dirs` takes them."""
+    out = []
+    with os.scandir(path) as it:
+        for e in it:
+            kind = "dir" if e.is_dir() else "file" if e.is_file() else "other"
+            out.append((e.name, kind, e.stat().st_size if kind == "file" else 0))
+    return out
+
+
+@dataclass
+class LabelDirFile:
+    """A document of a directory-per-label corpus: where it is (``path``, as messages name it, and
+    its place in the listing), its id, label and split."""
+
+    path: str
+    doc_id: str
+    label: str
+    split: str | None
+    size: int = 0
+
+
+def list_label_dirs(
+    root: str,
+    report: ReadReport,
+    *,
+    layout: Literal["auto", "split/label", "label"] = "auto",
+    split_names: Mapping[str, str] | None = None,
+    listdir: Callable[[str], list[DirEntry]] = local_listdir,
+    join: Callable[[str, str], str] = os.path.join,
+) -> list[LabelDirFile]:
+    """The documents of a directory-per-label corpus at ``root`` in reading order (see
+    :func:`read_label_dirs`), with the skipped entries counted in ``report``; only names are read.
+    ``listdir`` / ``join`` list and join paths of the file system (local by default; Hadoop's on
+    Spark, :mod:`sparkhc.spark.sources`)."""
+    _check_choice("layout", layout, ("auto", "split/label", "label"))
+
+    sizes: dict[str, int] = {}
+
+    def entries(d: str) -> list[tuple[str, str, str]]:  # (name, kind, path), natural order
+        out = []
+        for n, k, size in sorted(listdir(d), key=lambda e: natural_key(e[0])):
+            out.append((n, k, join(d, n)))
+            sizes[out[-1][2]] = size
+        return out
+
+    tops = [e for e in entries(root) if not e[0].startswith(".")]
+    top_dirs = [e for e in tops if e[1] == "dir"]
+    stray = [e for e in tops if e[1] != "dir"]
+    if not top_dirs:
+        raise InputDataError(f"{root}: no label or split directories found")
+    if layout == "auto":
+        kinds = set()
+        for _n, _k, d in top_dirs:
+            for c, kind, _p in entries(d):
+                if not c.startswith("."):
+                    kinds.add("dir" if kind == "dir" else "file")
+        if kinds == {"dir"}:
+            layout = "split/label"
+        elif kinds == {"file"}:
+            layout = "label"
+        else:
+            raise InputDataError(
+                f"{root}: cannot tell the layout: top-level directories hold "
+                f"{'both files and directories' if kinds else 'nothing'}; pass layout='split/label' or 'label'"
+            )
+    out: list[LabelDirFile] = []
+    for _n, _k, p in stray:
+        report.skip_file(p)
+
+    def files_of(split: str | None, rel: str, label: str, d: str) -> None:
+        for name, kind, f in entries(d):
+            if name.startswith(".") or kind != "file":
+                report.skip_file(f)
+                continue
+            out.append(LabelDirFile(f, f"{rel}/{name}", label, split, sizes.get(f, 0)))
+
+    for name, _k, d in top_dirs:
+        if layout == "label":
+            files_of(None, name, name, d)
+            continue
+        split = _split_name(name, split_names)
+        for lname, kind, ld in entries(d):
+            if lname.startswith(".") or kind != "dir":
+                report.skip_file(ld)
+                continue
+            files_of(split, f"{name}/{lname}", lname, ld)
+    return out
+
+
+def label_dir_record(sink: _Sink, f: LabelDirFile, data: bytes, encoding: str) -> pa.RecordBatch | None:
+    """One document of a directory-per-label corpus (its id claimed, decoded, checked): shared by
+    :func:`read_label_dirs` and the executors of :mod:`sparkhc.spark.sources`."""
+    if not sink.claim_id(0, f.doc_id):  # unique by construction, checked all the same
+        return None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        sink.invalid(0, "decoding error",
+                     f"cannot decode as {encoding}: byte 0x{data[e.start]:02x} at byte offset {e.start}", f.doc_id)
+        return None
+    return sink.add(0, f.doc_id, text, None, [f.label], f.split, None)
+
+
 def read_label_dirs(
     root: str | Path,
     *,
@@ -802,63 +910,13 @@ def read_label_dirs(
     "".encode(encoding)  # unknown codec -> LookupError now, not mid-iteration
     report = ReadReport(source=str(base), files=[str(base)])
     sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, ancestors, True)
-    tops = sorted((d for d in base.iterdir() if not d.name.startswith(".")), key=lambda p: natural_key(p.name))
-    top_dirs = [d for d in tops if d.is_dir()]
-    stray = [d for d in tops if not d.is_dir()]
-    if not top_dirs:
-        raise InputDataError(f"{base}: no label or split directories found")
-    if layout == "auto":
-        kinds = set()
-        for d in top_dirs:
-            for c in d.iterdir():
-                if not c.name.startswith("."):
-                    kinds.add("dir" if c.is_dir() else "file")
-        if kinds == {"dir"}:
-            layout = "split/label"
-        elif kinds == {"file"}:
-            layout = "label"
-        else:
-            raise InputDataError(
-                f"{base}: cannot tell the layout: top-level directories hold "
-                f"{'both files and directories' if kinds else 'nothing'}; pass layout='split/label' or 'label'"
-            )
-
-    def label_dirs() -> Iterator[tuple[str | None, Path]]:
-        if layout == "label":
-            for d in top_dirs:
-                yield None, d
-        else:
-            for s in top_dirs:
-                split = _split_name(s.name, split_names)
-                for d in sorted(s.iterdir(), key=lambda p: natural_key(p.name)):
-                    if d.name.startswith(".") or not d.is_dir():
-                        report.skip_file(str(d))
-                        continue
-                    yield split, d
+    docs = list_label_dirs(str(base), report, layout=layout, split_names=split_names)
 
     def records() -> Iterator[pa.RecordBatch | None]:
-        for p in stray:
-            report.skip_file(str(p))
-        for split, d in label_dirs():
-            label = d.name
-            for f in sorted(d.iterdir(), key=lambda p: natural_key(p.name)):
-                if f.name.startswith(".") or not f.is_file():
-                    report.skip_file(str(f))
-                    continue
-                sink.set_file(str(f), None, listed=False)
-                report.read += 1
-                doc_id = f.relative_to(base).as_posix()
-                if not sink.claim_id(0, doc_id):  # unique by construction, checked all the same
-                    continue
-                data = f.read_bytes()
-                try:
-                    text = data.decode(encoding)
-                except UnicodeDecodeError as e:
-                    sink.invalid(0, "decoding error",
-                                 f"cannot decode as {encoding}: byte 0x{data[e.start]:02x} at byte offset {e.start}",
-                                 doc_id)
-                    continue
-                yield sink.add(0, doc_id, text, None, [label], split, None)
+        for f in docs:
+            sink.set_file(f.path, None, listed=False)
+            report.read += 1
+            yield label_dir_record(sink, f, Path(f.path).read_bytes(), encoding)
 
     return _run(sink, records()), report
 
@@ -1048,6 +1106,44 @@ def _schema_str(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema) + ")"
 
 
+def parquet_record(sink: _Sink, row: int, values: Mapping[str, Any], require_labels: bool) -> pa.RecordBatch | None:
+    """Check one row of a raw-documents Parquet file (``values``: the row's value of each column the
+    file has, :data:`RAW_SCHEMA` names and ``id``) and add it to ``sink``: shared by
+    :func:`read_parquet` and the executors of :mod:`sparkhc.spark.sources`."""
+    ids = {c: values[c] for c in (DOC_ID, ID_ALIAS) if c in values and values[c] is not None}
+    ids = {c: v for c, v in ids.items() if v.strip()}
+    if not ids:
+        names_ = " or ".join(repr(c) for c in (DOC_ID, ID_ALIAS) if c in values)
+        sink.invalid(row, "missing id", f"column {names_} is null or empty")
+        return None
+    if len(set(ids.values())) > 1:
+        sink.invalid(row, "conflicting ids", "columns " + " and ".join(
+            f"{k!r} = {v!r}" for k, v in ids.items()) + " disagree; give one id column (or equal "
+            "values)")
+        return None
+    doc_id = next(iter(ids.values()))
+    if not sink.claim_id(row, doc_id):
+        return None
+    labels = values[LABELS]
+    if labels is None:
+        if require_labels:
+            sink.invalid(row, "missing labels", f"column {LABELS!r} is null; {_UNLABELLED_HINT}", doc_id)
+            return None
+        labels = []
+    if any(lab is None or not lab for lab in labels):
+        sink.invalid(row, "wrong type", f"column {LABELS!r} has a null or empty item", doc_id)
+        return None
+    tokens = values.get(TOKENS)
+    if tokens is not None and any(t is None for t in tokens):
+        sink.invalid(row, "wrong type", f"column {TOKENS!r} has a null item", doc_id)
+        return None
+    fold = values.get(FOLD)
+    if fold is not None and not -_INT32_MAX <= fold <= _INT32_MAX:
+        sink.invalid(row, "wrong type", f"column {FOLD!r} value {fold} does not fit int32", doc_id)
+        return None
+    return sink.add(row, doc_id, values.get(TEXT), tokens, labels, values.get(SPLIT), fold)
+
+
 def read_parquet(
     paths: str | Path | Iterable[str | Path],
     *,
@@ -1091,42 +1187,7 @@ def read_parquet(
                 for i in range(b.num_rows):
                     row += 1
                     report.read += 1
-                    ids = {c: data[c][i] for c in (DOC_ID, ID_ALIAS) if c in data and data[c][i] is not None}
-                    ids = {c: v for c, v in ids.items() if v.strip()}
-                    if not ids:
-                        names_ = " or ".join(repr(c) for c in (DOC_ID, ID_ALIAS) if c in data)
-                        sink.invalid(row, "missing id", f"column {names_} is null or empty")
-                        continue
-                    if len(set(ids.values())) > 1:
-                        sink.invalid(row, "conflicting ids", "columns " + " and ".join(
-                            f"{k!r} = {v!r}" for k, v in ids.items()) + " disagree; give one id column (or equal "
-                            "values)")
-                        continue
-                    doc_id = next(iter(ids.values()))
-                    if not sink.claim_id(row, doc_id):
-                        continue
-                    labels = data[LABELS][i]
-                    if labels is None:
-                        if require_labels:
-                            sink.invalid(row, "missing labels", f"column {LABELS!r} is null; {_UNLABELLED_HINT}",
-                                         doc_id)
-                            continue
-                        labels = []
-                    if any(lab is None or not lab for lab in labels):
-                        sink.invalid(row, "wrong type", f"column {LABELS!r} has a null or empty item", doc_id)
-                        continue
-                    tokens = data[TOKENS][i] if TOKENS in data else None
-                    if tokens is not None and any(t is None for t in tokens):
-                        sink.invalid(row, "wrong type", f"column {TOKENS!r} has a null item", doc_id)
-                        continue
-                    fold = data[FOLD][i] if FOLD in data else None
-                    if fold is not None and not -_INT32_MAX <= fold <= _INT32_MAX:
-                        sink.invalid(row, "wrong type", f"column {FOLD!r} value {fold} does not fit int32", doc_id)
-                        continue
-                    yield sink.add(
-                        row, doc_id, data[TEXT][i] if TEXT in data else None, tokens, labels,
-                        data[SPLIT][i] if SPLIT in data else None, fold,
-                    )
+                    yield parquet_record(sink, row, {c: data[c][i] for c in cols}, require_labels)
 
     return _run(sink, records()), report
 

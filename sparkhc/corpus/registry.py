@@ -427,10 +427,9 @@ class CorpusInfo:
             taxonomy if taxonomy is not None else self.load_taxonomy(d, protocol=protocol))
         empty = on_empty if on_empty is not None else self.on_empty
         if self.reader == "lyrl2004":
-            token_files = [f.find(d) for f in self.files if f.name.startswith("lyrl2004_tokens")]
-            qrels_path = self._path(d, "rcv1-v2.topics.qrels.gz")
+            token_files, qrels_path = self.lyrl_files(d)
             batches, report = read_lyrl2004(
-                [p for p in token_files if p is not None], qrels_path, taxonomy=tax,
+                token_files, qrels_path, taxonomy=tax,
                 unknown_labels=unknown_labels, on_empty=empty, on_invalid=on_invalid, batch_size=batch_size,
             )
             report.source = f"{self.name} ({d})"
@@ -442,6 +441,13 @@ class CorpusInfo:
         )
         return batches, report
 
+    def lyrl_files(self, data_dir: str | Path) -> tuple[list[Path], Path]:
+        """The token files (in the registry's order) and the qrels file of a LYRL2004 corpus; one source
+        for :meth:`read` and the Spark reader (:func:`sparkhc.spark.sources.read_lyrl2004_tokens`)."""
+        d = self.corpus_dir(data_dir)
+        found = [f.find(d) for f in self.files if f.name.startswith("lyrl2004_tokens")]
+        return [p for p in found if p is not None], self._path(d, "rcv1-v2.topics.qrels.gz")
+
     def jsonl_options(
         self,
         data_dir: str | Path,
@@ -449,18 +455,21 @@ class CorpusInfo:
         *,
         protocol: bool = True,
         labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
+        categories: Callable[[Path], frozenset[str]] | None = None,
     ) -> tuple[Path, dict[str, Any]]:
         """The documents file of a JSON Lines corpus and the :func:`~sparkhc.corpus.readers.read_jsonl`
         options of its protocol (fields, taxonomy, folds, selection, allowed labels, source); the
         reader options (``unknown_labels``, ``on_empty``, ...) are the caller's. One source for
-        :meth:`read` and the Spark reader (:mod:`sparkhc.spark.sources`)."""
+        :meth:`read` and the Spark reader (:mod:`sparkhc.spark.sources`). ``categories``: how the
+        ApteMod categories are computed from the documents file (default :func:`apte_mod_categories`,
+        a scan in this process; Spark's executors: :func:`sparkhc.spark.sources.apte_mod_categories`)."""
         d = self.corpus_dir(data_dir)
         docs = self._path(d, self.docs_file)
         folds = read_folds(self._path(d, self.folds_file)) if self.folds_file else None
         select: Callable[[Mapping[str, Any]], str | None] | None = None
         allowed = None
         if protocol and self.selection == "apte_mod":
-            cats = apte_mod_categories(docs)
+            cats = (categories or apte_mod_categories)(docs)
             if len(cats) != 90 or cats != frozenset(REUTERS_APTEMOD_90):
                 raise InputDataError(
                     f"{docs}: the ApteMod categories (topics in both ModApte train and test among apte_mod "

@@ -58,6 +58,34 @@ def list_files(spark: SparkSession, uri: str) -> list[str]:
     return sorted(str(st.getPath().toString()) for st in fs.listStatus(p) if st.isFile())
 
 
+def list_status(spark: SparkSession, uri: str) -> list[tuple[str, str, int]]:
+    """The entries of directory ``uri``: (name, ``"dir"`` | ``"file"`` | ``"other"``, length in bytes)."""
+    fs, p = _fs(spark, uri)
+    out = []
+    for st in fs.listStatus(p):
+        kind = "dir" if st.isDirectory() else "file" if st.isFile() else "other"
+        out.append((str(st.getPath().getName()), kind, int(st.getLen())))
+    return out
+
+
+def list_tree(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
+    """Every regular file below directory ``uri`` (recursively): (URI, length in bytes)."""
+    fs, p = _fs(spark, uri)
+    it = fs.listFiles(p, True)
+    out = []
+    while it.hasNext():
+        st = it.next()
+        out.append((str(st.getPath().toString()), int(st.getLen())))
+    return out
+
+
+def qualified(spark: SparkSession, uri: str) -> str:
+    """``uri`` as its file system spells it (scheme and authority filled in, e.g. the name node's port):
+    the form of the paths Spark's file listing reports."""
+    fs, p = _fs(spark, uri)
+    return str(fs.makeQualified(p).toString())
+
+
 def size(spark: SparkSession, uri: str) -> int:
     """The length of file ``uri`` in bytes."""
     fs, p = _fs(spark, uri)

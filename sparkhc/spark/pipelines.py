@@ -6,7 +6,7 @@ import json
 import logging
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -150,7 +150,7 @@ def featurize(
     spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
     if spark_read is not None:
         return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
-                                       overwrite, t0)
+                                       overwrite, t0, spaces, fit_exclude_fold)
     derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -181,12 +181,7 @@ def featurize(
                                                 True).to_numpy(zero_copy_only=False), dtype=bool)
         fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
         table = fitted.apply_table(table, report)
-        taxonomy = fitted.taxonomy()
-        corpus_meta["class_spaces"] = fitted.to_dict()
-        # the classes are scored; the class-space nodes (always right) are not
-        corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
-        log.info("class spaces %s fitted on %d documents: %s", spaces.names, fitted.n_fit,
-                 "; ".join(f"{n}: {len(c)} classes" for n, c in zip(spaces.names, fitted.classes, strict=True)))
+        taxonomy = _declare_class_spaces(fitted, corpus_meta)
     assert taxonomy is not None
     report_dict = report.to_dict()
     log.info("read %s", report.summary())
@@ -202,6 +197,18 @@ def featurize(
     return summary
 
 
+def _declare_class_spaces(fitted: Any, corpus_meta: dict[str, Any]) -> Taxonomy:
+    """The MDC taxonomy of fitted class spaces, recorded in ``corpus_meta`` (and logged)."""
+    taxonomy = fitted.taxonomy()
+    corpus_meta["class_spaces"] = fitted.to_dict()
+    # the classes are scored; the class-space nodes (always right) are not
+    corpus_meta["scored_labels"] = [taxonomy.names[int(c)] for c in taxonomy.leaves]
+    names = fitted.spec.names
+    log.info("class spaces %s fitted on %d documents: %s", names, fitted.n_fit,
+             "; ".join(f"{n}: {len(c)} classes" for n, c in zip(names, fitted.classes, strict=True)))
+    return taxonomy
+
+
 def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], report_dict: dict[str, Any]
                            ) -> dict[str, str | bytes]:
     return {
@@ -213,95 +220,236 @@ def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], repo
 
 def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str | None, class_spaces: bool,
                         data_dir: str | None, cache_dir: str | None) -> tuple[str, Any] | None:
-    """What Spark's executors read: ("corpus", (info, root)) for a JSON Lines corpus, ("input", files) for
-    JSON Lines input (a file, a directory of them, local or a Hadoop URI); None for the readers that run
-    on the driver (label directories, LYRL2004 token files, Parquet, --class-spaces)."""
+    """What Spark's executors read: ("corpus", (info, root)) for a JSON Lines corpus; for ``--input`` (a
+    local path, a ``file:`` or Hadoop URI), chosen as :func:`sparkhc.corpus.readers.read_any` does:
+    ("parquet", (files, input, folder or None)) for a Parquet file or a folder with Parquet files (recursively),
+    ("input", (files, input)) for JSON Lines files or a folder of them, ("labeldirs", input) for any other
+    folder (one sub-folder per label); with ``class_spaces`` JSON Lines only; ("lyrl", (info, root)) for the
+    LYRL2004 token files of a corpus. None: the driver-side readers (their error for --class-spaces with
+    LYRL2004 token files)."""
     from sparkhc.corpus import readers, registry
     from sparkhc.spark import hfs
 
-    if class_spaces:
-        return None
     if corpus is not None:
         info = registry.get_corpus(corpus)
-        if info.reader != "jsonl":
-            return None
+        if info.reader != "jsonl":  # LYRL2004 token files (with --class-spaces: the driver's error)
+            return None if class_spaces else ("lyrl", (info, registry.find_corpus(corpus, data_dir=data_dir,
+                                                                                    cache_dir=cache_dir)))
         return "corpus", (info, registry.find_corpus(corpus, data_dir=data_dir, cache_dir=cache_dir))
     assert input_path is not None
-    uri = hfs.qualify(spark, input_path)
+    if class_spaces:  # labels derived from record fields: JSON Lines only, every file of a folder (as read_any)
+        return "input", (_class_space_files(spark, str(input_path)), input_path)
+    hidden = (".", "_")
     if not hfs.has_scheme(str(input_path)):
         p = Path(input_path)
         if p.is_dir():
-            if any(q.is_file() and not q.name.startswith((".", "_")) for q in p.rglob("*.parquet")):
-                return None
+            parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith(hidden))
+            if parquet:
+                return "parquet", ([str(q) for q in parquet], input_path, input_path)
             files = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(readers.JSONL_SUFFIXES))
-            return ("input", ([str(q) for q in files], input_path)) if files else None
-        if p.is_file() and p.name.endswith(readers.JSONL_SUFFIXES) and p.suffix != ".parquet":
-            with open(p, "rb") as f:
-                if f.read(4) == b"PAR1":
-                    return None
+            return ("input", ([str(q) for q in files], input_path)) if files else ("labeldirs", input_path)
+        if not p.is_file():
+            raise InputDataError(f"{p}: input not found")
+        if p.suffix == ".parquet":
+            return "parquet", ([str(p)], input_path, None)
+        with open(p, "rb") as f:
+            if f.read(4) == b"PAR1":
+                return "parquet", ([str(p)], input_path, None)
+        if p.name.endswith(readers.JSONL_SUFFIXES):
             return "input", ([str(p)], input_path)
-        return None
+        raise InputDataError(
+            f"{p}: unknown input format; expected .parquet, .jsonl(.gz) or a directory (one sub-directory per "
+            "label); LYRL2004 token files are read with read_lyrl2004 and a qrels file"
+        )
+    uri = hfs.qualify(spark, input_path)
     if not hfs.exists(spark, uri):
         raise InputDataError(f"{input_path}: input not found")
     if hfs.is_dir(spark, uri):
+        root = str(input_path).rstrip("/")
+        pq_uris = sorted((u for u, _n in hfs.list_tree(spark, uri) if u.endswith(".parquet")
+                          and not u.rsplit("/", 1)[-1].startswith(hidden)), key=lambda u: PurePosixPath(u).parts)
+        if pq_uris:
+            return "parquet", (pq_uris, input_path, root)
         found = [f for f in hfs.list_files(spark, uri) if f.rsplit("/", 1)[-1].endswith(readers.JSONL_SUFFIXES)]
-        if not found:
-            raise InputDataError(f"{input_path}: no JSON Lines files ({', '.join(readers.JSONL_SUFFIXES)}) in the "
-                                 "directory (Hadoop URIs are read with Spark's JSON Lines reader)")
-        return "input", (found, input_path)
+        return ("input", (found, input_path)) if found else ("labeldirs", root)
+    if uri.endswith(".parquet") or hfs.head(spark, uri, 4) == b"PAR1":
+        return "parquet", ([str(input_path)], input_path, None)
     if not uri.endswith(readers.JSONL_SUFFIXES):
-        raise InputDataError(f"{input_path}: Hadoop URIs are read as JSON Lines ({', '.join(readers.JSONL_SUFFIXES)})")
+        raise InputDataError(f"{input_path}: unknown input format; expected .parquet, .jsonl(.gz) or a directory "
+                             "(one sub-directory per label)")
     return "input", ([uri], input_path)
+
+
+def _class_space_files(spark: SparkSession, input_path: str) -> list[str]:
+    """The JSON Lines files of ``--input`` with ``--class-spaces`` (a file, or every file of a folder, each
+    a JSON Lines file), as :func:`sparkhc.corpus.readers.read_any` takes them with ``labels_from``."""
+    from sparkhc.corpus import readers
+    from sparkhc.spark import hfs
+
+    if hfs.has_scheme(input_path):
+        uri = hfs.qualify(spark, input_path)
+        files = (hfs.list_files(spark, uri) if hfs.is_dir(spark, uri) else [uri]) if hfs.exists(spark, uri) else []
+        names = files
+    else:
+        p = Path(input_path)
+        local = [p] if p.is_file() else sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else []
+        files, names = [str(q) for q in local], [q.name for q in local]
+    if not files or not all(str(n).rsplit("/", 1)[-1].endswith(readers.JSONL_SUFFIXES) for n in names):
+        raise InputDataError(
+            f"{Path(input_path) if not hfs.has_scheme(input_path) else input_path}: labels derived from record "
+            f"fields (--class-spaces) need JSON Lines input ({', '.join(readers.JSONL_SUFFIXES)} files)"
+        )
+    return files
+
+
+def _fit_class_spaces(tc: Any, spaces: Any, fit_on: Any, fit_exclude_fold: int | None, spark: SparkSession
+                      ) -> tuple[Any, DataFrame]:
+    """``--class-spaces`` on Spark: the kept classes fitted from the candidate labels of the training
+    documents (counts aggregated on the executors), every document relabelled there, the ones without a
+    kept class in some space withdrawn from ``tc.report`` (by reason, in the order the driver-side
+    :meth:`~sparkhc.models.jia_zhang.spaces.FittedClassSpaces.apply_table` counts them). Returns the
+    fitted spaces and the relabelled documents (persisted)."""
+    import functools
+
+    from pyspark import StorageLevel
+
+    from sparkhc.spark.featurize import TOKENIZED_SCHEMA
+    from sparkhc.spark.sources import (
+        EMIT,
+        POS_BLOCK,
+        POS_FILE,
+        POS_LINE,
+        RELABELED_SCHEMA,
+        WHY,
+        relabel_partition,
+    )
+
+    docs = tc._parsed.where(F.col(EMIT))
+    cond = F.lit(True)
+    if fit_on:
+        cond = cond & F.coalesce(F.col(SPLIT).isin(list(fit_on)), F.lit(False))
+    if fit_exclude_fold is not None:
+        cond = cond & F.coalesce(F.col(FOLD) != int(fit_exclude_fold), F.lit(True))
+    n_fit = sum(k for (sp, fo), k in tc.groups.items()
+                if (not fit_on or sp in fit_on) and (fit_exclude_fold is None or fo is None or fo != fit_exclude_fold))
+    rows = (docs.where(cond).select(F.posexplode(LABELS).alias("j", "label"))
+            .groupBy("j", "label").count().collect())
+    counts: list[dict[str, int]] = [{} for _ in spaces.names]
+    for r in rows:
+        j = int(r["j"])
+        counts[j][r["label"][len(spaces.names[j]) + 1:]] = int(r["count"])
+    fitted = spaces.fit_counts(counts, n_fit)
+    bc = spark.sparkContext.broadcast(fitted)
+    cols = [f.name for f in TOKENIZED_SCHEMA.fields] + [POS_FILE, POS_BLOCK, POS_LINE]
+    relabeled = docs.select(*cols).mapInArrow(functools.partial(relabel_partition, fitted_bc=bc), RELABELED_SCHEMA)
+    relabeled = relabeled.persist(StorageLevel.MEMORY_AND_DISK)
+    why = (relabeled.where(F.col(WHY).isNotNull()).groupBy(WHY)
+           .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct(POS_FILE, POS_BLOCK, POS_LINE)).alias("first")).collect())
+    rep = tc.report
+    for r in sorted(why, key=lambda r: tuple(r["first"])):
+        n = int(r["n"])
+        rep.emitted -= n
+        rep.excluded += n
+        rep.excluded_reasons[r[WHY]] += n
+    return fitted, relabeled.where(F.col(WHY).isNull()).select(*[f.name for f in TOKENIZED_SCHEMA.fields])
 
 
 def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, source: tuple[str, Any],
                             params: dict[str, Any], read_opts: dict[str, Any], taxonomy_path: str | None,
-                            require_labels: bool | None, overwrite: bool, t0: float) -> dict[str, Any]:
+                            require_labels: bool | None, overwrite: bool, t0: float, spaces: Any = None,
+                            fit_exclude_fold: int | None = None) -> dict[str, Any]:
     """featurize with the documents read, checked and tokenized by Spark's executors
-    (:func:`sparkhc.spark.sources.read_jsonl_tokens`): the driver holds the vocabulary, taxonomy and counts."""
+    (:mod:`sparkhc.spark.sources`): the driver holds the vocabulary, taxonomy and counts (with ``spaces``,
+    the class spaces fitted from counts aggregated on the executors)."""
     from sparkhc.spark.featurize import featurize_tokens
-    from sparkhc.spark.sources import JsonlOptions, read_jsonl_tokens
+    from sparkhc.spark.sources import (
+        JsonlOptions,
+        apte_mod_categories,
+        read_jsonl_tokens,
+        read_label_dirs_tokens,
+        read_lyrl2004_tokens,
+        read_parquet_tokens,
+    )
     from sparkhc.text.spec import FeatureSpec
 
     kind, what = source
     tok_spec = FeatureSpec.from_params({**params, "fit_on": None})
     opts = {"unknown_labels": read_opts["unknown_labels"], "on_invalid": read_opts["on_invalid"]}
+    derive = spaces.candidate_labels if spaces is not None else None
+    taxonomy: Taxonomy | None
     if kind == "corpus":
         info, root = what
         # a flat taxonomy is made of the labels found in the documents: collected by the read itself
-        flat = info.taxonomy_file is None
-        taxonomy = None if flat else info.load_taxonomy(root)
-        docs, jopts = info.jsonl_options(root, taxonomy)
+        flat = info.taxonomy_file is None and spaces is None
+        taxonomy = None if flat or spaces is not None else info.load_taxonomy(root)
+        docs, jopts = info.jsonl_options(root, taxonomy, labels_from=derive,
+                                         categories=lambda d: apte_mod_categories(spark, d))
         source_name = jopts.pop("source")
         opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
-        tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts, collect_labels=flat),
-                               source=source_name)
-        if taxonomy is None:
+        tc = read_jsonl_tokens(spark, [str(docs)], tok_spec, JsonlOptions(**jopts, **opts, collect_labels=flat,
+                                                                          labels_from=derive), source=source_name)
+        if flat:
             taxonomy = info.flat_taxonomy(tc.labels)
         fit_on: Any = ("train",) if info.splits else None
+        corpus_meta = {"corpus": info.name, "protocol": info.protocol,
+                       "scored_labels": info.scored_labels(taxonomy) if taxonomy is not None else None}
+    elif kind == "lyrl":
+        info, root = what
+        taxonomy = info.load_taxonomy(root)
+        token_files, qrels = info.lyrl_files(root)
+        opts["on_empty"] = read_opts.get("on_empty") or info.on_empty
+        tc = read_lyrl2004_tokens(spark, [str(p) for p in token_files], str(qrels), tok_spec,
+                                  JsonlOptions(taxonomy=taxonomy, **opts),
+                                  source=f"{info.name} ({info.corpus_dir(root)})")
+        fit_on = ("train",) if info.splits else None
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": info.scored_labels(taxonomy)}
-    else:
-        assert taxonomy_path is not None
-        taxonomy = Taxonomy.load(taxonomy_path)
+    elif spaces is not None:
+        taxonomy = None
         opts["on_empty"] = read_opts.get("on_empty", "error")
         if not (cfg.featurize.require_labels if require_labels is None else require_labels):
             opts["require_labels"] = False
         files, input_path = what
-        tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(**opts, labels_from=derive))
         fit_on = ("train",) if "train" in tc.splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+    else:
+        assert taxonomy_path is not None
+        taxonomy = Taxonomy.load(taxonomy_path)
+        opts["on_empty"] = read_opts.get("on_empty", "error")
+        if kind != "labeldirs" and not (cfg.featurize.require_labels if require_labels is None else require_labels):
+            opts["require_labels"] = False  # (the directories are the labels)
+        if kind == "labeldirs":
+            input_path = what
+            tc = read_label_dirs_tokens(spark, what, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        elif kind == "parquet":
+            files, input_path, root = what
+            tc = read_parquet_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts), root=root)
+        else:
+            files, input_path = what
+            tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        fit_on = ("train",) if "train" in tc.splits else None
+        corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+    tokens, relabeled = tc.tokens, None
+    counts: Any = (tc.groups, tc.no_tokens)
     try:
+        if spaces is not None:
+            fitted, relabeled = _fit_class_spaces(tc, spaces, fit_on, fit_exclude_fold, spark)
+            tokens, counts = relabeled, None  # (documents withdrawn: counted again)
+            taxonomy = _declare_class_spaces(fitted, corpus_meta)
+        assert taxonomy is not None
         report_dict = tc.report.to_dict()
         log.info("read %s", tc.report.summary())
         params["fit_on"] = list(fit_on) if fit_on else None
         spec = FeatureSpec.from_params(params)
         read_s = round(time.perf_counter() - t0, 3)
         summary = featurize_tokens(
-            spark, tc.tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
+            spark, tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
             overwrite=overwrite, extra_files=_featurize_extra_files(taxonomy, corpus_meta, report_dict), t0=t0,
-            timings={"read_and_tokenize": read_s}, checked=True, counts=(tc.groups, tc.no_tokens),
+            timings={"read_and_tokenize": read_s}, checked=True, counts=counts,
         )
     finally:
+        if relabeled is not None:
+            relabeled.unpersist()
         tc.release()
     summary["read_report"] = report_dict
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)

@@ -31,10 +31,12 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -135,6 +137,10 @@ class JsonlOptions:
     #: collect the labels of every record that is a JSON object (a list field ``labels_field``), as
     #: :meth:`sparkhc.corpus.registry.CorpusInfo.load_taxonomy` scans them for a flat taxonomy
     collect_labels: bool = False
+    #: label directories (:func:`read_label_dirs_tokens`): how the files are decoded
+    encoding: str = "latin-1"
+    #: labels derived from the record (``--class-spaces``; see :func:`sparkhc.corpus.readers.read_jsonl`)
+    labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None
 
 
 # ---------------------------------------------------------------------------------------- executors
@@ -189,9 +195,16 @@ class _TaskSink(_Sink):
         self.claim: str | None = None
         self.fold_used = 0
         self.spread = False  # keys carry the line's scan id (:func:`spread_lines`), not its index
+        #: what a record is: a "line" of JSON Lines, a "row" of Parquet (key: file, 0, row index), a
+        #: file of a label directory (None; key: file, 0, 0)
+        self.unit: str | None = "line"
 
     def place(self, key: Key) -> str:
         fi, block, idx = key
+        if self.unit is None:
+            return self.display[fi]
+        if self.unit == "row":
+            return f"{self.display[fi]}, row {idx + 1}"
         if self.spread:
             return f"\x00M{fi}:{block}:{idx}\x00"
         if block == 0:
@@ -255,26 +268,20 @@ def _counter_sizes(rep: _TaskReport) -> dict[str, int]:
     return {name: len(getattr(rep, name)) for name in _COUNTERS}
 
 
-def parse_partition(
-    batches: Iterator[pa.RecordBatch],
-    opts_bc: Broadcast[JsonlOptions],
-    spec_bc: Broadcast[FeatureSpec],
-    files_bc: Broadcast[tuple[dict[str, int], list[str]]],
-    dups_bc: Broadcast[dict[str, Key]] | None,
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: lines (value, file, block) -> bags of words of the emitted documents,
-    claim rows of the other records that claimed an id, and one last row with the task's report."""
-    opts, spec = opts_bc.value, spec_bc.value
-    index, display = files_bc.value
-    sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
-    rep = sink.task_report
-    used_fold_ids: set[str] = set()
-    groups: Counter[tuple[str | None, int | None]] = Counter()  # emitted documents per (split, fold)
-    no_tokens = 0
-    labels_seen: set[str] = set()
-    id_hashes: list[np.ndarray] = []
-    pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
-    for b in batches:
+class _JsonlRecords:
+    """A task's JSON Lines records: lines (value, file, block[, scan id]) checked as :func:`read_jsonl` does."""
+
+    unit: str | None = "line"
+
+    def __init__(self, sink: _TaskSink, opts: JsonlOptions, index: Mapping[str, int], extra: Any) -> None:
+        self.sink, self.opts, self.index = sink, opts, index
+        self.used_fold_ids: set[str] = set()
+        self.labels_seen: set[str] = set()
+        self.pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        sink, opts, rep = self.sink, self.opts, self.sink.task_report
+        used_fold_ids, pos_in_block = self.used_fold_ids, self.pos_in_block
         values = b.column(0).to_pylist()
         paths = b.column(1).to_pylist()
         blocks = b.column(2).to_pylist()
@@ -284,7 +291,7 @@ def parse_partition(
         claims: list[tuple[str, Key]] = []
         emitted_keys: list[Key] = []
         for j, (raw, path, block) in enumerate(zip(values, paths, blocks, strict=True)):
-            fi = _file_index(index, path)
+            fi = _file_index(self.index, path)
             if scan_ids is not None:
                 idx, nbytes = scan_ids[j], 0
             else:
@@ -304,18 +311,125 @@ def parse_partition(
             if obj is not None and opts.collect_labels:
                 labs = obj.get(opts.labels_field)
                 if isinstance(labs, list):
-                    labels_seen.update(lab for lab in labs if isinstance(lab, str))
+                    self.labels_seen.update(lab for lab in labs if isinstance(lab, str))
             if obj is not None:
                 _jsonl_record(sink, idx + 1, obj, opts.id_field, opts.text_fields, opts.tokens_field,
                               opts.labels_field, opts.split_field, opts.fold_field, opts.require_labels, opts.folds,
-                              opts.select, used_fold_ids, None, opts.split_values)
+                              opts.select, used_fold_ids, opts.labels_from, opts.split_values)
             sink.fold_used += len(used_fold_ids) - n_used
             used_fold_ids.clear()
-            rep.note_new_keys(sizes)
-            if len(sink._rows) > n_rows:
-                emitted_keys.append(key)
-            elif sink.claim is not None:
-                claims.append((sink.claim, key))
+            _outcome(sink, key, sizes, n_rows, claims, emitted_keys)
+        return claims, emitted_keys
+
+
+def _outcome(sink: _TaskSink, key: Key, sizes: dict[str, int], n_rows: int, claims: list[tuple[str, Key]],
+             emitted_keys: list[Key]) -> None:
+    """After a record: note the first places of new counter keys; the record's place goes to the emitted
+    keys when it added a row, else (an id claimed, then set aside) to the claims."""
+    sink.task_report.note_new_keys(sizes)
+    if len(sink._rows) > n_rows:
+        emitted_keys.append(key)
+    elif sink.claim is not None:
+        claims.append((sink.claim, key))
+
+
+class _KeyedRecords:
+    """A task's records of a format whose every record has its place in the scan: a file of a label
+    directory (:func:`read_label_dirs_tokens`) or a Parquet row (:func:`read_parquet_tokens`)."""
+
+    unit: str | None = None
+
+    def __init__(self, sink: _TaskSink, opts: JsonlOptions, index: Mapping[str, int], extra: Any) -> None:
+        self.sink, self.opts, self.index, self.extra = sink, opts, index, extra
+        self.labels_seen: set[str] = set()
+
+    def record(self, fi: int, b: pa.RecordBatch, j: int) -> None:
+        raise NotImplementedError
+
+    def key(self, b: pa.RecordBatch, j: int) -> Key:
+        raise NotImplementedError
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        sink, rep = self.sink, self.sink.task_report
+        claims: list[tuple[str, Key]] = []
+        emitted_keys: list[Key] = []
+        paths = b.column("p").to_pylist()
+        for j, path in enumerate(paths):
+            i = self.index.get(path)
+            fi = self.index.get(_norm(path)) if i is None else i
+            if fi is None:  # a file the driver's listing skips (counted there)
+                continue
+            key = self.key(b, j)
+            key = (fi, key[1], key[2])
+            rep.key = key
+            rep.read += 1
+            sizes = _counter_sizes(rep)
+            sink.claim = None
+            n_rows = len(sink._rows)
+            self.record(fi, b, j)
+            _outcome(sink, key, sizes, n_rows, claims, emitted_keys)
+        return claims, emitted_keys
+
+
+class _LabelDirRecords(_KeyedRecords):
+    """Files (p, content) of a directory-per-label corpus; ``extra``: the listing's documents."""
+
+    unit = None
+
+    def key(self, b: pa.RecordBatch, j: int) -> Key:
+        return (0, 0, 0)
+
+    def record(self, fi: int, b: pa.RecordBatch, j: int) -> None:
+        f: readers.LabelDirFile = self.extra[fi]
+        readers.label_dir_record(self.sink, f, b.column("content")[j].as_py(), self.opts.encoding)
+
+
+class _ParquetRecords(_KeyedRecords):
+    """Rows of raw-documents Parquet files (their columns, p, r = row index); ``extra``: per file, the
+    columns it has."""
+
+    unit = "row"
+
+    def key(self, b: pa.RecordBatch, j: int) -> Key:
+        return (0, 0, int(b.column("r")[j].as_py()))
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        self.cols = {c: b.column(c).to_pylist() for c in PARQUET_COLUMNS}
+        return super().__call__(b)
+
+    def record(self, fi: int, b: pa.RecordBatch, j: int) -> None:
+        row = self.sink.task_report.key[2] + 1
+        values = {c: self.cols[c][j] for c in self.extra[fi]}
+        readers.parquet_record(self.sink, row, values, self.opts.require_labels)
+
+
+_FORMATS: dict[str, type[_JsonlRecords] | type[_KeyedRecords]] = {
+    "jsonl": _JsonlRecords, "labeldirs": _LabelDirRecords, "parquet": _ParquetRecords}
+
+
+def parse_partition(
+    batches: Iterator[pa.RecordBatch],
+    opts_bc: Broadcast[JsonlOptions],
+    spec_bc: Broadcast[FeatureSpec],
+    files_bc: Broadcast[tuple[Any, ...]],
+    dups_bc: Broadcast[dict[str, Key]] | None,
+    fmt: str = "jsonl",
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: records (JSON lines: value, file, block; label-directory files: path,
+    content; Parquet rows: columns, path, row index) -> bags of words of the emitted documents,
+    claim rows of the other records that claimed an id, and one last row with the task's report."""
+    opts, spec = opts_bc.value, spec_bc.value
+    index, display = files_bc.value[0], files_bc.value[1]
+    extra = files_bc.value[2] if len(files_bc.value) > 2 else None
+    sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
+    records = _FORMATS[fmt](sink, opts, index, extra)
+    sink.unit = records.unit
+    rep = sink.task_report
+    groups: Counter[tuple[str | None, int | None]] = Counter()  # emitted documents per (split, fold)
+    no_tokens = 0
+    id_hashes: list[np.ndarray] = []
+    for b in batches:
+        claims, emitted_keys = records(b)
         rows, sink._rows = sink._rows, []
         n = len(rows)
         raw_batch = pa.RecordBatch.from_arrays(
@@ -351,7 +465,7 @@ def parse_partition(
         fold_used=sink.fold_used,
         groups=[[sp, fo, k] for (sp, fo), k in groups.items()],
         no_tokens=no_tokens,
-        labels=sorted(labels_seen),
+        labels=sorted(records.labels_seen),
         id_hashes=base64.b64encode(np.sort(np.concatenate(id_hashes or [np.zeros(0, np.uint64)])).tobytes()).decode(),
     )
     cols = [pa.nulls(1, type=f.type) for f in TOKENIZED_ARROW]
@@ -360,6 +474,39 @@ def parse_partition(
          pa.nulls(1, pa.int64()), pa.array([json.dumps(summary)], type=pa.string())],
         schema=_PARSED_ARROW,
     )
+
+
+WHY = "_why"
+#: Tokenized documents relabelled by fitted class spaces (:func:`relabel_partition`): the reason of a
+#: withdrawn document in ``_why`` (null when kept), its place in the read.
+RELABELED_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, True) for f in TOKENIZED_SCHEMA.fields]
+    + [T.StructField(POS_FILE, T.IntegerType(), True), T.StructField(POS_BLOCK, T.LongType(), True),
+       T.StructField(POS_LINE, T.LongType(), True), T.StructField(WHY, T.StringType(), True)]
+)
+
+
+def relabel_partition(batches: Iterator[pa.RecordBatch], fitted_bc: Broadcast[Any]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: tokenized documents with candidate class-space labels (and their places)
+    -> the same with the final labels (:meth:`~sparkhc.models.jia_zhang.spaces.FittedClassSpaces.map_labels`),
+    or an empty list and the reason when the document has no kept class in some space."""
+    fitted = fitted_bc.value
+    label_type = TOKENIZED_ARROW.field(readers.LABELS).type
+    for b in batches:
+        new: list[list[str]] = []
+        why: list[str | None] = []
+        for labs in b.column(readers.LABELS).to_pylist():
+            mapped = fitted.map_labels(labs or [])
+            if isinstance(mapped, str):
+                new.append([])
+                why.append(mapped)
+            else:
+                new.append(mapped)
+                why.append(None)
+        arrays = [b.column(i) for i in range(b.num_columns)]
+        arrays[b.schema.get_field_index(readers.LABELS)] = pa.array(new, type=label_type)
+        yield pa.RecordBatch.from_arrays([*arrays, pa.array(why, type=pa.string())],
+                                         names=[*b.schema.names, WHY])
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -413,26 +560,40 @@ def read_jsonl_tokens(
         .select(F.col("value").cast("binary").alias("v"), F.col("_metadata.file_path").alias("p"),
                 F.col("_metadata.file_block_start").alias("b"))
     )
-    sc = spark.sparkContext
-    width = max(1, int(sc.defaultParallelism))
+    width = max(1, int(spark.sparkContext.defaultParallelism))
     if _scan_tasks(spark, uris) < width:
         lines = spread_lines(lines, width)
     index = {_norm(u): i for i, u in enumerate(uris)}
+    return _read_records(spark, lines, "jsonl", (index, names), spec, opts, report, level,
+                         resolve_with=(scanned, names, index), uris=uris)
+
+
+def _read_records(spark: SparkSession, records: DataFrame, fmt: str, files: tuple[Any, ...], spec: FeatureSpec,
+                  opts: JsonlOptions, report: ReadReport, level: StorageLevel,
+                  resolve_with: tuple[DataFrame, Sequence[str], Mapping[str, int]] | None = None,
+                  uris: Sequence[str] = ()) -> TokenizedCorpus:
+    """The pass of :func:`parse_partition` over ``records`` (format ``fmt``; ``files``: the broadcast
+    (index, display names[, per-file data])), the duplicate-id check and the merge of the tasks'
+    reports into ``report``. ``resolve_with``: the JSON Lines scan that turns line placeholders into
+    numbers."""
+    sc = spark.sparkContext
     bcs: list[Broadcast[Any]] = [sc.broadcast(opts), sc.broadcast(spec.unfitted() if spec.is_fitted else spec),
-                                 sc.broadcast((index, names))]
+                                 sc.broadcast(files)]
 
     def run(dups: dict[str, Key] | None) -> tuple[DataFrame, list[dict[str, Any]]]:
         dups_bc = None if dups is None else sc.broadcast(dups)
         if dups_bc is not None:
             bcs.append(dups_bc)
-        fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc)
-        parsed = lines.mapInArrow(fn, PARSED_SCHEMA).persist(level)
+        fn = functools.partial(parse_partition, opts_bc=bcs[0], spec_bc=bcs[1], files_bc=bcs[2], dups_bc=dups_bc,
+                               fmt=fmt)
+        parsed = records.mapInArrow(fn, PARSED_SCHEMA).persist(level)
         try:
             # a filter and a collect: the cache is built whole, no exchange (ids are checked by hash below)
             reports = [json.loads(r[0]) for r in parsed.where(F.col(REPORT).isNotNull()).select(REPORT).collect()]
         except Exception as e:
             parsed.unpersist()
-            _explain_read_failure(spark, uris, names, e)
+            if fmt == "jsonl":
+                _explain_read_failure(spark, uris, files[1], e)
             raise
         return parsed, reports
 
@@ -448,7 +609,7 @@ def read_jsonl_tokens(
                 log.info("%d repeated document id(s): checking the records again with their first places", len(dups))
                 parsed.unpersist()
                 parsed, parts = run(dups)
-        _merge(report, parts, opts, spark, scanned, names, index, parsed)
+        _merge(report, parts, opts, spark, parsed, resolve_with)
     finally:
         for b in bcs:
             b.unpersist()
@@ -460,6 +621,473 @@ def read_jsonl_tokens(
     tokens = parsed.where(F.col(EMIT)).select(*[F.col(f.name) for f in TOKENIZED_SCHEMA.fields])
     return TokenizedCorpus(tokens, report, splits, parsed, groups, sum(int(p["no_tokens"]) for p in parts),
                            sorted({lab for p in parts for lab in p["labels"]}))
+
+
+def apte_mod_categories(spark: SparkSession, docs: str | Path) -> frozenset[str]:
+    """The ApteMod categories of a Reuters-21578 ``docs.jsonl.gz`` computed by Spark's executors (the
+    topics in both the ModApte train and test split among ``apte_mod`` documents), as
+    :func:`sparkhc.corpus.registry.apte_mod_categories` computes them in one process: the driver gets the
+    distinct (split, topic) pairs. A line that is not a JSON object counts for nothing here (the read of
+    the records names it)."""
+    rec = F.from_json(F.col("value"), "apte_mod boolean, split string, labels array<string>")
+    rows = (spark.read.option("lineSep", "\n").text(hfs.qualify(spark, str(docs)))
+            .where(F.trim(F.col("value")) != "").select(rec.alias("r"))
+            .where(F.coalesce(F.col("r.apte_mod"), F.lit(False)) & F.col("r.split").isin("train", "test"))
+            .select(F.col("r.split").alias("s"), F.explode(F.col("r.labels")).alias("t"))
+            .where(F.col("t").isNotNull()).distinct().collect())
+    train = {r["t"] for r in rows if r["s"] == "train"}
+    return frozenset(train & {r["t"] for r in rows if r["s"] == "test"})
+
+
+#: Label-directory files: the content bytes of a scan task (a coalesced binaryFile scan).
+LABEL_DIR_TASK_BYTES = 16 << 20
+
+
+def read_label_dirs_tokens(
+    spark: SparkSession,
+    root: str,
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    layout: str = "auto",
+    split_names: Mapping[str, str] | None = None,
+) -> TokenizedCorpus:
+    """Read a directory-per-label corpus (:func:`sparkhc.corpus.readers.read_label_dirs`: a local
+    path, a ``file:`` or any Hadoop URI) with Spark's ``binaryFile`` source on the executors, check
+    and tokenize the documents there. The driver lists the directories (names and sizes, with
+    Hadoop's file system for a URI); the documents never reach it. Messages, ids, splits and the
+    read report are those of the driver-side reader; ``opts``: ``taxonomy``, ``unknown_labels``,
+    ``ancestors``, ``on_empty``, ``on_invalid``, ``encoding``, ``batch_size``."""
+    "".encode(opts.encoding)  # unknown codec -> LookupError now
+    if hfs.has_scheme(str(root)):
+        base = str(root).rstrip("/")
+        if not hfs.is_dir(spark, base):
+            raise InputDataError(f"{base}: corpus directory not found")
+        docs_root = hfs.qualified(spark, base)
+        listdir: Callable[[str], list[readers.DirEntry]] = lambda d: hfs.list_status(spark, d)  # noqa: E731
+        join: Callable[[str, str], str] = lambda d, n: f"{d}/{n}"  # noqa: E731
+    else:
+        local = Path(root)
+        base = str(local)
+        if not local.is_dir():
+            raise InputDataError(f"{base}: corpus directory not found")
+        docs_root = hfs.qualified(spark, hfs.qualify(spark, base))
+        listdir, join = readers.local_listdir, os.path.join
+    report = ReadReport(source=base, files=[base])
+    docs = readers.list_label_dirs(base, report, layout=layout, split_names=split_names,  # type: ignore[arg-type]
+                                   listdir=listdir, join=join)
+    uris = [f"{docs_root}/{d.doc_id}" for d in docs]
+    index = {_norm(u): i for i, u in enumerate(uris)}
+    total = sum(d.size for d in docs)
+    scan = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(docs_root)
+            .select(F.col("path").alias("p"), F.col("content")))
+    # Spark's listing hides names that start with "_" (and "."; those the reader skips too): such
+    # files are read on the executors through pyarrow.fs instead, so that no listed file is lost
+    hidden = [u for u, d in zip(uris, docs, strict=True) if any(map(_hidden_from_spark, d.doc_id.split("/")))]
+    if hidden:
+        log.info("%d file(s) that Spark's listing hides (a name starting with '_'): read through pyarrow.fs",
+                 len(hidden))
+        extra = spark.createDataFrame([(u,) for u in hidden], "p string").mapInArrow(_read_files, FILES_SCHEMA)
+        scan = scan.unionByName(extra)
+    # a task per 32 small files in Spark's planning (an open cost of 4 MB a file): fewer, larger ones
+    width = max(1, int(spark.sparkContext.defaultParallelism))
+    scan = scan.coalesce(max(2 * width, -(-total // LABEL_DIR_TASK_BYTES)))
+    level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
+    tc = _read_records(spark, scan, "labeldirs", (index, [d.path for d in docs], docs), spec, opts, report, level)
+    if tc.report.read != len(docs) and tc._parsed is not None:  # every listed file is read (no silent loss)
+        got = {int(r[0]) for r in tc._parsed.where(F.col(POS_FILE).isNotNull()).select(POS_FILE).distinct().collect()}
+        tc.release()
+        lost = [docs[i].path for i in range(len(docs)) if i not in got]
+        raise InputDataError(f"{lost[0] if lost else base}: {len(docs) - tc.report.read} listed file(s) were not "
+                             "read by Spark's binaryFile source")
+    return tc
+
+
+def _hidden_from_spark(name: str) -> bool:
+    """Whether Spark's file listing leaves out a file or folder of this name (``InMemoryFileIndex``:
+    a name starting with ``_`` without ``=``, or with ``.``, or ending in ``._COPYING_``)."""
+    exclude = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+    return exclude and not name.startswith(("_common_metadata", "_metadata"))
+
+
+FILES_SCHEMA = T.StructType([T.StructField("p", T.StringType()), T.StructField("content", T.BinaryType())])
+
+
+def _read_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: file URIs (p) -> (p, content), read with pyarrow.fs on the executor."""
+    from sparkhc import fsio
+
+    for b in batches:
+        paths = b.column(0).to_pylist()
+        contents = []
+        for u in paths:
+            fs, path = fsio.resolve(u)
+            contents.append(fsio.read_bytes(fs, path))
+        yield pa.RecordBatch.from_arrays([pa.array(paths, pa.string()), pa.array(contents, pa.binary())],
+                                         names=["p", "content"])
+
+
+#: The columns of raw-documents Parquet files the executors read (:func:`read_parquet_tokens`).
+PARQUET_COLUMNS = (readers.DOC_ID, readers.ID_ALIAS, readers.TEXT, readers.TOKENS, readers.LABELS, readers.SPLIT,
+                   readers.FOLD)
+_PARQUET_TYPES = {readers.DOC_ID: "string", readers.ID_ALIAS: "string", readers.TEXT: "string",
+                  readers.TOKENS: "array<string>", readers.LABELS: "array<string>", readers.SPLIT: "string",
+                  readers.FOLD: "long"}
+
+
+def read_parquet_tokens(
+    spark: SparkSession,
+    paths: Sequence[str],
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    root: str | None = None,
+) -> TokenizedCorpus:
+    """Read raw-documents Parquet files (:func:`sparkhc.corpus.readers.read_parquet`: local paths,
+    ``file:`` or Hadoop URIs) with Spark's Parquet source on the executors, check every row as the
+    driver-side reader does and tokenize the documents there. The driver reads the files' footers
+    (their schemas are checked before any row is read, errors name the file and column); rows are
+    named by file and row number (``_metadata.row_index``). ``root``: the directory the files were
+    found in (read as one scan). ``opts``: ``taxonomy``, ``unknown_labels``, ``on_empty``,
+    ``on_invalid``, ``require_labels``, ``batch_size``."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from sparkhc import fsio
+
+    names = [str(p) for p in paths]
+    if not names:
+        raise ValueError("no input files given")
+    uris = [hfs.qualify(spark, n) for n in names]
+    present: list[tuple[str, ...]] = []
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    total = 0
+    for i, name in enumerate(names):
+        fs, path = fsio.resolve(name)
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.File:
+            raise InputDataError(f"{name}: file not found" if info.type == pafs.FileType.NotFound
+                                 else f"{name}: not a regular file")
+        total += int(info.size or 0)
+        try:
+            with fs.open_input_file(path) as fh:
+                schema = pq.ParquetFile(fh).schema_arrow
+        except (pa.ArrowInvalid, OSError) as e:
+            raise InputDataError(f"{name}: not a readable Parquet file: {e}") from None
+        missing = readers.validate_raw_schema(schema, name)
+        cols = tuple(c for c in PARQUET_COLUMNS if c in schema.names and (c == readers.ID_ALIAS or c not in missing))
+        present.append(cols)
+        groups.setdefault((cols, tuple(str(schema.field(c).type) for c in cols)), []).append(i)
+    report = ReadReport(source=", ".join(names), files=list(names))
+
+    def scan_of(df: DataFrame, cols: Sequence[str]) -> DataFrame:
+        return df.select(
+            *[(F.col(c).cast(_PARQUET_TYPES[c]) if c in cols else F.lit(None).cast(_PARQUET_TYPES[c])).alias(c)
+              for c in PARQUET_COLUMNS],
+            F.col("_metadata.file_path").alias("p"), F.col("_metadata.row_index").alias("r"))
+
+    index = {_norm(hfs.qualified(spark, u)): i for i, u in enumerate(uris)}
+    scans: list[DataFrame] = []
+    if len(groups) == 1 and root is not None:  # one schema: the directory as one scan (no listing job)
+        (cols, _types), = groups
+        df = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet") \
+            .parquet(hfs.qualify(spark, root))
+        seen = {_norm(u) for u in df.inputFiles()}
+        scans.append(scan_of(df, cols))
+        rest = [uris[i] for i in range(len(uris)) if _norm(hfs.qualified(spark, uris[i])) not in seen]
+        if rest:  # files in folders Spark's listing hides ("_*", ".*"): read by name
+            scans.append(scan_of(spark.read.parquet(*rest), cols))
+    else:
+        for (cols, _types), members in groups.items():
+            scans.append(scan_of(spark.read.parquet(*[uris[i] for i in members]), cols))
+    scan = scans[0]
+    for other in scans[1:]:
+        scan = scan.unionByName(other)
+    seen_all = {_norm(u) for u in scan.inputFiles()}
+    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen_all]
+    if lost:
+        raise InputDataError(f"{lost[0]}: Spark's Parquet source does not read this file (names starting with "
+                             "'_' or '.' are hidden from it); rename it or its folder")
+    width = max(1, int(spark.sparkContext.defaultParallelism))
+    if scan.rdd.getNumPartitions() < width:  # a small file is one scan task: spread its rows over the cores
+        scan = scan.repartition(width, F.col("r"))
+    level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
+    return _read_records(spark, scan, "parquet", (index, names, present), spec, opts, report, level)
+
+
+# ---------------------------------------------------------------------------------------- LYRL2004
+#: The ``.I`` blocks of LYRL2004 token files (:func:`lyrl_blocks_partition`): the block's ``.I`` line
+#: (1-based), its id (null for a malformed ``.I`` line, whose detail is ``_malformed``), tokens, whether a
+#: ``.W`` line was seen, the split, the first structural error inside the block (``_error``: raised when
+#: the block's id is claimed) and an error that ends the read whatever the block (``_fatal``: bytes that
+#: are not UTF-8, text before the first block; a row without id and detail is such an error alone).
+LYRL_BLOCKS_SCHEMA = T.StructType([
+    T.StructField(POS_FILE, T.IntegerType()), T.StructField(POS_LINE, T.LongType()),
+    T.StructField(readers.DOC_ID, T.StringType()), T.StructField(readers.TOKENS, T.ArrayType(T.StringType())),
+    T.StructField("_saw_w", T.BooleanType()), T.StructField(readers.SPLIT, T.StringType()),
+    T.StructField("_malformed", T.StringType()), T.StructField("_error", T.StringType()),
+    T.StructField("_fatal", T.StringType()),
+])
+QRELS_SCHEMA = T.StructType([T.StructField(readers.DOC_ID, T.StringType()), T.StructField("topic", T.StringType()),
+                             T.StructField("pos", T.LongType()), T.StructField("_error", T.StringType())])
+
+
+def _ordered_lines(spark: SparkSession, uris: Sequence[str], tasks: int) -> DataFrame:
+    """The lines (v, p) of text files, every file whole in one task and in file order: Spark's text scan
+    numbered by the JVM (:func:`with_scan_ids`), hash-partitioned by file, sorted by block and scan id."""
+    lines = with_scan_ids(spark.read.option("lineSep", "\n").text(list(uris)).select(
+        F.col("value").cast("binary").alias("v"), F.col("_metadata.file_path").alias("p"),
+        F.col("_metadata.file_block_start").alias("b")))
+    return lines.repartition(max(1, tasks), F.col("p")).sortWithinPartitions("p", "b", SCAN_ID).select("v", "p")
+
+
+def lyrl_blocks_partition(batches: Iterator[pa.RecordBatch], files_bc: Broadcast[Any]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: the ordered lines of LYRL2004 token files (:func:`_ordered_lines`) -> their
+    ``.I`` blocks (:data:`LYRL_BLOCKS_SCHEMA`), parsed as :func:`sparkhc.corpus.readers.read_lyrl2004` does."""
+    index, display, splits = files_bc.value
+    rows: list[dict[str, Any]] = []
+    state: dict[str, Any] = {"fi": None}
+
+    def close() -> None:
+        if state.get("block") is not None:
+            rows.append(state["block"])
+        state["block"] = None
+
+    for b in batches:
+        for raw, path in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
+            fi = _file_index(index, path)
+            if fi != state["fi"]:
+                close()
+                state.update(fi=fi, no=0, offset=0, doc=None, skipping=False, stopped=False)
+            state["no"] += 1
+            no, offset = state["no"], state["offset"]
+            state["offset"] += len(raw) + 1
+            if state["stopped"]:
+                continue
+            name = display[fi]
+            block = state["block"]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                msg = f"{name}, line {no}: not valid UTF-8 at byte offset {offset + e.start}"
+                if block is None:
+                    rows.append({POS_FILE: fi, POS_LINE: no, "_fatal": msg})
+                else:
+                    block["_fatal"] = msg
+                state["stopped"] = True
+                continue
+
+            fail = functools.partial(_lyrl_fail, rows, state, block, fi, no)
+            if line.startswith(".I"):
+                close()
+                parts = line.split()
+                block = state["block"] = {POS_FILE: fi, POS_LINE: no, readers.SPLIT: splits[fi], "_saw_w": False,
+                                          readers.TOKENS: []}
+                if len(parts) != 2 or parts[0] != ".I":
+                    block["_malformed"] = f"expected '.I <docid>', got {line.strip()[:80]!r}"
+                    state["skipping"] = True
+                    continue
+                block[readers.DOC_ID] = parts[1]
+                state["skipping"] = False
+            elif state["skipping"]:
+                continue
+            elif line.startswith(".W") and line.strip() == ".W":
+                if block is None:
+                    fail(f"{name}, line {no}: '.W' outside a '.I' block")
+                elif block["_saw_w"]:
+                    fail(f"{name}, line {no}: second '.W' in the block of document {block[readers.DOC_ID]!r}")
+                else:
+                    block["_saw_w"] = True
+            elif block is None:
+                if line.strip():
+                    fail(f"{name}, line {no}: text outside a '.I' block: {line.strip()[:80]!r}")
+            else:
+                if not block["_saw_w"] and line.strip():
+                    fail(f"{name}, line {no}: tokens before '.W' in document {block[readers.DOC_ID]!r}")
+                    continue
+                block[readers.TOKENS].extend(line.split())
+    close()
+    names = [f.name for f in LYRL_BLOCKS_SCHEMA.fields]
+    yield pa.RecordBatch.from_pylist([{k: r.get(k) for k in names} for r in rows],
+                                     schema=pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in
+                                                       LYRL_BLOCKS_SCHEMA.fields]))
+
+
+def _lyrl_fail(rows: list[dict[str, Any]], state: dict[str, Any], block: dict[str, Any] | None, fi: int, no: int,
+               msg: str) -> None:
+    """A structural error of a token file: outside a block it ends the read of the file; inside one it is
+    the block's error (raised when the block's id is claimed; the rest of the block is skipped)."""
+    if block is None:
+        rows.append({POS_FILE: fi, POS_LINE: no, "_fatal": msg})
+        state["stopped"] = True
+    elif block.get("_error") is None:
+        block["_error"] = msg
+        state["skipping"] = True
+
+
+def _arrow_type(t: T.DataType) -> pa.DataType:
+    if isinstance(t, T.ArrayType):
+        return pa.list_(pa.string())
+    if isinstance(t, T.IntegerType):
+        return pa.int32()
+    if isinstance(t, T.LongType):
+        return pa.int64()
+    return pa.bool_() if isinstance(t, T.BooleanType) else pa.string()
+
+
+def qrels_partition(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: the ordered lines of a qrels file -> (doc id, topic, line) of every
+    ``<topic> <docid> 1`` line, or the error of the first bad line (as :func:`readers.read_qrels` says it)."""
+    no = 0
+    stopped = False
+    for b in batches:
+        ids: list[str | None] = []
+        topics: list[str | None] = []
+        pos: list[int] = []
+        errors: list[str | None] = []
+        for raw in b.column(0).to_pylist():
+            no += 1
+            if stopped:
+                continue
+            err = None
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                err = f"{name}, line {no}: not valid UTF-8 at byte {e.start}"
+            else:
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 3 or parts[2] != "1":
+                    err = f"{name}, line {no}: expected '<topic> <docid> 1', got {line.strip()[:80]!r}"
+            if err is not None:
+                ids.append(None)
+                topics.append(None)
+                errors.append(err)
+                stopped = True
+            else:
+                ids.append(parts[1])
+                topics.append(parts[0])
+                errors.append(None)
+            pos.append(no)
+        yield pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.array(topics, pa.string()),
+                                          pa.array(pos, pa.int64()), pa.array(errors, pa.string())],
+                                         names=[f.name for f in QRELS_SCHEMA.fields])
+
+
+class _LyrlRecords(_KeyedRecords):
+    """The ``.I`` blocks of LYRL2004 token files joined with their qrels labels (``labels``; null: no
+    qrels line): the checks of :func:`sparkhc.corpus.readers.read_lyrl2004` at the end of a block.
+    ``extra``: (missing_labels, the qrels file's name)."""
+
+    unit = "line"
+
+    def key(self, b: pa.RecordBatch, j: int) -> Key:
+        return (0, 0, int(b.column(POS_LINE)[j].as_py()) - 1)
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        self.cols = {c: b.column(c).to_pylist() for c in b.schema.names}
+        return super().__call__(b)
+
+    def record(self, fi: int, b: pa.RecordBatch, j: int) -> None:
+        sink, c = self.sink, {k: v[j] for k, v in self.cols.items()}
+        missing_labels, qrels_src = self.extra
+        no, doc_id, fatal = int(c[POS_LINE]), c[readers.DOC_ID], c["_fatal"]
+        if doc_id is None and c["_malformed"] is None:  # an error outside any block
+            sink.fail(fatal, InputDataError)
+            return
+        if c["_malformed"] is not None:
+            sink.invalid(no, "malformed block", c["_malformed"])
+            if fatal is not None:
+                sink.fail(fatal, InputDataError)
+            return
+        claimed = sink.claim_id(no, doc_id)
+        if claimed and c["_error"] is not None:
+            sink.fail(c["_error"], InputDataError)
+            return
+        if fatal is not None:
+            sink.fail(fatal, InputDataError)
+            return
+        if not claimed:
+            return
+        if not c["_saw_w"]:
+            sink.invalid(no, "malformed block", "'.I' block without a '.W' line", doc_id)
+            return
+        labels = c[readers.LABELS]
+        if labels is None:
+            if missing_labels == "error":
+                sink.fail(f"{sink.where(no)}: document {doc_id!r} has no line in the qrels {qrels_src}; pass "
+                          "missing_labels='empty' or 'quarantine' to accept or set aside such documents",
+                          InputDataError)
+                return
+            if missing_labels == "quarantine":
+                sink.task_report.quarantine(doc_id, "no qrels")
+                return
+            labels = []
+        sink.add(no, doc_id, None, c[readers.TOKENS], list(labels), c[readers.SPLIT], None)
+
+
+_FORMATS["lyrl2004"] = _LyrlRecords
+
+
+def read_lyrl2004_tokens(
+    spark: SparkSession,
+    token_files: Sequence[str],
+    qrels: str,
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    missing_labels: str = "error",
+    source: str | None = None,
+) -> TokenizedCorpus:
+    """Read RCV1-v2 LYRL2004 token files and their topic qrels (:func:`sparkhc.corpus.readers.read_lyrl2004`;
+    local paths, ``file:`` or Hadoop URIs, ``.gz`` or not) on the executors: every file's lines in one task in
+    order (one shuffle of the lines; a gzip file is one scan task anyway), the ``.I`` blocks parsed there,
+    joined with the qrels labels (read and grouped by Spark, in the qrels' order), checked and tokenized.
+    The driver gets counts and the first error in file order (the qrels' errors first, as the driver-side
+    reader reads the qrels first). ``opts``: ``taxonomy``, ``unknown_labels``, ``on_empty``, ``on_invalid``."""
+    readers._check_choice("missing_labels", missing_labels, ("error", "empty", "quarantine"))
+    names = [str(p) for p in token_files]
+    if not names:
+        raise ValueError("no input files given")
+    uris = [hfs.qualify(spark, n) for n in names]
+    quri = hfs.qualify(spark, qrels)
+    for uri, name in [*zip(uris, names, strict=True), (quri, str(qrels))]:
+        hfs.check_gzip_suffix(spark, uri, name)
+    sc = spark.sparkContext
+    qrows = _ordered_lines(spark, [quri], 1).mapInArrow(
+        functools.partial(qrels_partition, name=str(qrels)), QRELS_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        bad = qrows.where(F.col("_error").isNotNull()).select("_error").collect()
+        if bad:
+            raise InputDataError(bad[0][0])
+        pairs = F.array_sort(F.collect_list(F.struct(F.col("pos"), F.col("topic"))))
+        labels = (qrows.groupBy(readers.DOC_ID)
+                  .agg(F.array_distinct(F.transform(pairs, lambda x: x["topic"])).alias(readers.LABELS)))
+        splits = []
+        for n in names:
+            m = readers._LYRL_SPLIT.search(n.rsplit("/", 1)[-1])
+            splits.append(m.group(1).lower() if m else None)
+        qualified = [hfs.qualified(spark, u) for u in uris]
+        index = {_norm(u): i for i, u in enumerate(qualified)}
+        files = (index, names, splits)
+        files_bc = sc.broadcast(files)
+        width = max(1, int(sc.defaultParallelism))
+        blocks = (_ordered_lines(spark, uris, min(len(uris), width))
+                  .mapInArrow(functools.partial(lyrl_blocks_partition, files_bc=files_bc), LYRL_BLOCKS_SCHEMA)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            path_of = F.element_at(F.array(*[F.lit(u) for u in qualified]), F.col(POS_FILE) + 1)
+            records = blocks.join(labels, readers.DOC_ID, "left").withColumn("p", path_of)
+            report = ReadReport(source=source or ", ".join(names), files=list(names))
+            level = StorageLevel.MEMORY_AND_DISK if sum(hfs.size(spark, u) for u in uris) <= MEMORY_CACHE_BYTES \
+                else StorageLevel.DISK_ONLY
+            # (the parsed records are cached whole by the read: the blocks and qrels are released below)
+            tc = _read_records(spark, records, "lyrl2004", (index, names, (missing_labels, str(qrels))), spec, opts,
+                               report, level)
+        finally:
+            blocks.unpersist()
+            files_bc.unpersist()
+    finally:
+        qrows.unpersist()
+    return tc
 
 
 def _scan_tasks(spark: SparkSession, uris: Sequence[str]) -> int:
@@ -518,7 +1146,7 @@ def _first_line(text: str) -> str:
 
 
 def _merge(report: ReadReport, parts: list[dict[str, Any]], opts: JsonlOptions, spark: SparkSession,
-           lines: DataFrame, names: Sequence[str], index: Mapping[str, int], parsed: DataFrame) -> None:
+           parsed: DataFrame, resolve_with: tuple[DataFrame, Sequence[str], Mapping[str, int]] | None) -> None:
     """Merge the tasks' reports into ``report`` (the counts; samples and counter order by place),
     raise the first error in file order, resolve the placeholders of later blocks."""
     for name in _SUMMED:
@@ -541,7 +1169,7 @@ def _merge(report: ReadReport, parts: list[dict[str, Any]], opts: JsonlOptions, 
     samples = sorted((tuple(k), r, why) for p in parts for k, r, why in p["samples"])[:SAMPLE_SIZE]
     drops = sorted((tuple(k), d, lab) for p in parts for k, d, lab in p["drops"])[:SAMPLE_SIZE]
     texts = [e[1] for e in errors] + [r for _, r, _ in samples]
-    resolve = _resolver(spark, lines, names, index, texts)
+    resolve = _resolver(spark, *resolve_with, texts) if resolve_with is not None else (lambda t: t)
     if errors:
         parsed.unpersist()
         _key, message, exc_name = min(errors)

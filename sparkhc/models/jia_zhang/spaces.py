@@ -183,6 +183,12 @@ class ClassSpaces:
             n_fit += 1
             for j, v in enumerate(_split(labels[int(i)], self.names)):
                 counts[j][v] += 1
+        return self.fit_counts(counts, n_fit)
+
+    def fit_counts(self, counts: Sequence[Mapping[str, int]], n_fit: int) -> FittedClassSpaces:
+        """Step 2 from the counts of every space's values among the ``n_fit`` training rows (one
+        mapping per space, any order): what :meth:`fit` does after counting, also for counts
+        aggregated on Spark (``sparkhc featurize --class-spaces``)."""
         kept: list[tuple[str, ...]] = []
         for s, c in zip(self.spaces, counts, strict=True):
             ranked = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))

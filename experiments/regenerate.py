@@ -77,7 +77,9 @@ def regenerate(data_dir: str | None, out_root: str | None, cfg: Config, *, quick
 TIMING = re.compile(r"(?:\b|_)seconds?\b|\((?:s|sec|min)\)|\bfit s\b|\btime\b|\bwall\b|^s$", re.IGNORECASE)
 #: a wall time inside a sentence ("... Wall time 87.1 s (local mode ..."), masked by :func:`compare_trees`
 INLINE_TIMING = re.compile(r"\b((?:wall|job|run|investigation) time) [0-9][0-9.,]* ?(?:s|min|seconds|minutes)\b"
-                           r"|(; )[0-9][0-9.,]* s\)", re.IGNORECASE)
+                           r"|(; |, |\(wall )[0-9][0-9.,]* s\)", re.IGNORECASE)
+#: a heading of a section that holds wall times only ("## Timing"), skipped by :func:`compare_trees`
+TIMING_HEADING = re.compile(r"^#+ (Timings?|Wall times?)\b", re.IGNORECASE)
 #: a stamp inside a sentence or a table cell ("commit `1d682b78a888`, 2026-12-01T17:19:41Z")
 INLINE_STAMP = re.compile(r"commit `[0-9a-f]{7,40}`(?:,| on) \d{4}-\d\d-\d\dT[0-9:]+Z")
 #: JSON floats this close (relative) are equal: a few ulps of a long sum, whose last bits follow the BLAS
@@ -105,8 +107,11 @@ def _strip_markdown(text: str) -> list[str]:
     of its tables (a header cell matching :data:`TIMING`) blanked."""
     out: list[str] = []
     timing_cols: set[int] = set()
+    in_timing_section = False
     for line in text.splitlines():
-        if TIMING_LINE.match(line):
+        if line.startswith("#"):  # a section headed "Timing" (wall times only) is skipped to the next heading
+            in_timing_section = bool(TIMING_HEADING.match(line))
+        if in_timing_section or TIMING_LINE.match(line):
             continue
         line = INLINE_STAMP.sub("commit ...", INLINE_TIMING.sub(lambda m: (m.group(1) + " ..." if m.group(1) else m.group(2) + "..."), line))
         if line.startswith("|"):

@@ -280,18 +280,23 @@ def fit_mdc_spark(
     counts = class_counts(model.layout, batches)
     n_docs = int(counts[0].sum())
     solver = SparkPairSolver(spark, num_slices=num_slices)
-    model.solver = solver
     share = resolve_w_solver(str(model.params.get("w_solver", "auto")), n_docs) == "dcd"
-    try:
-        model.fit_open(counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
-                                                            model.n_features, share))
-    finally:
-        model.solver = None
-        solver.close()
+    _fit_with(model, solver, counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
+                                                                  model.n_features, share))
     seconds = time.perf_counter() - t0
     _report(model, n_docs, seconds, progress)
     return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": solver.jobs,
             "execution": "spark"}
+
+
+def _fit_with(model: Any, solver: Any, counts: list[np.ndarray], open_blocks: Callable[[Any, list[Pair]], None]) -> None:
+    """``model.fit_open`` with ``solver`` holding the blocks (closed afterwards, not kept by the model)."""
+    model.solver = solver
+    try:
+        model.fit_open(counts, open_blocks)
+    finally:
+        model.solver = None
+        solver.close()
 
 
 def _report(model: Any, n_docs: int, seconds: float, progress: Callable[[dict[str, Any]], None] | None) -> None:
@@ -355,12 +360,7 @@ def fit_mdc_driver(
             blocks += group_blocks(ids[need], X[need], Y[need], g, active, share)
         s.open(blocks)
 
-    model.solver = solver
-    try:
-        model.fit_open(counts, open_blocks)
-    finally:
-        model.solver = None
-        solver.close()
+    _fit_with(model, solver, counts, open_blocks)
     seconds = time.perf_counter() - t0
     _report(model, n_docs, seconds, progress)
     return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": 0,

@@ -93,42 +93,71 @@ def write_parquet(path: Path, X: sp.csr_matrix, Y: np.ndarray, ids: np.ndarray) 
 
 
 class Rounds:
-    """Seconds and Spark jobs per kind of W-step round (wraps SparkPairSolver.run and class_counts)."""
+    """Seconds per kind of W-step round (wraps SparkPairSolver.run, ThreadPairSolver.run and
+    class_counts) and the Spark jobs they ran (one per round on Spark, none in the driver)."""
 
     def __init__(self) -> None:
+        from sparkhc.models.jia_zhang import solver
         from sparkhc.spark import mdc
 
         self.seconds: dict[str, float] = {}
         self.jobs: dict[str, int] = {}
-        self._mdc = mdc
+        self._mdc, self._solver = mdc, solver
         self._run, self._counts = mdc.SparkPairSolver.run, mdc.class_counts
+        self._trun = solver.ThreadPairSolver.run
 
-    def _timed(self, name: str, f, *args):  # type: ignore[no-untyped-def]
+    def _timed(self, name: str, spark_job: bool, f, *args):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
         try:
             return f(*args)
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t
-            self.jobs[name] = self.jobs.get(name, 0) + 1
+            self.jobs[name] = self.jobs.get(name, 0) + int(spark_job)
+            self.calls[name] = self.calls.get(name, 0) + 1
 
     def __enter__(self) -> Rounds:
-        run, counts = self._run, self._counts
+        run, counts, trun = self._run, self._counts, self._trun
+        self.calls: dict[str, int] = {}
         self._mdc.SparkPairSolver.run = lambda solver, order: self._timed(  # type: ignore[method-assign,assignment]
-            type(order).__name__, run, solver, order)
-        self._mdc.class_counts = lambda *a: self._timed("class counts", counts, *a)
+            type(order).__name__, True, run, solver, order)
+        self._solver.ThreadPairSolver.run = lambda solver, order: self._timed(  # type: ignore[method-assign,assignment]
+            type(order).__name__, False, trun, solver, order)
+        self._mdc.class_counts = lambda *a: self._timed("class counts", True, counts, *a)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._mdc.SparkPairSolver.run = self._run  # type: ignore[method-assign]
+        self._solver.ThreadPairSolver.run = self._trun  # type: ignore[method-assign]
         self._mdc.class_counts = self._counts
 
     def summary(self, total: float) -> str:
-        parts = [f"{k} {v:.1f} s ({self.jobs[k]} jobs)" for k, v in self.seconds.items()]
+        parts = [f"{k} {v:.1f} s ({self.calls[k]} rounds, {self.jobs[k]} Spark jobs)" if k != "class counts"
+                 else f"{k} {v:.1f} s (1 Spark job)" for k, v in self.seconds.items()]
         rest = total - sum(self.seconds.values())
-        return ", ".join(parts) + f", the rest (driver: line search, gap, C step) {rest:.1f} s"
+        return ", ".join(parts) + f", the rest (reading the rows, blocks, driver: line search, gap, C step) {rest:.1f} s"
 
 
-def train(spark, path: Path, d: int):  # type: ignore[no-untyped-def]
+def read_small(spark, path: Path, d: int, execution: str):  # type: ignore[no-untyped-def]
+    """The rows read in the driver when ``train.execution`` lets the training run there
+    (``sparkhc.spark.small.read_rows``' rule: ``auto`` = a local master and at most
+    ``AUTO_MAX_INPUT_BYTES`` of Parquet; ``spark`` never), else None. bench_mdc writes bare Parquet
+    (no featurize folder), so the rule is applied here to the same numbers and the rows read with
+    pyarrow (``SparseBatch.from_arrow``, as ``read_features_local`` does)."""
+    import pyarrow.parquet as pq
+
+    from sparkhc.batch import SparseBatch
+    from sparkhc.spark import small
+
+    size = sum(f.stat().st_size for f in path.glob("*.parquet"))
+    if execution == "spark" or not (small.is_local_master(spark) and size <= small.AUTO_MAX_INPUT_BYTES):
+        return None, size
+    return SparseBatch.from_arrow(pq.read_table(path), d), size
+
+
+def train(spark, path: Path, d: int, execution: str = "auto"):  # type: ignore[no-untyped-def]
+    """The product path (``fit_model``) with ``train.execution = execution``; seconds from reading
+    the rows to the fitted model. Returns the model, the result, the seconds, the profile and the
+    execution used ("driver": no Spark job; "spark")."""
     from sparkhc.config import TrainConfig
     from sparkhc.models import make_model
     from sparkhc.spark.training import fit_model
@@ -136,12 +165,16 @@ def train(spark, path: Path, d: int):  # type: ignore[no-untyped-def]
 
     tax = Taxonomy.from_edges(taxonomy_edges(), root="ROOT")
     model = make_model("m3mdc", tax, d)
-    df = spark.read.parquet(str(path))
     with Rounds() as rounds:
         t0 = time.perf_counter()
-        res = fit_model(spark, df, model, TrainConfig(model="m3mdc"))
+        rows, size = read_small(spark, path, d, execution)
+        df = spark.read.parquet(str(path)) if rows is None else None
+        res = fit_model(spark, df, model, TrainConfig(model="m3mdc", execution=execution), rows=rows)
         sec = time.perf_counter() - t0
-    return model, res, sec, rounds.summary(sec)
+    used = "driver" if rows is not None else "spark"
+    prof = (f"execution {used} (train.execution = {execution}, {size / 2**20:.1f} MiB of Parquet), "
+            + rounds.summary(sec))
+    return model, res, sec, prof, used
 
 
 def main() -> None:
@@ -181,7 +214,11 @@ def main() -> None:
         small.mkdir()
         write_parquet(small, X[tr], Y[tr], tr)
         with MemorySampler() as mem_small:
-            model, res, sec_m3, prof_small = train(spark, small, a.features)
+            model, res, sec_m3, prof_small, used_small = train(spark, small, a.features)
+        loads.append(loadavg())
+        with MemorySampler() as mem_small_spark:  # the Spark path on the same rows, for comparison
+            model_spark, _, sec_m3_spark, prof_small_spark, _ = train(spark, small, a.features, "spark")
+        same = all(np.array_equal(v, model_spark.get_state().arrays[k]) for k, v in model.get_state().arrays.items())
         Xte = X[te]
         pred = model.predict_targets(SparseBatch(Xte, np.array([f"d{i:07d}" for i in te]), labels_of(Y[te])))
         hs_m3 = mdc_metrics(Y[te], pred)["hamming_score"]
@@ -213,7 +250,10 @@ def main() -> None:
             f"**One fold of {a.small_rows:,} rows** ({tr.size:,} training, {te.size:,} test rows; {a.features:,} features, "
             f"{X.nnz / X.shape[0]:.1f} non-zeros per row; {est.pairs_.shape[0]} one-vs-one pairs): M3MDC "
             f"{alts} alternations, {sweeps} W-step sweeps in all, last duality gap {model.history_[-1]['duality_gap']:.2e}, "
-            f"sub-problem solver {est.w_solver_!r}; where the seconds went: {prof_small}; {mem_small.summary()}.")
+            f"sub-problem solver {est.w_solver_!r}; where the seconds went: {prof_small}; {mem_small.summary()}. "
+            f"The same fit forced onto Spark (`train.execution = spark`): {sec_m3_spark:.1f} s, {prof_small_spark}; "
+            f"{mem_small_spark.summary()}; its model {'equals' if same else 'DIFFERS FROM'} the {used_small} path's "
+            f"bit for bit (W, b, C).")
         targets = ", ".join(f"{h['gap_target']:.0e}" for h in model.history_)
         lines.append(
             f"**The same objective** (9,000-row fold, training rows): M3MDC as benchmarked (adaptive gap schedule, "
@@ -222,7 +262,10 @@ def main() -> None:
             f"the tight reference (`M3MDC(gap_schedule='fixed', gap_tol={REF_GAP:g})`, serial, {len(ref.history_)} "
             f"alternations, {sec_ref:.0f} s) at {f_ref:.10g} (final relative gap {g_ref:.2e}): relative difference "
             f"{(f_fast - f_ref) / abs(f_ref):+.2e} ({'within' if abs(f_fast - f_ref) <= 1e-4 * abs(f_ref) else 'NOT within'} 1e-4).")
-        rows.append(f"| M3MDC ({est.w_solver_}), {tr.size:,} rows, fit_model in {a.master} | {sec_m3:.1f} | {hs_m3:.4f} | | |")
+        rows.append(f"| M3MDC ({est.w_solver_}), {tr.size:,} rows, fit_model in {a.master}, train.execution = auto: "
+                    f"**{used_small}** | {sec_m3:.1f} | {hs_m3:.4f} | | |")
+        rows.append(f"| M3MDC ({est.w_solver_}), {tr.size:,} rows, fit_model in {a.master}, train.execution = spark: "
+                    f"**spark** | {sec_m3_spark:.1f} | | {sec_m3_spark / sec_m3:.1f}x the auto row | |")
         worst = 0.0
         for name, (sec, hs) in br.items():
             ratio = sec_m3 / sec
@@ -239,11 +282,12 @@ def main() -> None:
             del X
             loads.append(loadavg())
             with MemorySampler() as mem:
-                model, res, sec, prof_large = train(spark, large, a.features)
+                model, res, sec, prof_large, used_large = train(spark, large, a.features)
             loads.append(loadavg())
             peak = mem.peak["all"] / 2**30
             hist = model.history_
-            rows.append(f"| M3MDC ({model._estimator.w_solver_}), {a.rows:,} rows x 7 class variables, fit_model in {a.master} | {sec:.1f} | | "
+            rows.append(f"| M3MDC ({model._estimator.w_solver_}), {a.rows:,} rows x 7 class variables, fit_model in {a.master}, "
+                        f"train.execution = auto: **{used_large}** | {sec:.1f} | | "
                         f"{'yes' if sec < 600 else 'no'} (< 600 s) | {'yes' if peak < 8 else 'no'} (< 8 GiB: {peak:.2f}) |")
             lines.append(
                 f"**{a.rows:,} rows**: {len(hist)} alternations ({', '.join(str(h['inner_sweeps']) for h in hist)} sweeps), "
@@ -253,7 +297,7 @@ def main() -> None:
     table = "| run | seconds | Hamming score (test) | time | memory |\n|---|---|---|---|---|\n" + "\n".join(rows)
     body = (
         f"Command: `{command()}`  \nMachine: {machine()}  \nDate: {now()}  \n"
-        f"Load average at the start, after the small M3MDC fit, after LIBLINEAR, after the tight reference, "
+        f"Load average at the start, after the small M3MDC fit (auto), after it on Spark, after LIBLINEAR, after the tight reference, "
         f"before and after the large fit: "
         f"{' -> '.join(loads)}\n\n"
         f"Synthetic MDC data from `benchmarks/bench_mdc.py` (tf-idf-like sparse rows, 7 correlated class variables with "
@@ -261,10 +305,15 @@ def main() -> None:
         f"coordinate descent above 2,000 rows; `gap_schedule` auto: with DCD the first W step to a relative duality gap "
         f"of 1e-3, the next ones to a tenth of the previous alternation's relative decrease, and the last one certified "
         f"to 1e-6: the alternation ends when a W step at 1e-6 cannot lower the objective by more than that gap, or "
-        f"‖ΔW‖/‖W‖ < 1e-4 after a W step at 1e-6) through `sparkhc.spark.training.fit_model` (the path of `sparkhc train`: rows read from "
-        f"Parquet and never collected on the driver, the pair blocks in a cached RDD, two Spark jobs per W-step "
+        f"‖ΔW‖/‖W‖ < 1e-4 after a W step at 1e-6) through `sparkhc.spark.training.fit_model` (the path of `sparkhc train`), "
+        f"with `train.execution` as `sparkhc train` uses it: `auto` (the default) trains in the driver process when the "
+        f"master is local and the Parquet is at most 64 MiB (the rows read with pyarrow, the Spark path's pair groups and "
+        f"blocks, each round's pairs in as many threads as the master has task slots, no Spark job: "
+        f"`sparkhc.spark.mdc.fit_mdc_driver`, the same model bit for bit), else, and with `spark`, on Spark (rows read "
+        f"from Parquet and never collected on the driver, the pair blocks in a cached RDD, two Spark jobs per W-step "
         f"sweep: SolveOrder = the sub-problems, ApplyOrder = the step and the evaluation, their reports returned "
-        f"through an accumulator); seconds from the call to the fitted model, Spark session start "
+        f"through an accumulator); each row says which execution it used; seconds from reading the rows to the fitted "
+        f"model, Spark session start "
         f"({t_session:.1f} s) apart. LIBLINEAR BR: one `LinearSVC` per class variable (one-vs-rest inside, "
         f"regularised bias) on the same training rows, in this process.\n\n"
         + "\n\n".join(lines) + "\n\n" + table + "\n"

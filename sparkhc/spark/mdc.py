@@ -36,27 +36,21 @@ from pyspark.sql import functions as F
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.metrics import MDCCounts
-from sparkhc.models.jia_zhang.solver import ApplyOrder, PairBlock, SolveOrder, resolve_w_solver
+from sparkhc.models.jia_zhang.solver import (
+    ApplyOrder,
+    PairBlock,
+    SolveOrder,
+    ThreadPairSolver,
+    balanced_groups,
+    group_blocks,
+    resolve_w_solver,
+)
 from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
 PRED_TARGETS = "pred_targets"
 
 Pair = tuple[int, int, int]
-
-
-def balanced_groups(sizes: Sequence[int], n_groups: int) -> list[list[int]]:
-    """The pairs (by index) in ``n_groups`` groups of about equal rows (largest first onto the
-    lightest group), heaviest group first, the pairs of a group in index order."""
-    n_groups = max(1, min(int(n_groups), len(sizes)))
-    load = [0] * n_groups
-    groups: list[list[int]] = [[] for _ in range(n_groups)]
-    for i in sorted(range(len(sizes)), key=lambda k: (-sizes[k], k)):
-        g = min(range(n_groups), key=lambda k: (load[k], k))
-        groups[g].append(i)
-        load[g] += int(sizes[i])
-    order = sorted(range(n_groups), key=lambda k: (-load[k], k))
-    return [sorted(groups[k]) for k in order if groups[k]]
 
 
 def _run_group(order: Broadcast, reports: Accumulator, items: Iterable[Any]) -> Iterator[Any]:
@@ -230,29 +224,14 @@ def _route(layout: MDCLayout, groups: list[list[Pair]], batch: SparseBatch) -> I
 
 def _build_group(groups: list[list[int]], active: list[Pair], n_features: int, share: bool, index: int,
                  it: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-    """The blocks of group ``index`` from its rows (sorted by ``doc_id``).
-
-    ``share`` (the DCD sub-problems): the blocks index one float64 copy of the group's rows, so a
-    row is stored (and moved at every round) once per partition instead of once per pair
-    (a row is in ``K_j − 1`` pairs of every space ``j``: 15 on bench_mdc's data); the products of
-    a block with its rows are the same numbers. Else (SMO, which builds a Gram matrix per block)
-    every block has a copy of its own rows."""
+    """The blocks of group ``index`` from its rows (sorted by ``doc_id``;
+    :func:`~sparkhc.models.jia_zhang.solver.group_blocks`, ``share``: the blocks of the partition
+    share one float64 copy of its rows)."""
     pieces = [v for _, v in it]
     blocks: list[PairBlock] = []
     if pieces:
-        ids = np.concatenate([p[0] for p in pieces])
-        order = np.argsort(ids, kind="stable")
-        X = sp.vstack([p[1] for p in pieces], format="csr")[order]
-        Y = np.concatenate([p[2] for p in pieces])[order]
-        X.sort_indices()
-        shared = sp.csr_matrix(X, dtype=np.float64) if share else None
-        if shared is not None:
-            shared.sort_indices()
-        for i in groups[index]:
-            j, a, b = active[i]
-            r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
-            y = np.where(Y[r, j] == a, 1.0, -1.0)
-            blocks.append(PairBlock.build(i, shared, y, r) if shared is not None else PairBlock.build(i, X[r], y))
+        blocks = group_blocks(np.concatenate([p[0] for p in pieces]), sp.vstack([p[1] for p in pieces], format="csr"),
+                              np.concatenate([p[2] for p in pieces]), groups[index], active, share)
     yield None
     yield blocks
 
@@ -301,15 +280,27 @@ def fit_mdc_spark(
     counts = class_counts(model.layout, batches)
     n_docs = int(counts[0].sum())
     solver = SparkPairSolver(spark, num_slices=num_slices)
-    model.solver = solver
     share = resolve_w_solver(str(model.params.get("w_solver", "auto")), n_docs) == "dcd"
+    _fit_with(model, solver, counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
+                                                                  model.n_features, share))
+    seconds = time.perf_counter() - t0
+    _report(model, n_docs, seconds, progress)
+    return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": solver.jobs,
+            "execution": "spark"}
+
+
+def _fit_with(model: Any, solver: Any, counts: list[np.ndarray], open_blocks: Callable[[Any, list[Pair]], None]) -> None:
+    """``model.fit_open`` with ``solver`` holding the blocks (closed afterwards, not kept by the model)."""
+    model.solver = solver
     try:
-        model.fit_open(counts, lambda s, active: open_frame(s, batches, model.layout, counts, active,
-                                                            model.n_features, share))
+        model.fit_open(counts, open_blocks)
     finally:
         model.solver = None
         solver.close()
-    seconds = time.perf_counter() - t0
+
+
+def _report(model: Any, n_docs: int, seconds: float, progress: Callable[[dict[str, Any]], None] | None) -> None:
+    """One progress record per alternation (one for BR)."""
     log = [
         {
             "epoch": h["iteration"],
@@ -325,7 +316,55 @@ def fit_mdc_spark(
     if progress is not None:
         for rec in log:
             progress(rec)
-    return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": solver.jobs}
+
+
+def fit_mdc_driver(
+    rows: SparseBatch,
+    model: Any,
+    threads: int,
+    num_slices: int | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """:func:`fit_mdc_spark` in this process, no Spark session (``train.execution``, small inputs).
+
+    ``rows``: the training documents read in the driver (:func:`sparkhc.spark.small.read_rows`;
+    unique doc ids). The class counts, the pair groups (``num_slices``, default ``2 × threads``:
+    what :class:`SparkPairSolver` makes on a master with ``threads`` task slots) and every group's
+    blocks (:func:`~sparkhc.models.jia_zhang.solver.group_blocks`, sorted by ``doc_id``) are those
+    of the Spark path, and a :class:`~sparkhc.models.jia_zhang.solver.ThreadPairSolver` runs each
+    round's pairs in ``threads`` threads with the reports in pair order: the fitted model is the
+    Spark path's bit for bit (tests/spark/test_mdc_driver.py)."""
+    t0 = time.perf_counter()
+    layout = model.layout
+    if rows.labels is None:
+        raise InputDataError("the training documents have no labels")
+    if not len(rows):
+        raise InputDataError("no training documents selected")
+    Y = layout.targets(rows.labels, rows.doc_ids)
+    counts = [np.bincount(Y[:, j], minlength=k).astype(np.int64) for j, k in enumerate(layout.n_classes)]
+    n_docs = len(rows)
+    ids = np.asarray(rows.doc_ids)
+    X = sp.csr_matrix(rows.X)
+    solver = ThreadPairSolver(threads)
+    share = resolve_w_solver(str(model.params.get("w_solver", "auto")), n_docs) == "dcd"
+
+    def open_blocks(s: ThreadPairSolver, active: list[Pair]) -> None:
+        sizes = [int(counts[j][a] + counts[j][b]) for j, a, b in active]
+        groups = balanced_groups(sizes, max(1, min(len(active), num_slices or 2 * solver.threads)))
+        blocks: list[PairBlock] = []
+        for g in groups:
+            need = np.zeros(n_docs, dtype=bool)
+            for i in g:
+                j, a, b = active[i]
+                need |= (Y[:, j] == a) | (Y[:, j] == b)
+            blocks += group_blocks(ids[need], X[need], Y[need], g, active, share)
+        s.open(blocks)
+
+    _fit_with(model, solver, counts, open_blocks)
+    seconds = time.perf_counter() - t0
+    _report(model, n_docs, seconds, progress)
+    return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": 0,
+            "rounds": solver.rounds, "threads": solver.threads, "execution": "driver"}
 
 
 # ---------------------------------------------------------------------------------------------

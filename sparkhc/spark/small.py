@@ -24,8 +24,9 @@ driver is on the machine that would run the tasks), the features are a local pat
 :data:`AUTO_MAX_INPUT_BYTES` of Parquet, ``train.mixing`` is not ``jobs`` (its float summation order
 differs) and the model's state is at most :data:`AUTO_MAX_STATE_BYTES`; ``driver`` runs here whatever
 the size or master (for the models that allow it); ``spark`` never. Models trained by mixing whose
-states mix by row-sparse deltas, and the models fitted on the driver anyway (``local`` strategy),
-train here; node-parallel, EM and batch models stay on Spark. ``train.select_epochs`` and
+states mix by row-sparse deltas, the models fitted on the driver anyway (``local`` strategy) and
+the MDC models (``m3mdc``, ``mdc_br``: the Spark path's pair blocks, the pairs of a round in threads,
+:func:`sparkhc.spark.mdc.fit_mdc_driver`) train here; node-parallel and EM models stay on Spark. ``train.select_epochs`` and
 ``train.calibrate`` train their validation models on Spark; the final training runs here.
 """
 
@@ -262,8 +263,8 @@ def can_train(model: HierModel, train: TrainConfig) -> bool:
     from sparkhc.spark import deltas
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
-    if strategy == "local":
-        return True
+    if strategy == "local" or (strategy == "batch" and hasattr(model, "fit_open")):
+        return True  # fitted on the driver anyway, or the MDC models' pair blocks (sparkhc.spark.mdc.fit_mdc_driver)
     if strategy != "mixing":
         return False
     state = model.init_state()

@@ -129,9 +129,16 @@ def _em(job: TrainingJob) -> tuple[int, int | None]:
 
 
 def _batch(job: TrainingJob) -> tuple[int, int | None]:
-    from sparkhc.spark.mdc import fit_mdc_spark
+    """The MDC models (``m3mdc``, ``mdc_br``): the pair blocks on Spark, or, with the rows read in
+    the driver (``job.rows``), in this process with the pairs of a round in as many threads as
+    the master has task slots (the same model bit for bit: :func:`sparkhc.spark.mdc.fit_mdc_driver`)."""
+    from sparkhc.spark.mdc import fit_mdc_driver, fit_mdc_spark
+    from sparkhc.spark.small import task_slots
 
     n, progress = _counting(job)
+    if job.rows is not None:
+        fit_mdc_driver(job.rows, job.model, threads=task_slots(job.spark), progress=progress)
+        return n[0], None
     assert job.df is not None
     fit_mdc_spark(active(job.spark), job.df, job.model, progress=progress)
     return n[0], None
@@ -197,14 +204,15 @@ def fit_model(
     checkpoint (mixing). ``warm_start`` continues from the model's current state.
 
     ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
-    mixing and local strategies then train in this process (bit-identical weights), and ``df`` may
+    mixing and local strategies and the MDC models (batch, with ``fit_open``) then train in this
+    process (bit-identical weights), and ``df`` may
     be None unless the strategy, ``train.select_epochs`` or ``train.calibrate`` needs Spark.
     ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
-    if rows is not None and strategy not in ("mixing", "local"):
+    if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and hasattr(model, "fit_open"))):
         rows = None
     spark_needed = rows is None or (strategy == "mixing" and (train.select_epochs or train.calibrate != "off"))
     if df is None and spark_needed:

@@ -157,6 +157,55 @@ def test_br_baseline_and_refusals(mdc_run, tmp_path):
              "--warm-start", str(mdc_run / "model")])
 
 
+@pytest.mark.parametrize("name", ["m3mdc", "mdc_br"])
+def test_auto_trains_mdc_in_the_driver_with_the_spark_paths_weights(spark, mdc_run, tmp_path, name):
+    """``train.execution = auto`` on a local master, a deferred session whose factory fails: the MDC
+    model is trained in the driver (no session), and its weights hash is the Spark path's."""
+    from sparkhc.config import load_config
+    from sparkhc.spark import pipelines, session, small
+
+    def never():
+        raise AssertionError("the Spark session was started")
+
+    before = session.created
+    d = small.DeferredSession(never, "local[2]")
+    drv = pipelines.train(d, load_config(overrides=["train.execution=auto"]), mdc_run / "features", tmp_path / "d",
+                          model_name=name)
+    assert not d.started and session.created == before and drv["session_start_seconds"] == 0.0
+    spk = pipelines.train(spark, load_config(overrides=["train.execution=spark"]), mdc_run / "features",
+                          tmp_path / "s", model_name=name)
+    assert drv["weights_hash"] == spk["weights_hash"] and drv["documents"] == spk["documents"] == 20
+
+    def log(p):
+        return [{k: v for k, v in r.items() if k != "seconds"}
+                for r in json.loads((p / "metadata.json").read_text())["training"]["epoch_log"]]
+
+    assert log(tmp_path / "d") == log(tmp_path / "s")
+
+
+def test_cli_mdc_training_never_starts_spark(mdc_run, tmp_path):
+    """``sparkhc train --model m3mdc`` in a fresh process with ``train.execution=auto``: no
+    SparkSession, no JVM (as tests/spark/test_small.py checks for the global model)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import ROOT
+
+    script = textwrap.dedent(f"""
+        from pyspark import SparkContext
+        from sparkhc.cli import run
+        from sparkhc.spark import session
+        code = run(["train", "--features", {str(mdc_run / "features")!r}, "--out", {str(tmp_path / "m")!r},
+                    "--model", "m3mdc", "--master", "local[2]", "--set", "train.execution=auto"])
+        print("RESULT", code, session.created, SparkContext._gateway is None)
+    """)
+    res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "RESULT 0 0 True" in res.stdout, res.stdout[-2000:]
+    assert (tmp_path / "m" / "state.npz").is_file()
+
+
 # ----------------------------------------------------------------------------------------------
 # the real corpus
 # ----------------------------------------------------------------------------------------------

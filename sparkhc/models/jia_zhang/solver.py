@@ -147,6 +147,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -796,6 +797,96 @@ class SerialPairSolver:
 
     def close(self) -> None:
         self._blocks = None
+
+
+class ThreadPairSolver:
+    """The blocks in this process, the pairs of a round run in ``threads`` threads.
+
+    Every block runs the same code on its own arrays whichever thread runs it (the compiled DCD
+    and SMO kernels release the GIL, as do scipy's sparse products), and the reports come back in
+    pair order, so the fit is bit for bit :class:`SerialPairSolver`'s on the same blocks (and the
+    Spark pair solver's on the blocks it builds: ``sparkhc.spark.mdc.fit_mdc_driver``). The blocks
+    are handed to the threads largest first (no thread waits on a long pair started last)."""
+
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = max(1, int(threads))
+        self._blocks: list[PairBlock] | None = None
+        self._order: list[int] = []
+        self._pool: ThreadPoolExecutor | None = None
+        #: rounds run by :meth:`run` since :meth:`open` (two per W-step sweep)
+        self.rounds = 0
+
+    def open(self, blocks: Sequence[PairBlock]) -> None:
+        self.close()
+        self._blocks = sorted(blocks, key=lambda b: b.pair)
+        self._order = sorted(range(len(self._blocks)), key=lambda k: (-self._blocks[k].n_rows, k))  # type: ignore[index]
+        self.rounds = 0
+        if self.threads > 1 and len(self._blocks) > 1:
+            self._pool = ThreadPoolExecutor(max_workers=min(self.threads, len(self._blocks)),
+                                            thread_name_prefix="sparkhc-pairs")
+
+    def _open(self) -> list[PairBlock]:
+        if self._blocks is None:
+            raise RuntimeError("ThreadPairSolver used before open")
+        return self._blocks
+
+    def run(self, order: SolveOrder | ApplyOrder) -> list[Any]:
+        blocks = self._open()
+        self.rounds += 1
+        if self._pool is None:
+            return [b.run(order) for b in blocks]
+        futures = {k: self._pool.submit(blocks[k].run, order) for k in self._order}
+        return [futures[k].result() for k in range(len(blocks))]
+
+    def alphas(self) -> list[np.ndarray]:
+        return [b.alpha for b in self._open()]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._blocks = None
+
+
+def balanced_groups(sizes: Sequence[int], n_groups: int) -> list[list[int]]:
+    """The pairs (by index) in ``n_groups`` groups of about equal rows (largest first onto the
+    lightest group), heaviest group first, the pairs of a group in index order."""
+    n_groups = max(1, min(int(n_groups), len(sizes)))
+    load = [0] * n_groups
+    groups: list[list[int]] = [[] for _ in range(n_groups)]
+    for i in sorted(range(len(sizes)), key=lambda k: (-sizes[k], k)):
+        g = min(range(n_groups), key=lambda k: (load[k], k))
+        groups[g].append(i)
+        load[g] += int(sizes[i])
+    order = sorted(range(n_groups), key=lambda k: (-load[k], k))
+    return [sorted(groups[k]) for k in order if groups[k]]
+
+
+def group_blocks(ids: np.ndarray, X: sp.csr_matrix, Y: np.ndarray, members: Sequence[int],
+                 active: Sequence[tuple[int, int, int]], share: bool) -> list[PairBlock]:
+    """The blocks of the active pairs ``members`` (indices into ``active``: ``(space, a, b)``) from
+    the rows of a group (``ids``, CSR ``X``, class indices ``Y``; any order: sorted here by ``ids``,
+    so the blocks do not depend on where the rows came from).
+
+    ``share`` (the DCD sub-problems): the blocks index one float64 copy of the group's rows, so a
+    row is stored (and, on Spark, moved at every round) once per group instead of once per pair
+    (a row is in ``K_j − 1`` pairs of every space ``j``: 15 on bench_mdc's data); the products of
+    a block with its rows are the same numbers. Else (SMO, which builds a Gram matrix per block)
+    every block has a copy of its own rows."""
+    order = np.argsort(ids, kind="stable")
+    X = sp.csr_matrix(X)[order]
+    Y = np.asarray(Y)[order]
+    X.sort_indices()
+    shared = sp.csr_matrix(X, dtype=np.float64) if share else None
+    if shared is not None:
+        shared.sort_indices()
+    blocks: list[PairBlock] = []
+    for i in members:
+        j, a, b = active[i]
+        r = np.flatnonzero((Y[:, j] == a) | (Y[:, j] == b))
+        y = np.where(Y[r, j] == a, 1.0, -1.0)
+        blocks.append(PairBlock.build(i, shared, y, r) if shared is not None else PairBlock.build(i, X[r], y))
+    return blocks
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,3 +75,14 @@ def s3_server():
 
     yield {"endpoint": endpoint, "uri": uri, "make_bucket": make_bucket}
     server.stop()
+
+
+@pytest.fixture()
+def small_splits(spark):
+    """File splits of 2 KB for one test: a file of a few hundred records (JSON Lines blocks, Parquet
+    row groups, LYRL2004 lines) is read by several tasks."""
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "2048")
+    yield
+    spark.conf.set(key, old)

@@ -21,16 +21,6 @@ from tests.reliability import tiny_records, write_jsonl, write_taxonomy
 SPEC = FeatureSpec(fit_on=None)
 
 
-@pytest.fixture()
-def small_blocks(spark):
-    """Blocks of 2 KB: a file of a few hundred records is read by several tasks."""
-    key = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(key)
-    spark.conf.set(key, "2048")
-    yield
-    spark.conf.set(key, old)
-
-
 def _records(n: int) -> list:
     recs = tiny_records(n)
     for r in recs:
@@ -55,7 +45,7 @@ def _bags(table) -> dict[str, Counter]:
                 table.column("tokens").to_pylist(), strict=True)}
 
 
-def test_good_corpus_same_documents_bags_and_report(spark, small_blocks, tmp_path):
+def test_good_corpus_same_documents_bags_and_report(spark, small_splits, tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", _records(300))
     table, rep = _driver(path)
     tc = _spark(spark, path)
@@ -91,7 +81,7 @@ def _with_bad(n: int, at: dict[int, object]) -> list:
 
 
 @pytest.mark.parametrize("k", range(len(BAD)))
-def test_error_in_a_later_block_names_the_same_line_and_offset(spark, small_blocks, tmp_path, k):
+def test_error_in_a_later_block_names_the_same_line_and_offset(spark, small_splits, tmp_path, k):
     tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
     path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, {250: BAD[k], 280: BAD[(k + 1) % len(BAD)]}))
     with pytest.raises(InputDataError) as want:
@@ -103,7 +93,7 @@ def test_error_in_a_later_block_names_the_same_line_and_offset(spark, small_bloc
     assert ", line 251" in str(got.value)
 
 
-def test_quarantine_report_equals_the_driver_readers(spark, small_blocks, tmp_path):
+def test_quarantine_report_equals_the_driver_readers(spark, small_splits, tmp_path):
     tax = Taxonomy.load(write_taxonomy(tmp_path / "taxonomy.tsv"))
     path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, _quarantined_records()))
     _check_quarantine(spark, path, tax)
@@ -133,7 +123,7 @@ def _check_quarantine(spark, path: Path, tax: Taxonomy, partitions: int | None =
         tc.release()
 
 
-def test_duplicate_id_error_names_both_places(spark, small_blocks, tmp_path):
+def test_duplicate_id_error_names_both_places(spark, small_splits, tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", _with_bad(300, {260: {"id": "d0002", "text": "goal",
                                                                       "labels": ["football"]}}))
     with pytest.raises(readers.DuplicateIdError) as want:

@@ -159,17 +159,7 @@ def _parquet_files(folder: Path) -> list[Path]:
     return [folder / "a.parquet", folder / "b.parquet"]
 
 
-@pytest.fixture()
-def small_row_groups(spark):
-    """Splits of 2 KB: a file is read by several tasks (each a few row groups)."""
-    key = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(key)
-    spark.conf.set(key, "2048")
-    yield
-    spark.conf.set(key, old)
-
-
-def test_parquet_same_documents_bags_and_report(spark, small_row_groups, tmp_path):
+def test_parquet_same_documents_bags_and_report(spark, small_splits, tmp_path):
     files = _parquet_files(tmp_path / "pq")
     tc = read_parquet_tokens(spark, [str(f) for f in files], SPEC, JsonlOptions(taxonomy=TAX))
     assert tc.tokens.rdd.getNumPartitions() > 1
@@ -183,7 +173,7 @@ def test_parquet_same_documents_bags_and_report(spark, small_row_groups, tmp_pat
         tc.release()
 
 
-def test_parquet_bad_rows_same_errors_and_counts(spark, small_row_groups, tmp_path):
+def test_parquet_bad_rows_same_errors_and_counts(spark, small_splits, tmp_path):
     recs = tiny_records(30)
     ids = [r["id"] for r in recs]
     ids[5], ids[12], ids[20] = None, " ", ids[3]          # missing, blank, repeated id
@@ -392,7 +382,7 @@ def _rcv1_tax(folder: Path) -> Taxonomy:
     return Taxonomy.load(folder / "rcv1.topics.hier.orig", root="Root")
 
 
-def test_lyrl2004_same_documents_bags_and_report(spark, small_row_groups, tmp_path):
+def test_lyrl2004_same_documents_bags_and_report(spark, small_splits, tmp_path):
     from sparkhc.spark.sources import read_lyrl2004_tokens
 
     for gz in (True, False):  # uncompressed: every file split into blocks of 2 KB (records across blocks)

@@ -386,6 +386,9 @@ def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, An
         gain = (cal.get("validation") or {}).get("gain")
         info = {"calibration": ("offsets applied" if cal.get("applied") else "offsets not applied")
                 + (f" (validation gain {100 * gain:+.2f})" if gain is not None else f" ({cal.get('skipped', '')})")}
+    sel = (meta.get("training") or {}).get("epoch_selection")
+    if grid is None and sel:  # train.epochs = 0 (the default): the epochs chosen on the validation slice
+        info["epochs"] = f"{sel['epochs']} epochs (validation stopped after {sel.get('epochs_run', sel['epochs'])})"
     if model.needs_counts:
         raise SystemExit(f"compare: the default model {model.name!r} needs term counts; not read here")
     return model.predict(d.batch.subset(s.te)), secs, info
@@ -483,7 +486,8 @@ def main() -> None:
                                 label += " with " + ", ".join(f"`{x}`" for x in a.sets)
                             add(label, score(d, s.te, pred), secs,
                                 f"{s.name}: {info['chosen']} (val hF {info['validation_hF']})" if "chosen" in info
-                                else f"{s.name}: {info['calibration']}" if info else "")
+                                else f"{s.name}: " + "; ".join(info[k] for k in ("epochs", "calibration") if k in info)
+                                if info else "")
                         elif row == "liblinear":
                             outs, sel = run_liblinear(d.X, d.Y, s.tr, s.te, s.seed, k=a.inner_folds, fbr=a.fbr)
                             for lab, (P, secs) in outs.items():

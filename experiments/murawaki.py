@@ -67,6 +67,7 @@ CA_GT: dict[str, Any] = {"update": "cost_augmented", "margin": 1.0, "bias": 0.3,
 CA_NOBIAS: dict[str, Any] = {"update": "cost_augmented", "margin": 1.0, "bias": 0.0, "margin_rare": 0.0}
 AUTO = 0  # the run's shard count (train.shards; 0 = the task slots)
 PAPER_SHARDS = 10  # Sect. 5: "we evenly split the training data into 10 shards"
+PAPER_EPOCHS = 10  # Sect. 5: 10 epochs (train.epochs = 0, the validation choice, is sparkhc's default, not the paper's)
 # the paper's document features: frequency-valued content words, not normalized (Sect. 5)
 TF_FEATURES: dict[str, Any] = {"weighting": "tf", "l2_normalize": False}
 
@@ -164,7 +165,8 @@ def run(
     from sparkhc.spark.ipm import resolve_shards
 
     S = resolve_shards(spark, cfg.train.shards)
-    cfg = replace(cfg, train=replace(cfg.train, shards=S))
+    # the paper's fixed 10 epochs where the configuration leaves them to validation (train.epochs = 0)
+    cfg = replace(cfg, train=replace(cfg.train, shards=S, epochs=cfg.train.epochs or PAPER_EPOCHS))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(work) if work is not None else out / f".work-{corpus}"

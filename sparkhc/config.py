@@ -42,10 +42,15 @@ class FeaturizeConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     model: str = "global"
-    epochs: int = 10  # with select_epochs: the largest number of epochs tried
+    # 0 = auto: chosen on a seeded validation slice of the training documents (models trained by mixing,
+    # early stopping after `patience` epochs without a better score, at most max_epochs; sparkhc.epochs),
+    # 10 for the other models and warm starts; N > 0: N epochs (with select_epochs: the most tried)
+    epochs: int = 0
+    max_epochs: int = 100  # epochs = 0: the most epochs tried on the validation slice
+    patience: int = 10  # epoch selection: stop after this many epochs without a better score (0 = never)
     shards: int = 0  # 0 = auto: the task slots Spark reports (spark.default.parallelism)
     seed: int = 0
-    # choose the number of epochs on a seeded validation slice of the training documents
+    # epochs = N > 0: choose the number of epochs (1..N) on the validation slice instead of training N
     select_epochs: bool = False
     validation_fraction: float = 0.1
     self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
@@ -92,7 +97,9 @@ _SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": Pred
 #: Smallest value of the integer keys that have one (other keys are checked where they are used).
 _MINIMUM = {
     ("featurize", "partitions"): 1,
-    ("train", "epochs"): 1,
+    ("train", "epochs"): 0,  # 0 = auto (chosen on validation data)
+    ("train", "max_epochs"): 1,
+    ("train", "patience"): 0,  # 0 = no early stopping
     ("train", "shards"): 0,  # 0 = auto
     ("train", "calibration_folds"): 3,
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning

@@ -134,7 +134,8 @@ class HasTrainingParams(Params):
     model: Param[str] = Param(
         Params._dummy(), "model", "registered model name (sparkhc models): global, flat, tree, h_svm, pcem, ...",
         typeConverter=TypeConverters.toString)
-    epochs: Param[int] = Param(Params._dummy(), "epochs", "training epochs (train.epochs), >= 1",
+    epochs: Param[int] = Param(Params._dummy(), "epochs", "training epochs (train.epochs), >= 0: 0 = chosen on a validation "
+                               "slice of the training rows (models trained by mixing; else 10)",
                                typeConverter=TypeConverters.toInt)
     shards: Param[int] = Param(Params._dummy(), "shards", "shards of parameter mixing / EM (train.shards), >= 1",
                                typeConverter=TypeConverters.toInt)
@@ -161,15 +162,15 @@ class HasTrainingParams(Params):
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(model="global", epochs=10, shards=10, seed=0, modelParams={}, handleInvalid="error",
+        self._setDefault(model="global", epochs=0, shards=10, seed=0, modelParams={}, handleInvalid="error",
                          calibrate="off", calibrationFolds=4)
 
     def check_training_params(self, who: str) -> None:
         """Raise ConfigError naming the Param when a value is out of range (before any Spark job)."""
-        for name in ("epochs", "shards"):
+        for name, low in (("epochs", 0), ("shards", 1)):
             v = self.getOrDefault(name)
-            if v < 1:
-                raise ConfigError(f"{who}: Param {name} must be an int >= 1, got {v!r}")
+            if v < low:
+                raise ConfigError(f"{who}: Param {name} must be an int >= {low}, got {v!r}")
         if self.getOrDefault(self.calibrate) not in ("off", "auto", "on"):
             raise ConfigError(f"{who}: Param calibrate must be 'off', 'auto' or 'on', got "
                               f"{self.getOrDefault(self.calibrate)!r}")

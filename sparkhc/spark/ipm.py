@@ -283,7 +283,7 @@ def train_ipm(
     checkpoint_key: dict[str, Any] | None = None,
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
-    on_epoch_state: Callable[[int, ModelState], None] | None = None,
+    on_epoch_state: Callable[[int, ModelState], bool | None] | None = None,
     rows: SparseBatch | None = None,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
@@ -307,7 +307,9 @@ def train_ipm(
 
     ``on_epoch_state(epoch, state)``, when given, is called on the driver with the mixed state
     after every epoch, in order (barrier mixing: after the stage, which then keeps every epoch's
-    state in the exchange directory). ``shards`` 0 means :func:`resolve_shards`.
+    state in the exchange directory). When it returns True the training stops after that epoch
+    (an early stop); barrier mixing has run every epoch by then, so only the later calls are
+    skipped and the model holds the last epoch's state. ``shards`` 0 means :func:`resolve_shards`.
     """
     model.validate_params()
     shards = resolve_shards(spark, shards)
@@ -347,14 +349,15 @@ def train_ipm(
             mixed, counters = run_epoch(spark, shards_df, model, seed, epoch, with_counts, fault_hook, chain)
             prev = model.get_state()
             model.set_state(mixed)
-            if on_epoch_state is not None:
-                on_epoch_state(epoch, mixed)
+            stop = bool(on_epoch_state(epoch, mixed)) if on_epoch_state is not None else False
             info = epoch_info(epoch, epochs, counters, time.perf_counter() - t0)
             log_epoch(info)
             if progress is not None:
                 progress(info)
             if ckpt is not None:
                 _save_checkpoint(ckpt, model, epoch, seed, shards, checkpoint_key)
+            if stop:
+                break
     finally:
         chain.close()
         shards_df.unpersist()
@@ -384,8 +387,8 @@ def validation_split(features: DataFrame, fraction: float, seed: int) -> tuple[D
 
 
 def select_epochs(
-    spark: SparkSession,
-    features: DataFrame,
+    spark: small.SessionLike,
+    features: DataFrame | None,
     model: HierModel,
     max_epochs: int,
     shards: int,
@@ -394,38 +397,64 @@ def select_epochs(
     with_counts: bool = False,
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
+    patience: int = 0,
+    rows: SparseBatch | None = None,
 ) -> dict[str, Any]:
-    """The number of epochs chosen on validation data carved out of ``features`` (the training
-    documents; nothing else is read): a fresh copy of ``model`` (same class, taxonomy and
-    parameters) is trained by :func:`train_ipm` on the other documents for ``max_epochs`` epochs,
-    scored (hF over the model taxonomy's real nodes) on the held-out ones after every epoch, and the
-    first epoch count with the best score is returned with the curve:
-    ``{"epochs", "validation_hF", "validation_documents", "fraction"}``."""
+    """The number of epochs chosen on validation data carved out of the training documents
+    (``features`` on Spark, or ``rows`` read in the driver; nothing else is read): a fresh copy of
+    ``model`` (same class, taxonomy and parameters) is trained by :func:`train_ipm` on the other
+    documents for at most ``max_epochs`` epochs, scored on the held-out ones (the same slice on
+    both paths: :func:`validation_split`, :func:`sparkhc.spark.small.validation_ids`) after every
+    epoch by :func:`sparkhc.epochs.validation_score` (hF + LB macro-F1 over the model taxonomy's
+    real nodes), stopped early after ``patience`` epochs without a better score
+    (:class:`sparkhc.epochs.EarlyStopping`; 0: never), and the first epoch count with the best
+    score is returned with the curves: ``{"epochs", "validation_score", "validation_hF",
+    "validation_macro_F1", "validation_documents", "fraction", "max_epochs", "epochs_run",
+    "patience", "criterion", "stopped_early"}``. With ``rows`` the training runs in this process
+    (bit-identical to the Spark path's, :func:`train_on_driver`) and ``features`` is not used."""
     from sparkhc.batch import label_matrix
+    from sparkhc.epochs import EarlyStopping, validation_score
     from sparkhc.metrics import MetricCounts
     from sparkhc.models import get_model_class
 
-    fit_df, val_df = validation_split(features, fraction, seed)
-    val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the validation fraction must be in (0, 1), not {fraction}")
+    fit_rows: SparseBatch | None = None
+    fit_df: DataFrame | None = None
+    if rows is not None:
+        held = small.validation_ids(rows.doc_ids, fraction, seed)
+        fit_rows = rows.subset(np.flatnonzero(~held))
+        val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+    else:
+        assert features is not None
+        fit_df, val_df = validation_split(features, fraction, seed)
+        val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
     if len(val) == 0:
         raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document")
     tax = model.taxonomy
     gold = label_matrix(val.labels or [], tax)
     probe = get_model_class(model.name)(tax, model.n_features, **model.params)
-    curve: list[float] = []
+    stopper = EarlyStopping(int(patience))
+    hf: list[float] = []
+    maf: list[float] = []
 
-    def score(epoch: int, state: ModelState) -> None:
+    def score(epoch: int, state: ModelState) -> bool:
         probe.set_state(state)
         counts = MetricCounts(tax)
         counts.add(gold, label_matrix(probe.predict(val), tax))
-        curve.append(float(counts.compute()["hF"]))
-        log.info("select_epochs: epoch %d, validation hF %.4f (%d documents)", epoch + 1, curve[-1], len(val))
+        m = counts.compute()
+        hf.append(float(m["hF"]))
+        maf.append(float(m["LBMaF"]))
+        stop = stopper.add(validation_score(m))
+        log.info("select_epochs: epoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", epoch + 1, hf[-1],
+                 maf[-1], len(val), f"; stopping: no better score in {stopper.patience} epochs" if stop else "")
+        return stop
 
     fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
     train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
-              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score)
-    best = int(np.argmax(curve)) + 1  # the first of equal scores: the fewest epochs
-    return {"epochs": best, "validation_hF": curve, "validation_documents": len(val), "fraction": float(fraction)}
+              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows)
+    return {**stopper.summary(), "validation_score": stopper.curve, "validation_hF": hf, "validation_macro_F1": maf,
+            "validation_documents": len(val), "fraction": float(fraction), "max_epochs": int(max_epochs)}
 
 
 #: keys of an epoch record that describe the run, not the model (left out of model metadata)
@@ -738,7 +767,7 @@ def _train_barrier(
     spark: SparkSession, features: DataFrame, model: HierModel, epochs: int, start_epoch: int, shards: int,
     seed: int, ckpt: Path | None, with_counts: bool, fault_hook: Callable[[int, int], None] | None,
     progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
-    exchange_dir: str | Path | None, on_epoch_state: Callable[[int, ModelState], None] | None = None,
+    exchange_dir: str | Path | None, on_epoch_state: Callable[[int, ModelState], bool | None] | None = None,
 ) -> None:
     """IPM with every epoch in one Spark barrier stage (see :func:`_make_barrier_fn`): no job,
     broadcast or result transfer per epoch; states and deltas go through files in a fresh folder
@@ -790,11 +819,14 @@ def _train_barrier(
         stop.set()
         watcher.join()
         infos = [work.read_json(f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
+        stopped = False  # the stage ran every epoch; an early stop skips scoring the later states
         if on_epoch_state is not None:
             for ep in range(start_epoch, epochs - 1):
-                on_epoch_state(ep, work.read_state(f"state-{ep + 1:05d}.npz"))
+                if on_epoch_state(ep, work.read_state(f"state-{ep + 1:05d}.npz")):
+                    stopped = True
+                    break
         model.set_state(work.read_state(f"state-{epochs:05d}.npz"))  # one copy, no bytes
-        if on_epoch_state is not None:
+        if on_epoch_state is not None and not stopped:
             on_epoch_state(epochs - 1, model.get_state())
         if progress is not None:
             for info in infos:
@@ -879,7 +911,7 @@ def train_on_driver(
     model: HierModel, rows: SparseBatch, epochs: int, start_epoch: int, shards: int, seed: int,
     ckpt: Path | None, fault_hook: Callable[[int, int], None] | None,
     progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
-    on_epoch_state: Callable[[int, ModelState], None] | None = None, threads: int = 1,
+    on_epoch_state: Callable[[int, ModelState], bool | None] | None = None, threads: int = 1,
 ) -> None:
     """Epochs ``start_epoch..epochs-1`` of iterative parameter mixing from ``model``'s state, in
     this process: the shards of barrier mixing, run in ``threads`` threads (task ``t`` runs shards
@@ -903,6 +935,7 @@ def train_on_driver(
     def run_task(t: int, b: ModelState, epoch: int) -> list[tuple[int, ModelState]]:
         return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, fault_hook)) for k in present[t::tasks]]
 
+    last = epochs
     try:
         for epoch in range(start_epoch, epochs):
             t0 = time.perf_counter()
@@ -922,10 +955,11 @@ def train_on_driver(
             log_epoch(info)
             if progress is not None:
                 progress(info)
-            if on_epoch_state is not None:
-                on_epoch_state(epoch, base.copy())  # the next epoch mixes into base in place
+            if on_epoch_state is not None and on_epoch_state(epoch, base.copy()):  # (next epoch mixes into base)
+                last = epoch + 1  # early stop asked for by the callback
+                break
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
     model.set_state(base)
-    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t_start)
+    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, last, time.perf_counter() - t_start)

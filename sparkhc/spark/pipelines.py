@@ -532,7 +532,7 @@ def train(
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
-    spark_needed = rows is None or cfg.train.select_epochs or cfg.train.calibrate != "off"
+    spark_needed = rows is None or cfg.train.calibrate != "off"
     result = fit_model(
         spark, spark_rows()[1] if spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
         warm_start=warm_start is not None,
@@ -609,6 +609,10 @@ def model_params(cls: Any, cfg: Config, params: dict[str, Any] | None = None) ->
                               f"(one source for every model)")
         if key in cls.defaults:
             p[key] = int(getattr(cfg.train, key))
+    if p.get("epochs") == 0:  # train.epochs = 0 (auto): the model's own fits (serial) use the fixed default
+        from sparkhc.epochs import FALLBACK_EPOCHS
+
+        p["epochs"] = FALLBACK_EPOCHS
     return p
 
 

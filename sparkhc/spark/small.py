@@ -97,13 +97,37 @@ def spark_hash(values: Sequence[str] | np.ndarray, seed: int = 42) -> np.ndarray
             m = t < tail
             byte = buf[m, nw[m] * 4 + t].view(np.int8).astype(np.int32).view(np.uint32)
             h[m] = _mix(h[m], byte)
-        h ^= lens.astype(np.uint32)
-        h ^= h >> np.uint32(16)
-        h *= np.uint32(0x85EBCA6B)
-        h ^= h >> np.uint32(13)
-        h *= np.uint32(0xC2B2AE35)
-        h ^= h >> np.uint32(16)
+        h = _fmix(h, lens.astype(np.uint32))
     return h.view(np.int32)
+
+
+def _fmix(h: np.ndarray, length: np.ndarray | np.uint32) -> np.ndarray:
+    """Murmur3's finalisation of ``h`` (uint32) for an input of ``length`` bytes (overflow ignored
+    by the caller)."""
+    h = h ^ length
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h
+
+
+def spark_hash_int(value: int, seeds: np.ndarray) -> np.ndarray:
+    """Spark's ``Murmur3_x86_32.hashInt(value, seed)`` for each seed (int32): what ``hash(col, 17)``
+    computes for its second argument, an int literal, from the hash of the first as the seed."""
+    h = np.asarray(seeds).astype(np.int32).view(np.uint32)
+    k = np.full(h.shape, np.int64(value) & 0xFFFFFFFF, dtype=np.uint64).astype(np.uint32)
+    with np.errstate(over="ignore"):
+        return _fmix(_mix(h, k), np.uint32(4)).view(np.int32)
+
+
+def validation_ids(doc_ids: Sequence[str] | np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Which documents :func:`sparkhc.spark.ipm.validation_split` holds out (a bool per id):
+    ``pmod(hash(doc_id, seed + 17), 10000) < round(fraction * 10000)`` as Spark SQL computes it."""
+    cut = int(round(float(fraction) * 10000))
+    h = spark_hash_int(int(seed) + 17, spark_hash(doc_ids))
+    return np.mod(h.astype(np.int64), 10000) < cut
 
 
 def shard_ids(doc_ids: Sequence[str] | np.ndarray, shards: int) -> np.ndarray:

@@ -206,35 +206,43 @@ def fit_model(
     ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
     mixing and local strategies and the MDC models (batch, with ``fit_open``) then train in this
     process (bit-identical weights), and ``df`` may
-    be None unless the strategy, ``train.select_epochs`` or ``train.calibrate`` needs Spark.
+    be None unless the strategy or ``train.calibrate`` needs Spark.
     ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
+    from sparkhc.epochs import FALLBACK_EPOCHS
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
     if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and hasattr(model, "fit_open"))):
         rows = None
-    spark_needed = rows is None or (strategy == "mixing" and (train.select_epochs or train.calibrate != "off"))
+    spark_needed = rows is None or (strategy == "mixing" and train.calibrate != "off")
     if df is None and spark_needed:
-        raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, select_epochs={train.select_epochs}, "
+        raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, "
                          f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
     if spark_needed:
         spark = active(spark)
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
-    epochs = 1 if model.single_pass else int(train.epochs)
+    # train.epochs = 0 (auto): chosen on validation data (mixing, from scratch), else FALLBACK_EPOCHS
+    auto = int(train.epochs) == 0
+    select = strategy == "mixing" and not model.single_pass and (auto and not warm_start or train.select_epochs)
+    cap = int(train.max_epochs) if auto else int(train.epochs)
+    epochs = 1 if model.single_pass else (FALLBACK_EPOCHS if auto else int(train.epochs))
     # train.shards = 0: as many shards as Spark has task slots
     train = dataclasses.replace(train, shards=resolve_shards(spark, train.shards))
     epoch_selection = None
-    if train.select_epochs and strategy == "mixing" and epochs > 1:
+    if select and cap > 1:
         if warm_start:
-            raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start")
-        assert df is not None
+            raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
+                             "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
         epoch_selection = select_epochs(
-            active(spark), df, model, epochs, train.shards, seed=train.seed, fraction=train.validation_fraction,
-            with_counts=model.needs_counts, mixing=train.mixing, exchange_dir=train.exchange_dir or None)
+            spark if rows is not None else active(spark), df, model, cap, train.shards, seed=train.seed,
+            fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
+            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=rows)
         epochs = int(epoch_selection["epochs"])
+    elif select:
+        epochs = 1
     calib = None
     calib_skipped: dict[str, Any] | None = None
     why = ""

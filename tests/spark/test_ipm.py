@@ -200,20 +200,39 @@ def test_auto_shards_are_the_task_slots(spark):
         resolve_shards(spark, -1)
 
 
-@pytest.mark.parametrize("mixing", ["jobs", "barrier"])
-def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spark, mixing, tmp_path):
-    """The curve equals hF computed locally, after every epoch, on the held-out documents of a model
-    trained serially (one shard) on the others; the choice is its first maximum; the held-out
-    documents are a seeded share of the documents given (the training part), the same every run."""
+def _serial_curves(tax, fit, val, params, epochs, seed):
+    """hF and LB macro-F1 on ``val`` after every epoch of serial training on ``fit`` (computed here)."""
     from sparkhc.batch import label_matrix
     from sparkhc.metrics import MetricCounts
+
+    m = _model(tax, "global", **params)
+    hf, maf = [], []
+    for e in range(epochs):
+        m.partial_fit(fit, seed=seed, epoch=e)
+        counts = MetricCounts(tax)
+        counts.add(label_matrix(val.labels, tax), label_matrix(m.predict(val), tax))
+        r = counts.compute()
+        hf.append(r["hF"])
+        maf.append(r["LBMaF"])
+    return hf, maf
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "barrier", "driver"])
+def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spark, mixing, tmp_path):
+    """The curves equal hF and macro-F1 computed locally, after every epoch, on the held-out
+    documents of a model trained serially (one shard) on the others; the choice is the first
+    maximum of hF + macro-F1; the held-out documents are a seeded share of the documents given (the
+    training part), the same every run, and the same in the driver (rows read there) as on Spark."""
+    from sparkhc.spark import small
     from sparkhc.spark.ipm import select_epochs, validation_split
 
     tax, table = _data(n=160, seed=5)
     df = spark.createDataFrame(table.to_pandas())
     params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
-    got = select_epochs(spark, df, _model(tax, "global", **params), max_epochs=5, shards=1, seed=2, fraction=0.25,
-                        mixing=mixing, exchange_dir=tmp_path / "x")
+    rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
+    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), max_epochs=5,
+                        shards=1, seed=2, fraction=0.25, mixing="auto" if rows is not None else mixing,
+                        exchange_dir=tmp_path / "x", rows=rows)
     fit_df, val_df = validation_split(df, 0.25, seed=2)
     val_ids = sorted(r["doc_id"] for r in val_df.select("doc_id").collect())
     fit_ids = sorted(r["doc_id"] for r in fit_df.select("doc_id").collect())
@@ -222,18 +241,48 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     assert val_ids == sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=2)[1].select("doc_id").collect())
     assert val_ids != sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=3)[1].select("doc_id").collect())
     ids = np.array(table.column("doc_id").to_pylist())
+    assert sorted(ids[small.validation_ids(ids, 0.25, 2)].tolist()) == val_ids  # the driver's slice is Spark's
     fit = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, fit_ids)))).sort_by("doc_id"), V)
     val = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, val_ids)))).sort_by("doc_id"), V)
-    m = _model(tax, "global", **params)
-    curve = []
-    for e in range(5):
-        m.partial_fit(fit, seed=2, epoch=e)
-        counts = MetricCounts(tax)
-        counts.add(label_matrix(val.labels, tax), label_matrix(m.predict(val), tax))
-        curve.append(counts.compute()["hF"])
-    assert got["validation_hF"] == pytest.approx(curve, abs=1e-12)
-    assert got["epochs"] == int(np.argmax(curve)) + 1
-    assert got["fraction"] == 0.25
+    hf, maf = _serial_curves(tax, fit, val, params, 5, seed=2)
+    assert got["validation_hF"] == pytest.approx(hf, abs=1e-12)
+    assert got["validation_macro_F1"] == pytest.approx(maf, abs=1e-12)
+    score = [a + b for a, b in zip(hf, maf, strict=True)]
+    assert got["validation_score"] == pytest.approx(score, abs=1e-12)
+    assert got["epochs"] == int(np.argmax(score)) + 1
+    assert got["fraction"] == 0.25 and got["criterion"] == "hF+LBMaF" and got["epochs_run"] == 5
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "barrier", "driver"])
+def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark, mixing, tmp_path):
+    """With patience p the validation curve is the full curve's prefix that ends p epochs after its
+    running best (computed from the full curve here), and the choice is that prefix's first best."""
+    from sparkhc.spark.ipm import select_epochs
+
+    tax, table = _data(n=160, seed=5)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
+
+    def run(patience):
+        return select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params),
+                             max_epochs=12, shards=2, seed=4, fraction=0.25, patience=patience,
+                             mixing="auto" if rows is not None else mixing, exchange_dir=tmp_path / "x", rows=rows)
+
+    full = run(0)["validation_score"]
+    assert len(full) == 12
+    for p in (1, 2, 3):
+        best, stop = 0, len(full)
+        for e in range(len(full)):
+            if full[e] > full[best]:
+                best = e
+            if e - best >= p:
+                stop = e + 1
+                break
+        got = run(p)
+        assert got["validation_score"] == full[:stop] and got["epochs_run"] == stop
+        assert got["epochs"] == int(np.argmax(full[:stop])) + 1 and got["patience"] == p
+        assert got["stopped_early"] == (stop < len(full) or len(full) - got["epochs"] >= p)
 
 
 @pytest.mark.parametrize("average", [False, True])

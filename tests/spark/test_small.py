@@ -28,6 +28,22 @@ def test_spark_hash_equals_spark_sql_hash(spark):
     assert [int(v) for v in small.shard_ids([r["s"] for r in rows], 7)] == [r["p"] for r in rows]
 
 
+def test_validation_ids_equal_spark_sql(spark):
+    """The driver's validation slice is the Spark path's: ``hash(doc_id, seed + 17)`` (Murmur3 of
+    the int literal seeded by the string's hash) and the cut, for several seeds and fractions."""
+    rnd = random.Random(5)
+    ids = ["", "a", "é", "d0001"] + ["".join(rnd.choice("abcxyz0123/._é日") for _ in range(rnd.randint(1, 30)))
+                                     for _ in range(400)]
+    df = spark.createDataFrame([(s,) for s in ids], "s string")
+    for seed in (0, 2, 41, 100000):
+        h = [r["h"] for r in df.select(F.expr(f"hash(s, {seed + 17})").alias("h")).collect()]
+        assert [int(v) for v in small.spark_hash_int(seed + 17, small.spark_hash(ids))] == h
+        for fraction in (0.1, 0.25):
+            cut = int(round(fraction * 10000))
+            want = [r["v"] for r in df.select(F.expr(f"pmod(hash(s, {seed + 17}), 10000) < {cut}").alias("v")).collect()]
+            assert small.validation_ids(ids, fraction, seed).tolist() == want
+
+
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ from sparkhc.errors import ConfigError
 
 def test_defaults_load():
     cfg = load_config()
-    assert cfg.train.model == "global" and cfg.train.epochs == 10 and cfg.train.shards == 0  # 0 = auto
+    assert cfg.train.model == "global" and cfg.train.epochs == 0 and cfg.train.shards == 0  # 0 = auto
+    assert cfg.train.max_epochs == 100 and cfg.train.patience == 10  # epochs = 0: chosen on validation
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
     assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
     assert cfg.train.execution == "auto"
@@ -32,6 +33,9 @@ def test_file_then_overrides(tmp_path):
 @pytest.mark.parametrize("item,msg", [("train.validation_fraction=1.0", "must be a float in"),
                                       ("train.validation_fraction=0", "must be a float in"),
                                       ("train.shards=-1", "must be an int >= 0"),
+                                      ("train.epochs=-1", "must be an int >= 0"),
+                                      ("train.max_epochs=0", "must be an int >= 1"),
+                                      ("train.patience=-2", "must be an int >= 0"),
                                       ("train.calibrate=yes", "must be one of 'off', 'auto', 'on'"),
                                       ("train.calibration_folds=2", "must be an int >= 3"),
                                       ("train.execution=fast", "must be one of 'auto', 'spark', 'driver'")])

@@ -1,0 +1,40 @@
+"""Early stopping of the epoch selection (sparkhc.epochs), hand-computed curves."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkhc.epochs import CRITERION, EarlyStopping, validation_score
+
+
+def test_stops_patience_epochs_after_the_first_best():
+    es = EarlyStopping(2)
+    # epoch:        1      2      3      4 (2 epochs after the best, epoch 2: stop)
+    assert [es.add(v) for v in (0.5, 0.7, 0.7, 0.6)] == [False, False, False, True]
+    assert es.best == 2  # the tie at epoch 3 goes to the fewer epochs
+    assert es.summary() == {"epochs": 2, "epochs_run": 4, "patience": 2, "criterion": "hF+LBMaF",
+                            "stopped_early": True}
+
+
+def test_a_later_best_restarts_the_count():
+    es = EarlyStopping(2)
+    assert [es.add(v) for v in (0.5, 0.4, 0.6, 0.55, 0.58)] == [False, False, False, False, True]
+    assert es.best == 3
+
+
+def test_patience_zero_never_stops():
+    es = EarlyStopping(0)
+    assert not any(es.add(v) for v in (0.9, 0.1, 0.1, 0.1, 0.1, 0.1))
+    assert es.best == 1 and not es.summary()["stopped_early"]
+
+
+def test_bad_patience_and_empty_curve():
+    with pytest.raises(ValueError, match="patience must be >= 0"):
+        EarlyStopping(-1)
+    with pytest.raises(ValueError, match="no epoch scored"):
+        _ = EarlyStopping(3).best
+
+
+def test_score_is_hf_plus_macro_f1():
+    assert CRITERION == ("hF", "LBMaF")
+    assert validation_score({"hF": 0.75, "LBMaF": 0.5, "LBMiF": 9.0}) == 1.25

@@ -74,7 +74,7 @@ def test_CFG_10_missing_config_file(tmp_path, capsys):
 # with exit 0 (see docs/reliability.md, observed behaviour). Proposed fix: range checks in
 # sparkhc/config.py (diff in docs/reliability.md).
 RANGE_CASES = [
-    ("CFG-11-epochs-zero", "train.epochs=0", r"'epochs' must be an int >= 1"),
+    ("CFG-11-epochs-negative", "train.epochs=-1", r"'epochs' must be an int >= 0"),  # 0 = auto (validation)
     ("CFG-12-shards-negative", "train.shards=-1", r"'shards' must be an int >= 0"),  # 0 = auto
     ("CFG-13-featurize-partitions-zero", "featurize.partitions=0", r"'partitions' must be an int >= 1"),
     ("CFG-14-predict-partitions-negative", "predict.partitions=-2", r"'partitions' must be an int >= 0"),

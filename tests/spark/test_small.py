@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
@@ -211,3 +212,61 @@ def test_cli_driver_training_never_starts_spark(rcv1, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "RESULT 0 0 True" in res.stdout, res.stdout[-2000:]
     assert (tmp_path / "m" / "state.npz").is_file()
+
+
+def _epoch_selection(model_dir):
+    import json
+
+    return json.loads((model_dir / "metadata.json").read_text())["training"]["epoch_selection"]
+
+
+def test_default_epoch_selection_in_the_driver_equals_spark(spark, rcv1, tmp_path):
+    """``train.epochs = 0`` (the default): the validation slice, curve and choice made in the
+    driver (no Spark job) equal the Spark path's, and so do the final weights."""
+    sets = ["train.epochs=0", "train.max_epochs=12", "train.patience=3", "train.shards=2"]
+    cfg = {e: load_config(overrides=[f"train.execution={e}", *sets]) for e in ("driver", "spark")}
+    got = {}
+    for e, c in cfg.items():
+        group = f"select-{e}"
+        spark.sparkContext.setJobGroup(group, "test_small")
+        info = pipelines.train(spark, c, rcv1, tmp_path / e, split=None, exclude_fold=0)
+        got[e] = (info["weights_hash"], _epoch_selection(tmp_path / e),
+                  len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
+    assert got["driver"][0] == got["spark"][0] and got["driver"][1] == got["spark"][1]
+    sel = got["driver"][1]
+    assert 1 <= sel["epochs"] <= sel["epochs_run"] <= 12 and sel["patience"] == 3
+    assert sel["validation_documents"] > 100 and len(sel["validation_score"]) == sel["epochs_run"]
+    assert got["driver"][2] == 0 and got["spark"][2] > 0
+
+
+def test_epoch_selection_reads_no_test_labels(spark, rcv1, tmp_path):
+    """Every test-fold label poisoned (each test document given another test document's labels)
+    leaves the selected epochs, the validation curve and the weights unchanged."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    poisoned = tmp_path / "poisoned"
+    shutil.copytree(rcv1, poisoned)
+    changed = 0
+    for f in sorted((poisoned / "features").glob("part-*.parquet")):
+        t = pq.read_table(f)
+        test = np.flatnonzero(np.asarray(t.column("fold").to_pylist()) == 0)
+        if test.size < 2:
+            continue
+        order = np.arange(t.num_rows)
+        order[test] = np.roll(test, 1)  # a test row takes the labels of another test row
+        cols = {n: t.column(n) for n in t.column_names}
+        for n in ("labels", "label_ids"):
+            cols[n] = t.column(n).take(pa.array(order))
+        changed += int(sum(a != b for a, b in zip(t.column("labels").to_pylist(),
+                                                  cols["labels"].to_pylist(), strict=True)))
+        pq.write_table(pa.table(cols, schema=t.schema), f)
+    assert changed > 300  # most of fold 0's 464 documents now carry wrong labels
+    out = {}
+    for name, feats in (("clean", rcv1), ("poisoned", poisoned)):
+        cfg = load_config(overrides=["train.max_epochs=12", "train.patience=3"])
+        info = pipelines.train(spark, cfg, feats, tmp_path / f"model-{name}", split=None, exclude_fold=0)
+        out[name] = (info["weights_hash"], _epoch_selection(tmp_path / f"model-{name}"))
+    assert out["clean"] == out["poisoned"]

@@ -4,9 +4,12 @@ A fresh model is trained on the training documents less a seeded validation slic
 slice after every epoch, and the training then runs on all training documents for the first epoch
 count with the best score. The score is hF + LB macro-F1 over the model taxonomy's real nodes
 (:data:`CRITERION`): hF alone is flat after a few epochs while the rare labels are still being
-learnt (docs/benchmarks.md, "epoch-selection"). The validation training stops early once
-``patience`` epochs in a row have not beaten the best score (:class:`EarlyStopping`), or at
-``max_epochs``.
+learnt (docs/benchmarks.md, "epoch-selection"). The curve is smoothed by a trailing mean over
+:data:`WINDOW` epochs (a 10% slice is small: one noisy early peak would otherwise stop the
+selection; docs/benchmarks.md, "epoch-selection-nested": on slices the choice was not made on,
+the smoothed rule scored best of the rules tried). The validation training stops early once
+``patience`` epochs in a row have not beaten the best smoothed score (:class:`EarlyStopping`), or
+at ``max_epochs``.
 
 Pure numpy: the Spark and driver paths of :func:`sparkhc.spark.ipm.select_epochs` share it.
 """
@@ -20,6 +23,8 @@ import numpy as np
 
 #: the validation score: the sum of these metrics of :class:`sparkhc.metrics.MetricCounts`
 CRITERION = ("hF", "LBMaF")
+#: epochs of the trailing mean the selection compares (1 = the raw curve)
+WINDOW = 3
 #: ``train.epochs = 0`` for models that are not trained by mixing (no validation curve): this many
 FALLBACK_EPOCHS = 10
 
@@ -34,24 +39,29 @@ class EarlyStopping:
     """The validation curve of one selection and when to stop it.
 
     :meth:`add` appends an epoch's score and says whether to stop: ``patience`` (> 0) epochs
-    after the best so far without a higher score. ``patience = 0`` never stops early. The chosen
-    epoch count (:attr:`best`) is the first maximum of the curve, so a curve cut by the rule and
+    after the best so far without a higher smoothed score (:attr:`smoothed`: the mean of the last
+    ``window`` scores, fewer at the start). ``patience = 0`` never stops early. The chosen epoch
+    count (:attr:`best`) is the first maximum of the smoothed curve, so a curve cut by the rule and
     the same curve run to the end give the same choice whenever the end adds no higher score.
     """
 
     patience: int
+    window: int = WINDOW
     curve: list[float] = field(default_factory=list)
+    smoothed: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if int(self.patience) < 0:
             raise ValueError(f"patience must be >= 0 (0 = no early stopping), not {self.patience}")
+        if int(self.window) < 1:
+            raise ValueError(f"window must be >= 1, not {self.window}")
 
     @property
     def best(self) -> int:
-        """The chosen number of epochs: the first with the highest score (the fewest epochs)."""
-        if not self.curve:
+        """The chosen number of epochs: the first with the highest smoothed score (the fewest epochs)."""
+        if not self.smoothed:
             raise ValueError("no epoch scored")
-        return int(np.argmax(self.curve)) + 1
+        return int(np.argmax(self.smoothed)) + 1
 
     def should_stop(self) -> bool:
         return int(self.patience) > 0 and len(self.curve) - self.best >= int(self.patience)
@@ -59,8 +69,11 @@ class EarlyStopping:
     def add(self, score: float) -> bool:
         """Record the next epoch's score; True when the training should stop after it."""
         self.curve.append(float(score))
+        tail = self.curve[-int(self.window):]
+        self.smoothed.append(float(sum(tail) / len(tail)))
         return self.should_stop()
 
     def summary(self) -> dict[str, Any]:
         return {"epochs": self.best, "epochs_run": len(self.curve), "patience": int(self.patience),
-                "criterion": "+".join(CRITERION), "stopped_early": self.should_stop()}
+                "window": int(self.window), "criterion": "+".join(CRITERION), "stopped_early": self.should_stop(),
+                "smoothed_score": list(self.smoothed)}

@@ -249,7 +249,9 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     assert got["validation_macro_F1"] == pytest.approx(maf, abs=1e-12)
     score = [a + b for a, b in zip(hf, maf, strict=True)]
     assert got["validation_score"] == pytest.approx(score, abs=1e-12)
-    assert got["epochs"] == int(np.argmax(score)) + 1
+    smoothed = [float(np.mean(score[max(0, e - 2): e + 1])) for e in range(5)]  # trailing mean of 3 epochs
+    assert got["smoothed_score"] == pytest.approx(smoothed, abs=1e-12) and got["window"] == 3
+    assert got["epochs"] == int(np.argmax(got["smoothed_score"])) + 1
     assert got["fraction"] == 0.25 and got["criterion"] == "hF+LBMaF" and got["epochs_run"] == 5
 
 
@@ -269,7 +271,7 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
                              max_epochs=12, shards=2, seed=4, fraction=0.25, patience=patience,
                              mixing="auto" if rows is not None else mixing, exchange_dir=tmp_path / "x", rows=rows)
 
-    full = run(0)["validation_score"]
+    full = run(0)["smoothed_score"]  # the trailing means the rule compares
     assert len(full) == 12
     for p in (1, 2, 3):
         best, stop = 0, len(full)
@@ -280,7 +282,7 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
                 stop = e + 1
                 break
         got = run(p)
-        assert got["validation_score"] == full[:stop] and got["epochs_run"] == stop
+        assert got["smoothed_score"] == full[:stop] and got["epochs_run"] == stop
         assert got["epochs"] == int(np.argmax(full[:stop])) + 1 and got["patience"] == p
         assert got["stopped_early"] == (stop < len(full) or len(full) - got["epochs"] >= p)
 

@@ -101,7 +101,7 @@ def test_empty_dataframe(spark):
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"epochs": 0}, r"Param epochs must be an int >= 1, got 0"),
+    ({"epochs": -1}, r"Param epochs must be an int >= 0, got -1"),  # 0 = chosen on validation
     ({"shards": -1}, r"Param shards must be an int >= 1, got -1"),
     ({"C": -1.0}, r"Param C must be a finite float > 0, got -1.0"),
     ({"C": float("nan")}, r"Param C must be a finite float > 0"),

@@ -8,24 +8,36 @@ from sparkhc.epochs import CRITERION, EarlyStopping, validation_score
 
 
 def test_stops_patience_epochs_after_the_first_best():
-    es = EarlyStopping(2)
+    es = EarlyStopping(2, window=1)
     # epoch:        1      2      3      4 (2 epochs after the best, epoch 2: stop)
     assert [es.add(v) for v in (0.5, 0.7, 0.7, 0.6)] == [False, False, False, True]
     assert es.best == 2  # the tie at epoch 3 goes to the fewer epochs
-    assert es.summary() == {"epochs": 2, "epochs_run": 4, "patience": 2, "criterion": "hF+LBMaF",
-                            "stopped_early": True}
+    assert es.summary() == {"epochs": 2, "epochs_run": 4, "patience": 2, "window": 1, "criterion": "hF+LBMaF",
+                            "stopped_early": True, "smoothed_score": [0.5, 0.7, 0.7, 0.6]}
 
 
 def test_a_later_best_restarts_the_count():
-    es = EarlyStopping(2)
+    es = EarlyStopping(2, window=1)
     assert [es.add(v) for v in (0.5, 0.4, 0.6, 0.55, 0.58)] == [False, False, False, False, True]
     assert es.best == 3
 
 
 def test_patience_zero_never_stops():
-    es = EarlyStopping(0)
+    es = EarlyStopping(0, window=1)
     assert not any(es.add(v) for v in (0.9, 0.1, 0.1, 0.1, 0.1, 0.1))
     assert es.best == 1 and not es.summary()["stopped_early"]
+
+
+def test_the_trailing_mean_outlasts_a_lone_early_peak():
+    """Window 3 on 0.2, 0.8, 0.2, 0.6, 0.7, 0.9, 0.5, 0.4: smoothed 0.2, 0.5, 0.4, 0.533.., 0.5,
+    0.733.., 0.7, 0.6. The raw peak of epoch 2 (0.8) stops a raw patience-3 selection at epoch 5
+    with 2 epochs; the trailing mean beats its epoch-2 value at epoch 4 and peaks at epoch 6."""
+    raw = EarlyStopping(3, window=1)
+    assert [raw.add(v) for v in (0.2, 0.8, 0.2, 0.6, 0.7)][-1] is True and raw.best == 2
+    es = EarlyStopping(3)  # the product's window
+    stops = [es.add(v) for v in (0.2, 0.8, 0.2, 0.6, 0.7, 0.9, 0.5, 0.4)]
+    assert es.smoothed == pytest.approx([0.2, 0.5, 0.4, 1.6 / 3, 0.5, 2.2 / 3, 0.7, 0.6])
+    assert not any(stops) and es.best == 6
 
 
 def test_bad_patience_and_empty_curve():
@@ -33,6 +45,8 @@ def test_bad_patience_and_empty_curve():
         EarlyStopping(-1)
     with pytest.raises(ValueError, match="no epoch scored"):
         _ = EarlyStopping(3).best
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        EarlyStopping(3, window=0)
 
 
 def test_score_is_hf_plus_macro_f1():

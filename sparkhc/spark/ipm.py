@@ -285,6 +285,7 @@ def train_ipm(
     exchange_dir: str | Path | None = None,
     on_epoch_state: Callable[[int, ModelState], bool | None] | None = None,
     rows: SparseBatch | None = None,
+    stop_chunk: int = 0,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``shards`` partitions.
 
@@ -308,8 +309,11 @@ def train_ipm(
     ``on_epoch_state(epoch, state)``, when given, is called on the driver with the mixed state
     after every epoch, in order (barrier mixing: after the stage, which then keeps every epoch's
     state in the exchange directory). When it returns True the training stops after that epoch
-    (an early stop); barrier mixing has run every epoch by then, so only the later calls are
-    skipped and the model holds the last epoch's state. ``shards`` 0 means :func:`resolve_shards`.
+    (an early stop). Barrier mixing runs its epochs in one stage, so it has run them all by then
+    (only the later calls are skipped, and the model holds the last epoch's state), unless
+    ``stop_chunk`` > 0: then it runs stages of that many epochs, each resuming from the state the
+    last one ended with (what a resume from a checkpoint does: the same states), and stops after
+    the stage in which the callback asked for it. ``shards`` 0 means :func:`resolve_shards`.
     """
     model.validate_params()
     shards = resolve_shards(spark, shards)
@@ -333,8 +337,15 @@ def train_ipm(
     assert features is not None
     spark = small.active(spark)
     if mixing_mode(spark, mixing, model, exchange_dir) == "barrier":
-        _train_barrier(spark, features, model, epochs, start_epoch, shards, seed, ckpt, with_counts,
-                       fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state)
+        # with a stopping callback and stop_chunk: stages of stop_chunk epochs, each resuming from the last
+        # (the resume of a checkpoint: the same states), until the callback stops the training
+        e0 = start_epoch
+        while e0 < epochs:
+            e1 = min(epochs, e0 + int(stop_chunk)) if stop_chunk > 0 and on_epoch_state is not None else epochs
+            if _train_barrier(spark, features, model, e1, e0, shards, seed, ckpt, with_counts,
+                              fault_hook, progress, checkpoint_key, exchange_dir, on_epoch_state):
+                break
+            e0 = e1
         return model
     shards_df = shard_features(features, shards).cache()
     chain = BaseChain(spark.sparkContext)
@@ -452,7 +463,8 @@ def select_epochs(
 
     fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
     train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
-              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows)
+              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows,
+              stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
     return {**stopper.summary(), "validation_score": stopper.curve, "validation_hF": hf, "validation_macro_F1": maf,
             "validation_documents": len(val), "fraction": float(fraction), "max_epochs": int(max_epochs)}
 
@@ -768,11 +780,11 @@ def _train_barrier(
     seed: int, ckpt: Path | None, with_counts: bool, fault_hook: Callable[[int, int], None] | None,
     progress: Callable[[dict[str, Any]], None] | None, checkpoint_key: dict[str, Any] | None,
     exchange_dir: str | Path | None, on_epoch_state: Callable[[int, ModelState], bool | None] | None = None,
-) -> None:
+) -> bool:
     """IPM with every epoch in one Spark barrier stage (see :func:`_make_barrier_fn`): no job,
     broadcast or result transfer per epoch; states and deltas go through files in a fresh folder
     under ``exchange_dir`` (a path or URI, :class:`Exchange`; default: a local temp directory),
-    removed at the end whatever happens."""
+    removed at the end whatever happens. Returns whether ``on_epoch_state`` asked to stop."""
     if exchange_dir is None:
         work = Exchange(tempfile.mkdtemp(prefix="sparkhc-ipm-"))
     else:
@@ -827,10 +839,11 @@ def _train_barrier(
                     break
         model.set_state(work.read_state(f"state-{epochs:05d}.npz"))  # one copy, no bytes
         if on_epoch_state is not None and not stopped:
-            on_epoch_state(epochs - 1, model.get_state())
+            stopped = bool(on_epoch_state(epochs - 1, model.get_state()))
         if progress is not None:
             for info in infos:
                 progress(info)
+        return stopped
     finally:
         spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
         stop.set()

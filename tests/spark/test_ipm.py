@@ -368,3 +368,32 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
     for k, v in m.get_state().arrays.items():
         np.testing.assert_array_equal(again.arrays[k], v, err_msg=k)
     ipm._BASE_CACHE.clear()
+
+
+def test_barrier_stages_of_stop_chunk_epochs_stop_after_the_callback_asks(spark, tmp_path):
+    """Barrier mixing with ``stop_chunk=3`` and a callback that asks to stop after epoch 4 runs two
+    stages (epochs 1-3, 4-6) and no more: 6 epoch records, the states of epochs 1-4 scored equal to
+    those of one 12-epoch stage, and the model holds the 6-epoch state of a single stage."""
+    from sparkhc.spark.ipm import train_ipm
+
+    tax, table = _data(n=120, seed=7)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    full: list = []
+    train_ipm(spark, df, _model(tax, "global", **params), epochs=12, shards=2, seed=1, mixing="barrier",
+              exchange_dir=tmp_path / "a", on_epoch_state=lambda e, s: full.append(s.copy()))
+    six = _model(tax, "global", **params)
+    train_ipm(spark, df, six, epochs=6, shards=2, seed=1, mixing="barrier", exchange_dir=tmp_path / "b")
+    seen, records = [], []
+    m = _model(tax, "global", **params)
+
+    def cb(e, s):
+        seen.append(s.copy())
+        return e == 3  # stop after epoch 4
+
+    train_ipm(spark, df, m, epochs=12, shards=2, seed=1, mixing="barrier", exchange_dir=tmp_path / "c",
+              on_epoch_state=cb, stop_chunk=3, progress=records.append)
+    assert len(seen) == 4 and len(records) == 6
+    for got, want in zip(seen, full, strict=False):
+        assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
+    assert all(np.array_equal(m.get_state().arrays[k], six.get_state().arrays[k]) for k in six.get_state().arrays)

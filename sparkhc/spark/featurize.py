@@ -46,8 +46,8 @@ import re
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 

@@ -328,7 +328,10 @@ def features_from_terms_partition(
     for b in batches:
         lengths, terms = _flat(b.column(TERMS))
         _, counts = _flat(b.column(TERM_COUNTS))
-        csr = spec.transform_bags(lengths, terms.to_pylist(), counts.to_numpy(zero_copy_only=False))
+        enc = terms.dictionary_encode()  # each distinct term looked up once
+        ids = spec.term_ids(enc.dictionary.to_pylist())[np.asarray(enc.indices.to_numpy(zero_copy_only=False),
+                                                                   dtype=np.int64)]
+        csr = spec.transform_bags(lengths, None, counts.to_numpy(zero_copy_only=False), ids=ids)
         yield _features_batch(b, csr, taxonomy)
 
 

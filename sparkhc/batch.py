@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import scipy.sparse as sp
 
 from sparkhc.errors import SchemaError
 from sparkhc.taxonomy import Taxonomy
+
+if TYPE_CHECKING:  # scipy is imported where it is used: the readers import this module's names
+    import scipy.sparse as sp
 
 # Column names of the raw-documents and features layouts: defined here once (the Spark side
 # re-exports them from sparkhc.spark.schemas).
@@ -91,6 +94,8 @@ class SparseBatch:
 
     @staticmethod
     def concat(batches: Sequence[SparseBatch]) -> SparseBatch:
+        import scipy.sparse as sp
+
         if not batches:
             raise ValueError("no batches to concatenate")
         labels = None
@@ -147,6 +152,8 @@ class SparseBatch:
         source: str = "features",
     ) -> SparseBatch:
         """Build a batch from the features layout without per-row Python objects."""
+        import scipy.sparse as sp
+
         names = set(table.schema.names)
         for col in (DOC_ID, INDICES, VALUES):
             if col not in names:
@@ -215,6 +222,8 @@ def label_matrix(
     doc_ids: Sequence[str] | np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Binary CSR (n_docs, n_nodes) of label-name sets; ancestor-closed when ``closed``."""
+    import scipy.sparse as sp
+
     rows: list[int] = []
     cols: list[int] = []
     for i, labs in enumerate(labels):

@@ -16,11 +16,14 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from sparkhc.errors import TaxonomyError
+
+if TYPE_CHECKING:  # imported where it is used: the Python workers that read documents need no scipy
+    import scipy.sparse as sp
 
 SELF_SUFFIX = "/_self"
 VIRTUAL_ROOT = "_ROOT_"
@@ -345,6 +348,8 @@ class Taxonomy:
         For a binary doc-by-node matrix ``Y``, ``(Y @ A) > 0`` is the ancestor closure (tree(m)).
         """
         if self._anc is None:
+            import scipy.sparse as sp
+
             rows: list[int] = []
             cols: list[int] = []
             for c in range(1, self.n_nodes):

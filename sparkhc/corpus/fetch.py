@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sparkhc.errors import DataUnavailableError
-from sparkhc.persistence import replace_dir, sha256_file
+
+
+def sha256_file(path: str | Path) -> str:
+    """:func:`sparkhc.persistence.sha256_file`, imported when first used: :mod:`sparkhc.persistence`
+    pulls in scipy, which the Python workers that read documents (:mod:`sparkhc.spark.sources`, through
+    :mod:`sparkhc.corpus`) would otherwise import at start-up (0.14 s each)."""
+    from sparkhc.persistence import sha256_file as sha256
+
+    return sha256(path)
+
 
 if TYPE_CHECKING:
     from sparkhc.corpus.registry import CorpusInfo
@@ -174,6 +183,8 @@ def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | N
             if not force and info.has_files(out):
                 shutil.rmtree(tmp)  # another process finished first
                 return out
+        from sparkhc.persistence import replace_dir
+
         replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -334,10 +334,7 @@ class _Sink:
                 labels = kept
         tax = self.taxonomy
         if tax is not None and labels:
-            known = self._known_labels
-            if known is None:  # the names a label may take: taxonomy nodes but the root and virtual ones
-                known = self._known_labels = frozenset(
-                    name for i, name in enumerate(tax.names) if i != 0 and not tax.virtual[i])
+            known = self.known_labels()
             unknown = [lab for lab in labels if lab not in known]
             if unknown:
                 if self.unknown_labels == "error":
@@ -380,6 +377,22 @@ class _Sink:
         if len(self._rows) >= self.batch_size:
             return self.flush()
         return None
+
+    def add_clean(self, clean: CleanBatch) -> None:
+        """Count the documents of a clean batch (:func:`jsonl_clean_batch`) as :meth:`add` counts each."""
+        self.report.emitted += clean.batch.num_rows
+        self.report.empty_kept += clean.empty_kept
+        self.report.no_labels += clean.no_labels
+
+    def known_labels(self) -> frozenset[str]:
+        """The names a label may take: the taxonomy's nodes but the root and virtual ones."""
+        known = self._known_labels
+        if known is None:
+            tax = self.taxonomy
+            assert tax is not None
+            known = self._known_labels = frozenset(
+                name for i, name in enumerate(tax.names) if i != 0 and not tax.virtual[i])
+        return known
 
     def flush(self) -> pa.RecordBatch | None:
         if not self._rows:
@@ -750,6 +763,219 @@ def _describe_list(v: object) -> str:
         bad = next((x for x in v if not isinstance(x, str) or not x), None)
         return f"a list containing {_type_name(bad)} {bad!r}"
     return f"{_type_name(v)} {v!r}"[:80]
+
+
+# ---------------------------------------------------------------------------------------- JSONL, columnar
+#: Lines with this many brackets or more may nest deeper than Python's ``json`` parses (RecursionError):
+#: they are left to :func:`jsonl_object`.
+_CLEAN_MAX_BRACKETS = 500
+#: Text that pyarrow's JSON parser and :func:`json.loads` do not read alike, or could: a byte order mark
+#: (accepted by pyarrow at the start of its input), two values on one line (pyarrow reads both),
+#: surrogate escapes (pairs agree, but a lone surrogate is an error in pyarrow only).
+_CLEAN_SCREEN = r"\x{feff}|\}[ \t\r\n]*\{|\\u[dD][89a-fA-F]"
+_BLANK = r"^[ \t\n\r\x0b\x0c]*$"  # what bytes.strip() removes: the lines read_jsonl skips
+_PRINTABLE = "[!-~]"  # an ASCII character that str.strip() keeps
+
+
+@dataclass
+class CleanBatch:
+    """JSON Lines records that :func:`jsonl_clean_batch` found clean: ``records`` marks the lines that
+    are records (not blank), ``batch`` their documents (:data:`RAW_SCHEMA`), in line order; the counts
+    are what :meth:`_Sink.add` would have added to the report."""
+
+    records: Any  # numpy bool array, one per line
+    batch: pa.RecordBatch
+    empty_kept: int
+    no_labels: int
+    labels: list[str]
+
+
+def _clean_schema(names: Sequence[tuple[str, pa.DataType]]) -> pa.Schema | None:
+    fields = [pa.field(n, t) for n, t in names]
+    return pa.schema(fields) if len({n for n, _ in names}) == len(names) else None
+
+
+def jsonl_clean_batch(
+    sink: _Sink,
+    lines: pa.Array,
+    id_field: str | None,
+    text_fields: tuple[str, ...],
+    tokens_field: str | None,
+    labels_field: str,
+    split_field: str | None,
+    fold_field: str | None,
+    require_labels: bool,
+    folds: FoldTable | None,
+    split_values: Mapping[str, str] | None,
+    id_types: list[pa.DataType],
+) -> CleanBatch | None:
+    """A batch of JSON Lines ``lines`` (binary, line breaks removed) parsed as columns by pyarrow's JSON
+    reader, when every record of it is *clean*: each would pass :func:`jsonl_object`, :func:`_jsonl_record`
+    and :meth:`_Sink.add` of ``sink`` unchanged and be emitted, with the same document. ``None`` as soon as
+    one line or record is not (not UTF-8, a parse error, a field of another type, a missing or conflicting
+    id, a null or empty item, an unknown, restricted or repeated label, an empty document unless
+    ``on_empty="keep"``, a fold missing from ``folds``, anything the screens above set aside): the caller
+    then reads the batch line by line with those functions, whose messages and counts are the reference.
+    Protocol callables (``select``, ``labels_from``) and ``ancestors`` are not handled here (the caller
+    does not ask). ``id_types``: the id column types to try first (the last that parsed, updated)."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
+    if sink.ancestors:
+        return None
+    try:
+        text = lines.cast(pa.string())  # validates UTF-8
+    except pa.ArrowInvalid:
+        return None
+    records = np.asarray(pc.invert(pc.match_substring_regex(text, _BLANK)).to_numpy(zero_copy_only=False), bool)
+    n = int(records.sum())
+    if n == 0:
+        return None
+    text = text.filter(pa.array(records))
+    if pc.any(pc.match_substring_regex(text, _CLEAN_SCREEN)).as_py():
+        return None
+    if pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py() >= _CLEAN_MAX_BRACKETS:
+        return None
+    data = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text.cast(pa.binary())),
+                          b"\n")[0].as_buffer()
+    id_names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
+    str_list = pa.list_(pa.string())
+    fixed: list[tuple[str, pa.DataType]] = [(f, pa.string()) for f in text_fields]
+    if tokens_field is not None:
+        fixed.append((tokens_field, str_list))
+    fixed.append((labels_field, str_list))
+    if split_field is not None:
+        fixed.append((split_field, pa.string()))
+    if fold_field is not None and folds is None:
+        fixed.append((fold_field, pa.int64()))
+    table = None
+    if len(id_types) != len(id_names):
+        id_types[:] = [pa.string()] * len(id_names)
+    combos = [tuple(id_types)] + [c for c in _id_type_combos(len(id_names)) if c != tuple(id_types)]
+    for combo in combos:
+        schema = _clean_schema([*zip(id_names, combo, strict=True), *fixed])
+        if schema is None:
+            return None
+        try:
+            table = pajson.read_json(
+                pa.BufferReader(data),
+                read_options=pajson.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data) + 1)),
+                parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+            )
+        except pa.ArrowInvalid:
+            continue
+        id_types[:] = combo
+        break
+    if table is None or table.num_rows != n:
+        return None
+    table = table.combine_chunks()
+
+    def col(name: str) -> pa.Array:
+        return table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], table.schema.field(name).type)
+
+    def any_true(mask: pa.Array) -> bool:
+        return bool(pc.any(pc.fill_null(mask, False)).as_py())
+
+    def not_blank(values: pa.Array) -> pa.Array:
+        """str.strip() of each (non-null) value is not empty: an ASCII printable character, else exactly."""
+        keep = pc.match_substring_regex(values, _PRINTABLE)
+        unsure = pc.fill_null(pc.and_(pc.is_valid(values), pc.invert(keep)), False)
+        if any_true(unsure):
+            idx = np.flatnonzero(unsure.to_numpy(zero_copy_only=False))
+            exact = keep.to_numpy(zero_copy_only=False).astype(bool)
+            vals = values.take(pa.array(idx)).to_pylist()
+            exact[idx] = [bool(v.strip()) for v in vals]
+            keep = pa.array(exact)
+        return keep
+
+    # ids (_jsonl_record): each set field a non-blank string or an integer, the same value in all
+    ids = None
+    for name in id_names:
+        c = col(name)
+        if pa.types.is_string(c.type):
+            if any_true(pc.and_(pc.is_valid(c), pc.invert(not_blank(c)))):
+                return None
+        else:
+            c = c.cast(pa.string())
+        if ids is None:
+            ids = c
+        else:
+            if any_true(pc.not_equal(ids, c)):
+                return None
+            ids = pc.coalesce(ids, c)
+    assert ids is not None
+    if ids.null_count:
+        return None
+    # text: the set, non-empty text fields joined with "\n"
+    parts = [pc.if_else(pc.equal(col(f), ""), pa.scalar(None, pa.string()), col(f)) for f in text_fields]
+    if not parts:
+        doc_text = pa.nulls(n, pa.string())
+    elif len(parts) == 1:
+        doc_text = parts[0]
+    else:
+        present = pc.is_valid(parts[0])
+        for p in parts[1:]:
+            present = pc.or_(present, pc.is_valid(p))
+        joined = pc.binary_join_element_wise(*parts, "\n", null_handling="skip")
+        doc_text = pc.if_else(present, joined, pa.scalar(None, pa.string()))
+    tokens = col(tokens_field) if tokens_field is not None else pa.nulls(n, str_list)
+    if pc.list_flatten(tokens).null_count:
+        return None
+    labels = col(labels_field)
+    if labels.null_count:
+        if require_labels:
+            return None
+        labels = labels.fill_null(pa.scalar([], str_list))
+    flat = pc.list_flatten(labels)
+    if flat.null_count or any_true(pc.equal(flat, "")):
+        return None
+    split = col(split_field) if split_field is not None else pa.nulls(n, pa.string())
+    if split_values is not None and len(split):
+        enc = split.dictionary_encode()
+        mapped = pa.array([split_values.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
+        split = mapped.take(enc.indices)
+    if folds is not None:
+        fold_values = [folds.get(i) for i in ids.to_pylist()]
+        if None in fold_values:
+            return None
+        fold = pa.array(fold_values, pa.int32())
+    elif fold_field is not None:
+        f64 = col(fold_field)
+        if any_true(pc.or_(pc.greater(f64, _INT32_MAX), pc.less(f64, -_INT32_MAX))):
+            return None
+        fold = f64.cast(pa.int32())
+    else:
+        fold = pa.nulls(n, pa.int32())
+    # _Sink.add: labels repeated in a list, restricted or unknown are the reference path's to count
+    lengths = pc.list_value_length(labels).to_numpy(zero_copy_only=False)
+    if len(flat):
+        enc = flat.dictionary_encode()
+        uniq = enc.dictionary.to_pylist()
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        if len(np.unique(rows * len(uniq) + codes)) != len(codes):
+            return None
+        if sink.allowed is not None and not sink.allowed.issuperset(uniq):
+            return None
+        if sink.taxonomy is not None and not sink.known_labels().issuperset(uniq):
+            return None
+    else:
+        uniq = []
+    has_tokens = pc.fill_null(pc.greater(pc.list_value_length(tokens), 0), False)
+    has_text = pc.fill_null(not_blank(doc_text), False)
+    empty = int(pc.sum(pc.invert(pc.or_(has_tokens, has_text))).as_py() or 0)
+    if empty and sink.on_empty != "keep":
+        return None
+    batch = pa.RecordBatch.from_arrays([ids, doc_text, tokens.cast(str_list), labels.cast(str_list), split, fold],
+                                       schema=RAW_SCHEMA)
+    return CleanBatch(records, batch, empty, int(np.count_nonzero(lengths == 0)), uniq)
+
+
+def _id_type_combos(k: int) -> list[tuple[pa.DataType, ...]]:
+    import itertools
+
+    return list(itertools.product((pa.int64(), pa.string()), repeat=k))
 
 
 # ---------------------------------------------------------------------------------------- label dirs

@@ -47,6 +47,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -210,17 +211,47 @@ def _list_array(offsets: np.ndarray, values: pa.Array, field: str) -> pa.Array:
     )
 
 
+def _token_bags(tokens: pa.Array, spec: FeatureSpec) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """The bags of words of pre-tokenized documents (no null list), as ``Counter(tokenize_tokens(row))``
+    gives them row by row: (offsets, terms, counts), distinct terms in first-occurrence order. Each
+    distinct token is filtered once (:meth:`~sparkhc.text.tokenize.Tokenizer.token_forms`), the counting
+    is numpy's."""
+    n = len(tokens)
+    lengths = np.asarray(pc.list_value_length(tokens).to_numpy(zero_copy_only=False), dtype=np.int64)
+    enc = pc.list_flatten(tokens).dictionary_encode()
+    term_of: dict[str, int] = {}
+    form_id = np.array([term_of.setdefault(f, len(term_of)) if f else -1
+                        for f in spec.tokenizer.token_forms(enc.dictionary.to_pylist())] + [-1], dtype=np.int64)
+    codes = np.asarray(enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False), dtype=np.int64)
+    tid = form_id[codes]
+    kept = tid >= 0
+    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)[kept]
+    tid = tid[kept]
+    width = max(1, len(term_of))
+    keys, first, counts = np.unique(rows * width + tid, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    keys, counts = keys[order], counts[order]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // width, minlength=n), out=offsets[1:])
+    terms = pa.array(list(term_of), type=pa.string()).take(pa.array(keys % width))
+    return offsets, terms, pa.array(counts.astype(np.int32), type=pa.int32())
+
+
 def bag_batch(b: pa.RecordBatch, spec: FeatureSpec) -> pa.RecordBatch:
     """Raw documents -> (doc_id, split, fold, labels, terms, term_counts): the bag of words of each
     document, distinct terms in first-occurrence order."""
-    bags = [Counter(toks) for toks in _tokens_of(b, spec)]
-    offsets = np.zeros(len(bags) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in bags], out=offsets[1:])
-    flat_terms = pa.array([t for c in bags for t in c], type=pa.string())
-    flat_counts = pa.array(
-        np.fromiter((k for c in bags for k in c.values()), dtype=np.int32, count=int(offsets[-1])),
-        type=pa.int32(),
-    )
+    tokens = b.column(TOKENS)
+    if len(tokens) and not tokens.null_count:  # every document pre-tokenized: counted as columns
+        offsets, flat_terms, flat_counts = _token_bags(tokens, spec)
+    else:
+        bags = [Counter(toks) for toks in _tokens_of(b, spec)]
+        offsets = np.zeros(len(bags) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in bags], out=offsets[1:])
+        flat_terms = pa.array([t for c in bags for t in c], type=pa.string())
+        flat_counts = pa.array(
+            np.fromiter((k for c in bags for k in c.values()), dtype=np.int32, count=int(offsets[-1])),
+            type=pa.int32(),
+        )
     off = pa.array(offsets, type=pa.int32())
     return pa.RecordBatch.from_arrays(
         [
@@ -297,7 +328,10 @@ def features_from_terms_partition(
     for b in batches:
         lengths, terms = _flat(b.column(TERMS))
         _, counts = _flat(b.column(TERM_COUNTS))
-        csr = spec.transform_bags(lengths, terms.to_pylist(), counts.to_numpy(zero_copy_only=False))
+        enc = terms.dictionary_encode()  # each distinct term looked up once
+        ids = spec.term_ids(enc.dictionary.to_pylist())[np.asarray(enc.indices.to_numpy(zero_copy_only=False),
+                                                                   dtype=np.int64)]
+        csr = spec.transform_bags(lengths, None, counts.to_numpy(zero_copy_only=False), ids=ids)
         yield _features_batch(b, csr, taxonomy)
 
 
@@ -639,12 +673,23 @@ def _rename_parts(fs: OutputFs, feat_dir: str, per_split: dict[str, list[int]] |
         elif not name.startswith(("_", ".")):
             raise RuntimeError(f"{feat_dir}: unexpected file {name!r} written by Spark")
     parts.sort()
-    files = []
-    for i, (_, name) in enumerate(parts):
+
+    def rewrite(i: int, name: str) -> tuple[dict[str, Any], dict[str, list[int]]]:
         new = f"part-{i:05d}.parquet"
-        rows = _rewrite_deterministic(fs, f"{feat_dir}/{name}", f"{feat_dir}/{new}", per_split)
-        files.append({"name": new, "rows": rows, "sha256": fs.sha256(f"{feat_dir}/{new}")})
-    return files
+        counts: dict[str, list[int]] = {}
+        rows = _rewrite_deterministic(fs, f"{feat_dir}/{name}", f"{feat_dir}/{new}",
+                                      counts if per_split is not None else None)
+        return {"name": new, "rows": rows, "sha256": fs.sha256(f"{feat_dir}/{new}")}, counts
+
+    # each file on its own (pyarrow's reader and writer release the GIL): two at a time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(rewrite, range(len(parts)), [name for _, name in parts]))
+    for _, counts in done:
+        for split, acc in counts.items():
+            total = per_split.setdefault(split, [0, 0, 0]) if per_split is not None else [0, 0, 0]
+            for k in range(3):
+                total[k] += acc[k]
+    return [f for f, _ in done]
 
 
 def _rewrite_deterministic(fs: OutputFs, src: str, dst: str, per_split: dict[str, list[int]] | None = None) -> int:

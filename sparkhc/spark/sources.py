@@ -42,6 +42,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame, SparkSession
@@ -278,8 +279,58 @@ class _JsonlRecords:
         self.used_fold_ids: set[str] = set()
         self.labels_seen: set[str] = set()
         self.pos_in_block: dict[tuple[int, int], tuple[int, int]] = {}  # (file, block) -> (next line, bytes)
+        #: the documents of the last batch when it was read as columns (:meth:`columnar`), and their places
+        self.clean: tuple[pa.RecordBatch, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self.id_types: list[pa.DataType] = []
+        # protocol callables see the parsed object: only the line-by-line path runs them
+        self.columnar_ok = opts.select is None and opts.labels_from is None and not opts.ancestors
+
+    def columnar(self, b: pa.RecordBatch) -> bool:
+        """Read the batch as columns (:func:`sparkhc.corpus.readers.jsonl_clean_batch`) when every record
+        of it is clean; then count it as the line-by-line loop would and keep its documents in
+        :attr:`clean`. False: nothing counted, the loop reads the batch."""
+        sink, opts, rep = self.sink, self.opts, self.sink.task_report
+        values, blocks = b.column(0), b.column(2)
+        spread = b.num_columns > 3
+        paths = b.column(1).dictionary_encode()
+        file_of = np.array([_file_index(self.index, p) for p in paths.dictionary.to_pylist()], dtype=np.int32)
+        if not spread:  # lines counted here: one (file, block) per batch (else the loop counts them)
+            lo, hi = pc.min_max(blocks).values()
+            if len(file_of) != 1 or lo != hi:
+                return False
+        clean = readers.jsonl_clean_batch(sink, values, opts.id_field, opts.text_fields, opts.tokens_field,
+                                          opts.labels_field, opts.split_field, opts.fold_field, opts.require_labels,
+                                          opts.folds, opts.split_values, self.id_types)
+        if clean is None:
+            return False
+        if sink.dups and not sink.dups.keys().isdisjoint(clean.batch.column(readers.DOC_ID).to_pylist()):
+            return False  # a repeated id: the loop claims it (the first place keeps it)
+        rec = clean.records
+        n = clean.batch.num_rows
+        if spread:
+            fis = file_of[np.asarray(paths.indices.to_numpy(zero_copy_only=False))][rec]
+            keys = (fis, np.asarray(blocks.to_numpy(zero_copy_only=False))[rec],
+                    np.asarray(b.column(3).to_numpy(zero_copy_only=False))[rec])
+        else:
+            fi, block = int(file_of[0]), int(lo.as_py())
+            idx, nbytes = self.pos_in_block.get((fi, block), (0, 0))
+            size = int(pc.sum(pc.binary_length(values)).as_py() or 0) + len(values)
+            self.pos_in_block[(fi, block)] = (idx + len(values), nbytes + size)
+            keys = (np.full(n, fi, dtype=np.int32), np.full(n, block, dtype=np.int64),
+                    (idx + np.arange(len(values), dtype=np.int64))[rec])
+        sink.spread = spread
+        rep.read += n
+        sink.add_clean(clean)
+        if opts.folds is not None:
+            sink.fold_used += n
+        if opts.collect_labels:
+            self.labels_seen.update(clean.labels)
+        self.clean = (clean.batch, keys)
+        return True
 
     def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        if self.columnar_ok and self.columnar(b):
+            return [], []
         sink, opts, rep = self.sink, self.opts, self.sink.task_report
         used_fold_ids, pos_in_block = self.used_fold_ids, self.pos_in_block
         values = b.column(0).to_pylist()
@@ -430,27 +481,40 @@ def parse_partition(
     id_hashes: list[np.ndarray] = []
     for b in batches:
         claims, emitted_keys = records(b)
-        rows, sink._rows = sink._rows, []
-        n = len(rows)
-        raw_batch = pa.RecordBatch.from_arrays(
-            [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=True), RAW_SCHEMA, strict=True)]
-            if rows else [pa.array([], type=f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
+        clean = getattr(records, "clean", None)
+        if clean is not None:  # read as columns: no claims, the documents and places as arrays
+            records.clean = None  # type: ignore[union-attr]
+            raw_batch, places = clean
+            ids: list[str] = raw_batch.column(readers.DOC_ID).to_pylist()
+            groups.update(zip(raw_batch.column(readers.SPLIT).to_pylist(), raw_batch.column(readers.FOLD).to_pylist(),
+                              strict=True))
+        else:
+            rows, sink._rows = sink._rows, []
+            raw_batch = pa.RecordBatch.from_arrays(
+                [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=True), RAW_SCHEMA, strict=True)]
+                if rows else [pa.array([], type=f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
+            groups.update((r[4], r[5]) for r in rows)
+            ids = [r[0] for r in rows]
+            keys = emitted_keys + [k for _, k in claims]
+            places = tuple(np.array([k[i] for k in keys], dtype=np.int64) for i in range(3))  # type: ignore[assignment]
+        n = raw_batch.num_rows
         bags = bag_batch(raw_batch, spec)
-        groups.update((r[4], r[5]) for r in rows)
-        id_hashes.append(id_hash([r[0] for r in rows] + [c for c, _ in claims]))
+        claimed = ids + [c for c, _ in claims]
+        id_hashes.append(id_hash(claimed))
         no_tokens += int(np.count_nonzero(np.diff(np.asarray(bags.column(TERMS).offsets)) == 0))
-        keys = emitted_keys + [k for _, k in claims]
         m = n + len(claims)
         cols = [pa.concat_arrays([bags.column(i), pa.nulls(len(claims), type=bags.schema.field(i).type)])
                 for i in range(bags.num_columns)]
+        emit = np.zeros(m, dtype=bool)
+        emit[:n] = True
         yield pa.RecordBatch.from_arrays(
             [
                 *cols,
-                pa.array([True] * n + [False] * len(claims), type=pa.bool_()),
-                pa.array([r[0] for r in rows] + [c for c, _ in claims], type=pa.string()),
-                pa.array([k[0] for k in keys], type=pa.int32()),
-                pa.array([k[1] for k in keys], type=pa.int64()),
-                pa.array([k[2] for k in keys], type=pa.int64()),
+                pa.array(emit, type=pa.bool_()),
+                pa.array(claimed, type=pa.string()),
+                pa.array(places[0], type=pa.int32()),
+                pa.array(places[1], type=pa.int64()),
+                pa.array(places[2], type=pa.int64()),
                 pa.nulls(m, type=pa.string()),
             ],
             schema=_PARSED_ARROW,

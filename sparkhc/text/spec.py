@@ -371,14 +371,26 @@ class FeatureSpec:
         flat = [t for toks in lists for t in toks]
         return self.transform_bags(lengths, flat, np.ones(len(flat), dtype=np.int64))
 
+    def term_ids(self, terms: Sequence[str]) -> np.ndarray:
+        """The feature of each term (vocabulary mode: -1 for a term outside the vocabulary)."""
+        if self.mode == "hashing":
+            n_features = self.n_features
+            # one CRC per distinct term of the block, not per token
+            buckets = {t: zlib.crc32(t.encode("utf-8")) % n_features for t in set(terms)}
+            return np.fromiter((buckets[t] for t in terms), dtype=np.int64, count=len(terms))
+        get = self._term_index().get
+        return np.fromiter((get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+
     def transform_bags(
         self,
         lengths: np.ndarray | Sequence[int],
-        terms: Sequence[str],
+        terms: Sequence[str] | None,
         term_counts: np.ndarray | Sequence[int],
+        ids: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Like :meth:`transform_many` for bags of words: document ``i`` has the next
-        ``lengths[i]`` entries of ``terms`` with their counts (a term may repeat; counts add)."""
+        ``lengths[i]`` entries of ``terms`` with their counts (a term may repeat; counts add).
+        ``ids``: the terms' :meth:`term_ids` when the caller has them (then ``terms`` is not read)."""
         if self.needs_fit and not self.is_fitted:
             raise NotFittedError(
                 f"FeatureSpec(mode={self.mode!r}, weighting={self.weighting!r}) must be fitted "
@@ -387,13 +399,9 @@ class FeatureSpec:
         n_features = self.n_features
         lengths = np.asarray(lengths, dtype=np.int64)
         n_docs = len(lengths)
-        if self.mode == "hashing":
-            # one CRC per distinct term of the block, not per token
-            buckets = {t: zlib.crc32(t.encode("utf-8")) % n_features for t in set(terms)}
-            ids = np.fromiter((buckets[t] for t in terms), dtype=np.int64, count=len(terms))
-        else:
-            get = self._term_index().get
-            ids = np.fromiter((get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+        if ids is None:
+            assert terms is not None
+            ids = self.term_ids(terms)
         rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
         keep = ids >= 0
         # (row, feature) keys: np.unique sorts by row, then by feature; equal keys add their counts

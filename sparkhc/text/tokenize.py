@@ -130,6 +130,10 @@ class Tokenizer:
         """Filter pre-tokenized input: lowercase, keep whole-pattern matches, drop stop words."""
         if tokens is None:
             return []
+        return list(filter(None, self.token_forms(tokens)))
+
+    def token_forms(self, tokens: Iterable[str | None]) -> list[str]:
+        """The form :meth:`tokenize_tokens` keeps of each pre-tokenized token, ``""`` when it drops it."""
         # each distinct token is filtered once (a vocabulary repeats): token -> kept form or ""
         seen = self._seen
         if len(seen) > _SEEN_MAX:
@@ -137,13 +141,12 @@ class Tokenizer:
         if not isinstance(tokens, list | tuple):
             tokens = list(tokens)
         try:
-            kept = list(map(seen.__getitem__, tokens))
+            return list(map(seen.__getitem__, tokens))
         except KeyError:
             for t in tokens:
                 if t not in seen:
                     seen[t] = self._filter_token(t) if t else ""  # type: ignore[index]
-            kept = list(map(seen.__getitem__, tokens))
-        return list(filter(None, kept))
+            return list(map(seen.__getitem__, tokens))
 
     def _filter_token(self, t: str) -> str:
         t = t.lower()

@@ -171,3 +171,18 @@ def write_section(key: str, title: str, body: str) -> None:
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     DOC.write_text(text, encoding="utf-8")
+
+
+def explore_gt() -> Any:
+    """``benchmarks/explore_gt.py`` as a module (registered as ``explore_gt``: the in-process IPM
+    simulation and the validation-selection helpers the accuracy scripts share)."""
+    import importlib.util
+
+    if "explore_gt" in sys.modules:
+        return sys.modules["explore_gt"]
+    spec = importlib.util.spec_from_file_location("explore_gt", Path(__file__).with_name("explore_gt.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["explore_gt"] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -15,7 +15,6 @@ document is read.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -24,13 +23,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command, loadavg, machine, now, write_section  # noqa: E402
+from _common import command, explore_gt, loadavg, machine, now, write_section  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("explore_gt", Path(__file__).with_name("explore_gt.py"))
-assert _spec is not None and _spec.loader is not None
-explore = importlib.util.module_from_spec(_spec)
-sys.modules["explore_gt"] = explore
-_spec.loader.exec_module(explore)
+explore = explore_gt()
 
 ROUNDS = {"rcv1v2_subset": [("fold", f, 0) for f in range(5)],
           "reuters21578": [("split", "test", s) for s in range(3)],

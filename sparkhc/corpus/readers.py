@@ -622,6 +622,18 @@ def read_jsonl(
     return _run(sink, records()), report
 
 
+#: a JSON escape of a UTF-16 surrogate (a pair is decoded to one character; a lone one cannot be UTF-8)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _utf8_encodable(obj: Any) -> bool:
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def jsonl_object(sink: _Sink, no: int, raw: bytes, offset: str, first: bool) -> dict[str, Any] | None:
     """Decode and parse one non-blank JSON Lines line (``raw``, its line break included or not);
     ``None`` after :meth:`_Sink.invalid` when it is not a JSON object. ``offset`` is the line's byte
@@ -642,6 +654,16 @@ def jsonl_object(sink: _Sink, no: int, raw: bytes, offset: str, first: bool) -> 
         obj = json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as e:
         sink.invalid(no, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
+        return None
+    except RecursionError:
+        sink.invalid(no, "malformed JSON", "malformed JSON: nested too deeply to read (arrays or objects "
+                     "beyond Python's recursion limit)")
+        return None
+    if "\\u" in line and _SURROGATE_ESCAPE.search(line) and not _utf8_encodable(obj):
+        m = _SURROGATE_ESCAPE.search(line)
+        assert m is not None
+        sink.invalid(no, "malformed JSON", f"malformed JSON: a lone UTF-16 surrogate escape {m.group(0)!r} at "
+                     f"column {m.start() + 1} (no UTF-8 text can hold it)")
         return None
     if not isinstance(obj, dict):
         sink.invalid(no, "not a JSON object", f"expected a JSON object, got {_type_name(obj)}")

@@ -146,7 +146,7 @@ UNCLEAN = [
     b'{"id":"u","labels":["news"],"text":"x"} trailing',
     b'\xef\xbb\xbf{"id":"u","labels":["news"],"text":"x"}',  # a byte order mark (not the file's first line)
     b'{"id":"u","labels":["news"],"text":"caf\xe9"}',  # not UTF-8
-    b'{"id":"u","labels":["news"],"text":"\\ud800"}',  # a lone surrogate (the reference fails on it)
+    b'{"id":"u","labels":["news"],"text":"\\ud800"}',  # a lone surrogate (the reference reports it malformed)
     b'{"id":"u","labels":["news"],"text":"\\ud83d\\ude00"}',  # a surrogate pair (screened all the same)
     b'{"id":"u","labels":["news"],"text":"a\x01b"}',  # a control character
     b'{"id":"u","labels":["news"],"text":"x","n":' + b"[" * 600 + b"]" * 600 + b"}",  # deep nesting

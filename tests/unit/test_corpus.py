@@ -153,6 +153,28 @@ def test_malformed_json_quarantine_counts(tmp_path):
     assert rep.quarantine_samples[0] == (f"{p}, line 2", "malformed JSON")
 
 
+def test_lone_surrogate_and_deep_nesting_are_named_errors(tmp_path):
+    """A lone UTF-16 surrogate escape (no UTF-8 text holds it) and JSON nested beyond the recursion
+    limit are malformed lines naming the file and line (they crashed the reader before); a surrogate
+    pair and an escaped backslash before 'ud800' are fine."""
+    lone = '{"id": "c", "labels": ["A1"], "text": "x \\ud800 y"}'
+    deep = '{"id": "d", "labels": ["A1"], "text": "x", "n": ' + "[" * 5000 + "]" * 5000 + "}"
+    pair = '{"id": "e", "labels": ["A1"], "text": "smile \\ud83d\\ude00"}'
+    literal = '{"id": "f", "labels": ["A1"], "text": "a \\\\ud800 b"}'
+    p = write_lines(tmp_path / "s.jsonl", [doc("a"), lone])
+    with pytest.raises(InputDataError, match=r"s\.jsonl, line 2: malformed JSON: a lone UTF-16 surrogate escape "
+                       r"'\\\\ud800' at column 42"):
+        read_all(read_jsonl(p))
+    p = write_lines(tmp_path / "n.jsonl", [deep])
+    with pytest.raises(InputDataError, match=r"n\.jsonl, line 1: malformed JSON: nested too deeply"):
+        read_all(read_jsonl(p))
+    p = write_lines(tmp_path / "q.jsonl", [doc("a"), lone, deep, pair, literal])
+    t, rep = read_all(read_jsonl(p, on_invalid="quarantine"))
+    assert t.column("doc_id").to_pylist() == ["a", "e", "f"]
+    assert rep.quarantine_reasons == {"malformed JSON": 2}
+    assert "\U0001f600" in t.column("text").to_pylist()[1] and "\\ud800" in t.column("text").to_pylist()[2]
+
+
 def test_missing_id(tmp_path):
     p = write_lines(tmp_path / "d.jsonl", [doc("a"), json.dumps({"labels": ["A1"], "text": "x"})])
     with pytest.raises(InputDataError, match=r"d\.jsonl, line 2: missing document id field 'id'"):

@@ -74,14 +74,11 @@ def score(r: dict[str, float]) -> float:
     return float(r["hF"] + r["LBMaF"])
 
 
-def smooth(v: list[float], w: int) -> list[float]:
-    return v if w <= 1 else [float(np.mean(v[max(0, i - w + 1): i + 1])) for i in range(len(v))]
-
-
-def pick(v: list[float], patience: int) -> int:
+def pick(v: list[float], patience: int, window: int) -> int:
+    """The epochs :class:`sparkhc.epochs.EarlyStopping` picks on ``v`` (trailing mean of ``window``)."""
     from sparkhc.epochs import EarlyStopping
 
-    es = EarlyStopping(patience, window=1)  # v is smoothed here already (or not)
+    es = EarlyStopping(patience, window=window)
     for x in v:
         if es.add(x):
             break
@@ -103,7 +100,7 @@ def main() -> None:
             for w in (1, 3):
                 res, chs = [], []
                 for rs in data.values():
-                    es = [pick(smooth([score(r) for r in rd["curves"][sl]], w), p) for rd in rs]
+                    es = [pick([score(r) for r in rd["curves"][sl]], p, w) for rd in rs]
                     res.append(100 * float(np.mean([score(rd["curves"]["B"][e - 1]) for rd, e in zip(rs, es, strict=True)])))
                     chs.append(",".join(map(str, es)))
                 name = f"{sl_name}, patience {p}" + (", 3-epoch mean" if w > 1 else "")

@@ -390,10 +390,7 @@ def resolve_shards(spark: small.SessionLike, shards: int) -> int:
 def validation_split(features: DataFrame, fraction: float, seed: int) -> tuple[DataFrame, DataFrame]:
     """(fit, validation): a seeded share ``fraction`` of the documents by a hash of their id
     (``pmod(hash(doc_id, seed + 17), 10000) < fraction * 10000``), the same rows on every run."""
-    if not 0.0 < float(fraction) < 1.0:
-        raise ValueError(f"the validation fraction must be in (0, 1), not {fraction}")
-    cut = int(round(float(fraction) * 10000))
-    val = F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000) < {cut}")
+    val = F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000) < {small.validation_cut(fraction)}")
     return features.where(~val), features.where(val)
 
 
@@ -428,8 +425,6 @@ def select_epochs(
     from sparkhc.metrics import MetricCounts
     from sparkhc.models import get_model_class
 
-    if not 0.0 < float(fraction) < 1.0:
-        raise ValueError(f"the validation fraction must be in (0, 1), not {fraction}")
     fit_rows: SparseBatch | None = None
     fit_df: DataFrame | None = None
     if rows is not None:

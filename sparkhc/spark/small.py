@@ -122,10 +122,17 @@ def spark_hash_int(value: int, seeds: np.ndarray) -> np.ndarray:
         return _fmix(_mix(h, k), np.uint32(4)).view(np.int32)
 
 
+def validation_cut(fraction: float) -> int:
+    """The hash cut of a validation slice of ``fraction`` of the documents (out of 10000), checked."""
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the validation fraction must be in (0, 1), not {fraction}")
+    return int(round(float(fraction) * 10000))
+
+
 def validation_ids(doc_ids: Sequence[str] | np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Which documents :func:`sparkhc.spark.ipm.validation_split` holds out (a bool per id):
-    ``pmod(hash(doc_id, seed + 17), 10000) < round(fraction * 10000)`` as Spark SQL computes it."""
-    cut = int(round(float(fraction) * 10000))
+    ``pmod(hash(doc_id, seed + 17), 10000) < validation_cut(fraction)`` as Spark SQL computes it."""
+    cut = validation_cut(fraction)
     h = spark_hash_int(int(seed) + 17, spark_hash(doc_ids))
     return np.mod(h.astype(np.int64), 10000) < cut
 

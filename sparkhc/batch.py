@@ -222,8 +222,6 @@ def label_matrix(
     doc_ids: Sequence[str] | np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Binary CSR (n_docs, n_nodes) of label-name sets; ancestor-closed when ``closed``."""
-    import scipy.sparse as sp
-
     rows: list[int] = []
     cols: list[int] = []
     for i, labs in enumerate(labels):
@@ -233,9 +231,14 @@ def label_matrix(
                 raise SchemaError(f"{who}: label {name!r} is not a node of the taxonomy {taxonomy.source}")
             rows.append(i)
             cols.append(taxonomy.id(name))
-    m = sp.csr_matrix(
-        (np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(labels), taxonomy.n_nodes)
-    )
+    return _node_matrix(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64), len(labels), taxonomy, closed)
+
+
+def _node_matrix(rows: np.ndarray, cols: np.ndarray, n_docs: int, taxonomy: Taxonomy, closed: bool) -> sp.csr_matrix:
+    """Binary CSR (n_docs, n_nodes) with ones at (rows, cols), ancestor-closed when ``closed``."""
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(n_docs, taxonomy.n_nodes))
     if closed:
         m = m @ taxonomy.ancestor_matrix()
     m.data[:] = 1.0
@@ -243,3 +246,15 @@ def label_matrix(
     m.data[:] = 1.0
     m.eliminate_zeros()
     return m.tocsr()
+
+
+def leaf_matrix(leaf_sets: Sequence[np.ndarray], taxonomy: Taxonomy) -> sp.csr_matrix:
+    """Binary CSR (n_docs, n_nodes) of predicted leaf sets (node ids of ``taxonomy``, virtual
+    leaves included), ancestor-closed, root excluded: the matrix :func:`label_matrix` gives for the
+    label names of :meth:`sparkhc.models.base.HierModel.predict` (virtual leaves map to their
+    parent, whose closure is the same), without the round trip through names."""
+    sizes = np.fromiter((len(m) for m in leaf_sets), dtype=np.int64, count=len(leaf_sets))
+    ids = np.concatenate([np.asarray(m, dtype=np.int64) for m in leaf_sets]) if sizes.sum() else np.zeros(0, np.int64)
+    parent = np.asarray(taxonomy.parent, dtype=np.int64)
+    real = np.where(np.asarray(taxonomy.virtual, dtype=bool)[ids], parent[ids], ids)
+    return _node_matrix(np.repeat(np.arange(len(leaf_sets)), sizes), real, len(leaf_sets), taxonomy, True)

@@ -12,7 +12,9 @@ dispatch here instead:
   ``nnz(x)`` rows of the feature-major ``W``, the DP (float64), the cost, the loss and the PA-I
   (or PA-II) update of the symmetric-difference edges and of the branching weights, in place
   (cost-augmented updates with one Hamming margin, or per-edge margins of missed gold edges);
-* :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB).
+* :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB);
+* :func:`delta_encode`, :func:`delta_apply` -- the row-sparse IPM deltas of a shard's epoch and their
+  mean added into the base state (:mod:`sparkhc.spark.deltas`), value for value as its numpy path.
 
 Semantics equal the reference (ties: the first best child, the smallest ``k``; the same float32
 score accumulation order and float64 update arithmetic); sums of many terms may be associated
@@ -44,7 +46,8 @@ except Exception:  # pragma: no cover
 #: dispatch to the compiled kernels (when numba is importable)
 ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
 
-__all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch"]
+__all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch", "delta_encode",
+           "delta_apply"]
 
 
 def available() -> bool:
@@ -407,10 +410,53 @@ def _binary_epoch_impl(  # type: ignore[no-untyped-def]
     out[4] = n_active
 
 
+# ------------------------------------------------------------------ IPM deltas (sparkhc.spark.deltas)
+def _delta_count_impl(new, base, rows, counts):  # type: ignore[no-untyped-def]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        c = 0
+        for j in range(new.shape[1]):
+            if new[r, j] != base[r, j]:
+                c += 1
+        counts[r] = c
+
+
+def _delta_fill_impl(new, base, rows, indptr, indices, data):  # type: ignore[no-untyped-def]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        p = indptr[r]
+        for j in range(new.shape[1]):
+            a = new[r, j]
+            b = base[r, j]
+            if a != b:
+                indices[p] = j
+                data[p] = np.float64(a) - np.float64(b)
+                p += 1
+
+
+def _delta_add_impl(buf, rows, indptr, indices, data):  # type: ignore[no-untyped-def]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for p in range(indptr[r], indptr[r + 1]):
+            buf[i, indices[p]] += data[p]
+
+
+def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(flat.shape[1]):
+            v = buf[i, j] * scale
+            flat[r, j] = v + np.float64(flat[r, j])
+
+
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
 _gt_epoch_j = _njit(_gt_epoch_impl)
 _binary_epoch_j = _njit(_binary_epoch_impl)
+_delta_count_j = _njit(_delta_count_impl)
+_delta_fill_j = _njit(_delta_fill_impl)
+_delta_add_j = _njit(_delta_add_impl)
+_delta_finish_j = _njit(_delta_finish_impl)
 
 
 # ------------------------------------------------------------------------------ Python wrappers
@@ -563,3 +609,37 @@ def binary_epoch(
     )
     keys = ("examples", "updates", "loss", "binary_examples", "examples_updated")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}
+
+
+def delta_encode(new: np.ndarray, base: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of the 2-D ``new`` that differ from ``base`` (same shape) in the given rows
+    (ascending; the other rows are taken as unchanged), as CSR ``(indptr, indices, data)``:
+    ``data = float64(new) - float64(base)`` of every entry with ``new != base``, row-major (what
+    :func:`sparkhc.spark.deltas.encode` computes with numpy, in one pass per row and no copies)."""
+    rows = _i64(rows)
+    counts = np.zeros(new.shape[0], dtype=np.int64)
+    _delta_count_j(new, base, rows, counts)
+    indptr = np.zeros(new.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    nnz = int(indptr[-1])
+    idx_dtype = np.int32 if max(nnz, new.shape[1]) < np.iinfo(np.int32).max else np.int64
+    indices = np.empty(nnz, dtype=idx_dtype)
+    data = np.empty(nnz, dtype=np.float64)
+    _delta_fill_j(new, base, rows, indptr, indices, data)
+    return indptr.astype(idx_dtype, copy=False), indices, data
+
+
+def delta_apply(flat: np.ndarray, rows: np.ndarray, parts: list[Any], scale: float, step: int) -> None:
+    """``flat[rows] = float64(flat[rows]) + (d_1 + d_2 + ...)[rows] * scale`` in place, ``step``
+    rows at a time: the CSR parts ``d_i`` are summed in order into a float64 buffer of the block's
+    rows (the arithmetic of :meth:`sparkhc.spark.deltas.DeltaSum.apply`'s numpy path, value for
+    value, with no row slices of the parts)."""
+    rows = _i64(rows)
+    args = [(_i64(d.indptr), np.ascontiguousarray(d.indices), np.ascontiguousarray(d.data, dtype=np.float64))
+            for d in parts]
+    for a in range(0, rows.size, max(1, int(step))):
+        blk = rows[a : a + step]
+        buf = np.zeros((blk.size, flat.shape[1]), dtype=np.float64)
+        for indptr, indices, data in args:
+            _delta_add_j(buf, blk, indptr, indices, data)
+        _delta_finish_j(flat, blk, buf, float(scale))

@@ -116,6 +116,31 @@ class GoldSets:
     bf_ptr: np.ndarray | None = None
 
 
+#: batches whose prepared features and gold sets a model keeps (a scratch model running several
+#: shards in turn, e.g. 10 shards on 2 driver threads, reuses each shard's across epochs)
+_CACHE_BATCHES = 64
+
+
+def _cache_get(cache: dict[int, tuple[Any, Any, Any]], batch: Any, key: Any) -> Any:
+    """The value cached for ``batch`` (the same object, alive) under ``key``, or None."""
+    hit = cache.get(id(batch))
+    if hit is not None and hit[0]() is batch and hit[1] == key:
+        return hit[2]
+    return None
+
+
+def _cache_put(cache: dict[int, tuple[Any, Any, Any]], batch: Any, key: Any, value: Any) -> None:
+    """Cache ``value`` for ``batch`` (by a weak reference: a dead batch's entry is dropped)."""
+    for k in [k for k, v in cache.items() if v[0]() is None]:
+        del cache[k]
+    while len(cache) >= _CACHE_BATCHES:
+        del cache[next(iter(cache))]
+    try:
+        cache[id(batch)] = (weakref.ref(batch), key, value)
+    except TypeError:
+        pass
+
+
 def _gold_sets(
     batch: SparseBatch, X: sp.csr_matrix, idx: TreeIndex, model: HierModel, R: int | None
 ) -> GoldSets:
@@ -304,15 +329,13 @@ class _PAModel(HierModel):
     def _prepare(self, batch: SparseBatch) -> sp.csr_matrix:
         """The batch's CSR features (canonical), with the constant ``bias`` feature appended as the
         last column when ``bias > 0``; cached per batch so one epoch's gold sets are reused."""
-        cache = self.__dict__.get("_prep_cache")
         bias = float(self.params["bias"])
-        if cache is not None and cache[0]() is batch and cache[1] == (bias, len(batch)):
-            return cache[2]
+        cache = self.__dict__.setdefault("_prep_cache", {})
+        hit = _cache_get(cache, batch, (bias, len(batch)))
+        if hit is not None:
+            return hit
         X = self._prepare_uncached(batch, bias)
-        try:
-            self.__dict__["_prep_cache"] = (weakref.ref(batch), (bias, len(batch)), X)
-        except TypeError:
-            pass
+        _cache_put(cache, batch, (bias, len(batch)), X)
         return X
 
     def _prepare_uncached(self, batch: SparseBatch, bias: float) -> sp.csr_matrix:
@@ -337,16 +360,12 @@ class _PAModel(HierModel):
         return X
 
     def _gold(self, batch: SparseBatch, X: sp.csr_matrix, R: int | None) -> GoldSets:
-        cache = self.__dict__.get("_gold_cache")
-        if cache is not None:
-            ref, key, gold = cache
-            if ref() is batch and key == (id(X), R, len(batch)):
-                return gold
+        cache = self.__dict__.setdefault("_gold_cache", {})
+        hit = _cache_get(cache, batch, (id(X), R, len(batch)))
+        if hit is not None:
+            return hit
         gold = _gold_sets(batch, X, self._index, self, R)
-        try:
-            self.__dict__["_gold_cache"] = (weakref.ref(batch), (id(X), R, len(batch)), gold)
-        except TypeError:
-            pass
+        _cache_put(cache, batch, (id(X), R, len(batch)), gold)
         return gold
 
     def _start_epoch(self) -> None:

@@ -420,7 +420,7 @@ def select_epochs(
     "validation_macro_F1", "validation_documents", "fraction", "max_epochs", "epochs_run",
     "patience", "criterion", "stopped_early"}``. With ``rows`` the training runs in this process
     (bit-identical to the Spark path's, :func:`train_on_driver`) and ``features`` is not used."""
-    from sparkhc.batch import label_matrix
+    from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import EarlyStopping, validation_score
     from sparkhc.metrics import MetricCounts
     from sparkhc.models import get_model_class
@@ -447,7 +447,7 @@ def select_epochs(
     def score(epoch: int, state: ModelState) -> bool:
         probe.set_state(state)
         counts = MetricCounts(tax)
-        counts.add(gold, label_matrix(probe.predict(val), tax))
+        counts.add(gold, leaf_matrix(probe.decode(val)[0], tax))
         m = counts.compute()
         hf.append(float(m["hF"]))
         maf.append(float(m["LBMaF"]))

@@ -725,3 +725,33 @@ def test_rare_margin_counts_from_a_fresh_state_and_shard_mean():
     np.testing.assert_allclose(mixed.arrays["edge_counts"][ids], [2.5, 2.0, 2.0, 0.5])
     # an update="prediction" model has no margins to scale: no counts in its state
     assert "edge_counts" not in GlobalPA(tax, 4, margin_rare=0.25).init_state().arrays
+
+
+def test_a_scratch_model_keeps_each_shards_gold_sets_across_epochs(monkeypatch):
+    """One model running several shards in turn (the driver execution with more shards than
+    threads) computes each shard's gold sets once, not every epoch, and gives the weights a model
+    per shard gives; a batch that is gone is dropped from the cache."""
+    import gc
+
+    import sparkhc.models.murawaki as mw
+
+    tax, b = separable(90)
+    shards = [b.subset(np.arange(k, 90, 3)) for k in range(3)]
+    calls = []
+    real = mw._gold_sets
+    monkeypatch.setattr(mw, "_gold_sets", lambda *a, **k: calls.append(1) or real(*a, **k))
+    one = GlobalPA(tax, b.n_features)
+    own = [GlobalPA(tax, b.n_features) for _ in shards]
+    start = one.init_state()
+    for e in range(4):
+        for k, s in enumerate(shards):
+            for m in (one, own[k]):
+                m.set_state(start.copy())
+                m.partial_fit(s, seed=k, epoch=e)
+            for name, v in own[k].get_state().arrays.items():
+                np.testing.assert_array_equal(one.get_state().arrays[name], v)
+    assert len(calls) == 2 * len(shards)  # `one` and each of `own`, once per shard
+    del shards, s
+    gc.collect()
+    one.partial_fit(b.subset(np.arange(10)), seed=0, epoch=0)
+    assert len(one.__dict__["_gold_cache"]) == 1

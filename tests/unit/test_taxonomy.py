@@ -153,3 +153,18 @@ def test_real_taxonomies_load(data_dir):
     r = Taxonomy.load(data_dir / "reuters21578" / "taxonomy_topics.tsv")
     assert (len(r.leaves), r.max_depth) == (135, 2)
     np.testing.assert_array_equal(r.depth[r.leaves], 2)
+
+
+def test_leaf_matrix_equals_the_label_matrix_of_the_predicted_names():
+    """sparkhc.batch.leaf_matrix (the epoch selection's scoring) = label_matrix of the names
+    HierModel.predict gives (Taxonomy.to_labels), virtual leaves and empty sets included."""
+    from sparkhc.batch import label_matrix, leaf_matrix
+
+    t = Taxonomy.from_edges(FIG1).with_self_leaves(["A", "B"])
+    ids = {n: t.id(n) for n in t.names}
+    sets = [[ids["AA"]], [ids["A/_self"]], [ids["A/_self"], ids["BB"]], [], [ids["B/_self"], ids["BA"], ids["AB"]]]
+    got = leaf_matrix([np.array(m, dtype=np.int32) for m in sets], t)
+    want = label_matrix([t.to_labels(m) for m in sets], t)
+    assert (got != want).nnz == 0 and got.shape == want.shape == (5, t.n_nodes)
+    assert sorted(t.names[c] for c in got[2].indices) == ["A", "B", "BB"]
+    assert leaf_matrix([], t).shape == (0, t.n_nodes)

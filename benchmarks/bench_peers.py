@@ -76,7 +76,7 @@ def load(path: str):
     return batch, spec, mtax, leaf_cols, Y, tr, te
 
 
-def run_liblinear(X, Y, tr, te, max_labels, rng):
+def run_liblinear(X, Y, tr, te, max_labels, rng, C=1.0):
     from sklearn.svm import LinearSVC
 
     from sparkhc.decoding import flat_select
@@ -90,7 +90,7 @@ def run_liblinear(X, Y, tr, te, max_labels, rng):
         y = Y[tr, j]
         t0 = time.perf_counter()
         if y.any() and not y.all():
-            clf = LinearSVC(C=1.0).fit(Xtr, y)
+            clf = LinearSVC(C=C).fit(Xtr, y)
             t1 = time.perf_counter()
             S[:, j] = clf.decision_function(Xte)
         else:

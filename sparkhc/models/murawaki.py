@@ -116,8 +116,9 @@ class GoldSets:
     bf_ptr: np.ndarray | None = None
 
 
-#: batches whose prepared features and gold sets a model keeps (a scratch model running several
-#: shards in turn, e.g. 10 shards on 2 driver threads, reuses each shard's across epochs)
+#: batches whose gold sets a model keeps (a scratch model running several shards in turn, e.g. 10
+#: shards on 2 driver threads, reuses each shard's across epochs; they are small next to the
+#: features, of which only the last batch's prepared copy is kept)
 _CACHE_BATCHES = 64
 
 
@@ -129,11 +130,12 @@ def _cache_get(cache: dict[int, tuple[Any, Any, Any]], batch: Any, key: Any) -> 
     return None
 
 
-def _cache_put(cache: dict[int, tuple[Any, Any, Any]], batch: Any, key: Any, value: Any) -> None:
-    """Cache ``value`` for ``batch`` (by a weak reference: a dead batch's entry is dropped)."""
+def _cache_put(cache: dict[int, tuple[Any, Any, Any]], batch: Any, key: Any, value: Any, limit: int) -> None:
+    """Cache ``value`` for ``batch`` (by a weak reference: a dead batch's entry is dropped),
+    keeping at most ``limit`` batches (the oldest go first)."""
     for k in [k for k, v in cache.items() if v[0]() is None]:
         del cache[k]
-    while len(cache) >= _CACHE_BATCHES:
+    while len(cache) >= max(1, int(limit)):
         del cache[next(iter(cache))]
     try:
         cache[id(batch)] = (weakref.ref(batch), key, value)
@@ -328,14 +330,15 @@ class _PAModel(HierModel):
 
     def _prepare(self, batch: SparseBatch) -> sp.csr_matrix:
         """The batch's CSR features (canonical), with the constant ``bias`` feature appended as the
-        last column when ``bias > 0``; cached per batch so one epoch's gold sets are reused."""
+        last column when ``bias > 0``; the last batch's is cached (the gold sets of up to
+        :data:`_CACHE_BATCHES` batches are, :meth:`_gold`)."""
         bias = float(self.params["bias"])
         cache = self.__dict__.setdefault("_prep_cache", {})
         hit = _cache_get(cache, batch, (bias, len(batch)))
         if hit is not None:
             return hit
         X = self._prepare_uncached(batch, bias)
-        _cache_put(cache, batch, (bias, len(batch)), X)
+        _cache_put(cache, batch, (bias, len(batch)), X, limit=1)
         return X
 
     def _prepare_uncached(self, batch: SparseBatch, bias: float) -> sp.csr_matrix:
@@ -360,12 +363,14 @@ class _PAModel(HierModel):
         return X
 
     def _gold(self, batch: SparseBatch, X: sp.csr_matrix, R: int | None) -> GoldSets:
+        # the gold sets depend on X only through the bias column (phi2): keyed by the bias, not by X
+        key = (float(self.params["bias"]), X.shape, R, len(batch))
         cache = self.__dict__.setdefault("_gold_cache", {})
-        hit = _cache_get(cache, batch, (id(X), R, len(batch)))
+        hit = _cache_get(cache, batch, key)
         if hit is not None:
             return hit
         gold = _gold_sets(batch, X, self._index, self, R)
-        _cache_put(cache, batch, (id(X), R, len(batch)), gold)
+        _cache_put(cache, batch, key, gold, limit=_CACHE_BATCHES)
         return gold
 
     def _start_epoch(self) -> None:

@@ -186,3 +186,13 @@ def explore_gt() -> Any:
     sys.modules["explore_gt"] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def write_table_section(key: str, title: str, intro: str, columns: list[str], rows: list[str]) -> None:
+    """:func:`write_section` with the usual head (command, machine, date), an ``intro`` paragraph
+    and one table of ``columns`` whose ``rows`` are already formatted as ``| a | b |`` lines."""
+    body = "\n".join([
+        f"Command: `{command()}`  ", f"Machine: {machine()}  ", f"Date: {now()}", "", intro, "",
+        "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows,
+    ])
+    write_section(key, title, body)

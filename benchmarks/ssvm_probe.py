@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command, loadavg, machine, now, write_section  # noqa: E402
+from _common import loadavg, write_table_section  # noqa: E402
 
 
 def bcfw(Xf, yf, Xv, yv, P, C, epochs, seed=0):
@@ -117,15 +117,12 @@ def main() -> None:
             row = [name, f"C={C}", "-", f"{acc:.2f}", "-", f"{time.perf_counter() - t0:.1f}", loadavg()]
             print(" | ".join(row), flush=True)
             rows.append("| " + " | ".join(row) + " |")
-    body = "\n".join([
-        f"Command: `{command()}`  ", f"Machine: {machine()}  ", f"Date: {now()}", "",
+    write_table_section(
+        a.section, f"A structural SVM on validation data ({a.section})",
         f"Validation accuracy (percent) on the product's seeded 10% slice of the training part ({len(fit)} fit / "
         f"{len(val)} validation documents; the test split is not read). BCFW: last iterate and the mean of the "
-        "epoch-end iterates; lambda = 1 / (C n), Hamming loss over the edges (2 per wrong leaf when flattened).", "",
-        "| system | regularization | epochs | accuracy | accuracy, averaged | train s | load avg |",
-        "|---|---|---|---|---|---|---|", *rows,
-    ])
-    write_section(a.section, f"A structural SVM on validation data ({a.section})", body)
+        "epoch-end iterates; lambda = 1 / (C n), Hamming loss over the edges (2 per wrong leaf when flattened).",
+        ["system", "regularization", "epochs", "accuracy", "accuracy, averaged", "train s", "load avg"], rows)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command, loadavg, machine, now, write_section  # noqa: E402
+from _common import loadavg, write_table_section  # noqa: E402
 
 
 def score(tax, gold, leaf_sets, scored_labels=None) -> tuple[float, float, float]:
@@ -127,18 +127,15 @@ def main() -> None:
             row = [name, f"LIBLINEAR OvR C={C}", "-", f"{mi:.2f}", f"{ma:.2f}", f"{hf:.2f}", f"{secs:.1f}", loadavg()]
             print(" | ".join(row), flush=True)
             lines.append("| " + " | ".join(row) + " |")
-    body = "\n".join([
-        f"Command: `{command()}`  ", f"Machine: {machine()}  ", f"Date: {now()}", "",
+    write_table_section(
+        a.section, f"Variants against LIBLINEAR on validation data ({a.section})",
         "Validation data only (issue 17): each corpus's training part less the product's seeded 10% validation "
         f"slice (seed {a.seed}; cross-validation corpora: the training part of fold 0), the slice scored; the test "
         "split / fold is not read. sparkhc rows: the epoch the product's rule picks within the run (first maximum of "
-        "the 3-epoch trailing mean of hF + macro-F1) and the smoothed metrics there; LIBLINEAR one-vs-rest on the same "
+        "the 3-epoch trailing mean of hF + macro-F1 over every real node) and the smoothed metrics there; LIBLINEAR OvR on the same "
         "documents (every positive label, else the best). Percent; LB micro- and macro-F1 over the corpus's scored "
-        "labels (as in compare-defaults; 20newsgroups: its 20 leaves), hF over the taxonomy.", "",
-        "| corpus | system | epochs | LB micro-F1 | LB macro-F1 | hF | train s | load avg |",
-        "|---|---|---|---|---|---|---|---|", *lines,
-    ])
-    write_section(a.section, f"Variants against LIBLINEAR on validation data ({a.section})", body)
+        "labels (as in compare-defaults; 20newsgroups: its 20 leaves), hF over the taxonomy.",
+        ["corpus", "system", "epochs", "LB micro-F1", "LB macro-F1", "hF", "train s", "load avg"], lines)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ setting close it?). The test split / test fold is never read.
 
 Per corpus: the training part (split ``train``; cross-validation corpora: every fold but 0), less
 the product's seeded validation slice (:func:`sparkhc.spark.small.validation_ids`, 10%, seed
-``--seed``), trains each variant (``--set``-style overrides, space-separated) in the driver with
+``--seed``; with ``--folds K`` each of K disjoint bands of the same hash in turn), trains each variant (``--set``-style overrides, space-separated) in the driver with
 ``--shards`` shards (the product's IPM, :func:`sparkhc.spark.ipm.train_on_driver`) for
 ``--epochs`` epochs, scores the slice after every epoch and reports the epoch the product's rule
 picks (:class:`sparkhc.epochs.EarlyStopping`: first maximum of the 3-epoch trailing mean of hF +
@@ -43,6 +43,16 @@ def score(tax, gold, leaf_sets, scored_labels=None) -> tuple[float, float, float
     return 100 * float(m["LBMiF"]), 100 * float(m["LBMaF"]), 100 * float(m["hF"])
 
 
+def slice_band(doc_ids, seed: int, folds: int) -> np.ndarray:
+    """The fold of each document: ``pmod(hash(doc_id, seed + 17), 10000)`` (the product's validation
+    hash, :func:`sparkhc.spark.small.validation_ids`) cut into ``folds`` equal bands; band 0 of 10
+    is the product's 10% validation slice."""
+    from sparkhc.spark import small
+
+    h = np.mod(small.spark_hash_int(int(seed) + 17, small.spark_hash(doc_ids)).astype(np.int64), 10000)
+    return np.minimum(h * folds // 10000, folds - 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--features", action="append", required=True, help="NAME=PATH")
@@ -50,6 +60,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--folds", type=int, default=1,
+                    help="1: the product's 10%% validation slice only; K: K disjoint bands of the same hash in turn "
+                         "(10: ten 10%% slices, the first the product's), metrics as mean ± sd over them")
     ap.add_argument("--section", default="validation-scan")
     a = ap.parse_args()
     from bench_peers import run_liblinear
@@ -70,72 +83,91 @@ def main() -> None:
         part = Selection("train") if has_test else Selection(exclude_fold=0)
         tr_idx = np.flatnonzero(part.mask(batch.extra.get("split"), batch.extra.get("fold")))
         tr = batch.subset(tr_idx)
-        held = small.validation_ids(tr.doc_ids, 0.1, a.seed)
-        fit, val = tr.subset(np.flatnonzero(~held)), small.sorted_by_id(tr.subset(np.flatnonzero(held)))
+        band = slice_band(tr.doc_ids, a.seed, a.folds)
         tax0 = features_taxonomy(path)
-        combos = small.label_combinations_of(fit)
         scored = features_corpus_info(path).get("scored_labels")
-        print(f"{name}: {len(fit)} fit / {len(val)} validation documents ({part.describe()})", flush=True)
-        for v in variants:
-            cfg = load_config(overrides=v.split())
-            model = new_model("global", cfg, tax0, spec.n_features, None, combos=combos)
-            probe = new_model("global", cfg, tax0, spec.n_features, None, combos=combos)
-            tax = model.taxonomy
+        results: dict[str, list[tuple[float, ...]]] = {}
+        for k in range(a.folds):
+            held = band == k  # fold 0 is the product's validation slice
+            fit, val = tr.subset(np.flatnonzero(~held)), small.sorted_by_id(tr.subset(np.flatnonzero(held)))
+            combos = small.label_combinations_of(fit)
+            print(f"{name} fold {k}: {len(fit)} fit / {len(val)} validation documents ({part.describe()})", flush=True)
+            for v in variants:
+                cfg = load_config(overrides=v.split())
+                model = new_model("global", cfg, tax0, spec.n_features, None, combos=combos)
+                probe = new_model("global", cfg, tax0, spec.n_features, None, combos=combos)
+                tax = model.taxonomy
+                gold = label_matrix(val.labels or [], tax)
+                stop = EarlyStopping(0)
+                raw: list[tuple[float, float, float]] = []
+
+                def on_epoch(e, state, probe=probe, tax=tax, gold=gold, stop=stop, raw=raw, val=val, scored=scored):
+                    probe.set_state(state)
+                    sets = probe.decode(val, return_scores=False)[0]
+                    _, ma_all, hf = score(tax, gold, sets)
+                    raw.append(score(tax, gold, sets, scored))
+                    stop.add(validation_score({"hF": hf, "LBMaF": ma_all}))  # the product's criterion
+
+                model.set_state(model.init_state())
+                t0 = time.perf_counter()
+                ipm.train_on_driver(model, fit, a.epochs, 0, a.shards, a.seed, None, None, None, None,
+                                    on_epoch_state=on_epoch, threads=2)
+                secs = time.perf_counter() - t0
+                r = np.array(raw)
+                best = stop.best
+                smooth = r[max(0, best - 3):best].mean(axis=0)
+                key = f"sparkhc global {v or '(defaults)'}, {a.shards} shards"
+                results.setdefault(key, []).append((*smooth, float(best), secs))
+                print(name, k, key, best, *(f"{x:.2f}" for x in smooth), flush=True)
+            # LIBLINEAR on the same documents: the leaf columns of the model taxonomy of the fit rows
+            # (virtual /_self leaves for the label sets of both parts: a leaf only the slice holds is a column
+            # without training positives)
+            both = SparseBatch.concat([fit, val])
+            tax = new_model("global", load_config(), tax0, spec.n_features, None,
+                            combos=small.label_combinations_of(both)).taxonomy
+            leaf_cols = np.flatnonzero(tax.is_leaf)
+            col_of = np.full(tax.n_nodes, -1)
+            col_of[leaf_cols] = np.arange(leaf_cols.size)
+            Y = np.zeros((len(both), leaf_cols.size), dtype=bool)
+            for i, m in enumerate(both.leaf_sets(tax)):
+                Y[i, col_of[np.asarray(m, dtype=np.int64)]] = True
+            X = both.X.astype(np.float32).tocsr()
+            ftr, fte = np.arange(len(fit)), np.arange(len(fit), len(both))
             gold = label_matrix(val.labels or [], tax)
-            stop = EarlyStopping(0)
-            raw: list[tuple[float, float, float]] = []
-
-            def on_epoch(e, state, probe=probe, tax=tax, gold=gold, stop=stop, raw=raw, val=val, scored=scored):
-                probe.set_state(state)
-                sets = probe.decode(val, return_scores=False)[0]
-                _, ma_all, hf = score(tax, gold, sets)
-                raw.append(score(tax, gold, sets, scored))
-                stop.add(validation_score({"hF": hf, "LBMaF": ma_all}))  # the product's criterion
-
-            model.set_state(model.init_state())
-            t0 = time.perf_counter()
-            ipm.train_on_driver(model, fit, a.epochs, 0, a.shards, a.seed, None, None, None, None,
-                                on_epoch_state=on_epoch, threads=2)
-            secs = time.perf_counter() - t0
-            r = np.array(raw)
-            best = stop.best
-            smooth = r[max(0, best - 3):best].mean(axis=0)
-            row = [name, f"sparkhc global {v or '(defaults)'}, {a.shards} shards", f"{best} of {a.epochs}",
-                   *(f"{x:.2f}" for x in smooth), f"{secs:.1f}", loadavg()]
-            print(" | ".join(row), flush=True)
-            lines.append("| " + " | ".join(row) + " |")
-        # LIBLINEAR on the same documents: the leaf columns of the model taxonomy of the fit rows
-        model = new_model("global", load_config(), tax0, spec.n_features, None, combos=combos)
-        tax = model.taxonomy
-        leaf_cols = np.flatnonzero(tax.is_leaf)
-        col_of = np.full(tax.n_nodes, -1)
-        col_of[leaf_cols] = np.arange(leaf_cols.size)
-        both = SparseBatch.concat([fit, val])
-        sets = both.leaf_sets(tax)
-        Y = np.zeros((len(both), leaf_cols.size), dtype=bool)
-        for i, m in enumerate(sets):
-            Y[i, col_of[np.asarray(m, dtype=np.int64)]] = True
-        X = both.X.astype(np.float32).tocsr()
-        ftr, fte = np.arange(len(fit)), np.arange(len(fit), len(both))
-        gold = label_matrix(val.labels or [], tax)
-        for C in (1.0, 0.5):
-            t0 = time.perf_counter()
-            _, _, P, _ = run_liblinear(X, Y, ftr, fte, 10**9, np.random.default_rng(0), C=C)
-            secs = time.perf_counter() - t0
-            pred = [leaf_cols[np.flatnonzero(p)] for p in P]
-            mi, ma, hf = score(tax, gold, pred, scored)
-            row = [name, f"LIBLINEAR OvR C={C}", "-", f"{mi:.2f}", f"{ma:.2f}", f"{hf:.2f}", f"{secs:.1f}", loadavg()]
+            for C in (1.0, 0.5):
+                t0 = time.perf_counter()
+                _, _, P, _ = run_liblinear(X, Y, ftr, fte, 10**9, np.random.default_rng(0), C=C)
+                secs = time.perf_counter() - t0
+                got = score(tax, gold, [leaf_cols[np.flatnonzero(p)] for p in P], scored)
+                results.setdefault(f"LIBLINEAR OvR C={C}", []).append((*got, float("nan"), secs))
+                print(name, k, f"LIBLINEAR C={C}", *(f"{x:.2f}" for x in got), flush=True)
+        ref = np.array(results["LIBLINEAR OvR C=1.0"])[:, :3]
+        for key, vals in results.items():
+            arr = np.array(vals)
+            m, sd = arr.mean(axis=0), arr.std(axis=0, ddof=1) if len(arr) > 1 else np.zeros(arr.shape[1])
+            epochs = "-" if np.isnan(arr[:, 3]).all() else ", ".join(str(int(e)) for e in arr[:, 3])
+            cells = [f"{m[j]:.2f} ± {sd[j]:.2f}" if len(arr) > 1 else f"{m[j]:.2f}" for j in range(3)]
+            if key != "LIBLINEAR OvR C=1.0" and len(arr) > 1:
+                d = arr[:, :3] - ref
+                se = d.std(axis=0, ddof=1) / np.sqrt(len(d))
+                diff = "; ".join(f"{d[:, j].mean():+.2f} ± {se[j]:.2f}" for j in range(3))
+            else:
+                diff = "-"
+            row = [name, key, epochs, *cells, diff, f"{arr[:, 4].sum():.1f}", loadavg()]
             print(" | ".join(row), flush=True)
             lines.append("| " + " | ".join(row) + " |")
     write_table_section(
         a.section, f"Variants against LIBLINEAR on validation data ({a.section})",
-        "Validation data only (issue 17): each corpus's training part less the product's seeded 10% validation "
-        f"slice (seed {a.seed}; cross-validation corpora: the training part of fold 0), the slice scored; the test "
+        "Validation data only (issue 17): each corpus's training part (cross-validation corpora: that of fold 0) "
+        f"cut by the product's validation hash (seed {a.seed}) into {a.folds} disjoint band(s) (1: the product's 10% "
+        "slice only; 10: ten 10% slices, the first the product's), each scored by models fitted on the rest; mean "
+        "± sd over the bands and the mean paired difference to LIBLINEAR C=1 with its standard error. The test "
         "split / fold is not read. sparkhc rows: the epoch the product's rule picks within the run (first maximum of "
         "the 3-epoch trailing mean of hF + macro-F1 over every real node) and the smoothed metrics there; LIBLINEAR OvR on the same "
         "documents (every positive label, else the best). Percent; LB micro- and macro-F1 over the corpus's scored "
         "labels (as in compare-defaults; 20newsgroups: its 20 leaves), hF over the taxonomy.",
-        ["corpus", "system", "epochs", "LB micro-F1", "LB macro-F1", "hF", "train s", "load avg"], lines)
+        ["corpus", "system", "epochs", "LB micro-F1", "LB macro-F1", "hF",
+         "minus LIBLINEAR C=1 (micro; macro; hF), mean ± se", "train s", "load avg"], lines)
 
 
 if __name__ == "__main__":

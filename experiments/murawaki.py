@@ -68,6 +68,7 @@ CA_NOBIAS: dict[str, Any] = {"update": "cost_augmented", "margin": 1.0, "bias": 
 AUTO = 0  # the run's shard count (train.shards; 0 = the task slots)
 PAPER_SHARDS = 10  # Sect. 5: "we evenly split the training data into 10 shards"
 PAPER_EPOCHS = 10  # Sect. 5: 10 epochs (train.epochs = 0, the validation choice, is sparkhc's default, not the paper's)
+PAPER_C = 1.0  # the global model's C of these pages (model.global.C = 0.3, a validation choice, is sparkhc's default since)
 # the paper's document features: frequency-valued content words, not normalized (Sect. 5)
 TF_FEATURES: dict[str, Any] = {"weighting": "tf", "l2_normalize": False}
 
@@ -308,7 +309,8 @@ def _train_once(spark: SparkSession, cfg: Config, spec: Spec, feats: dict[str, P
     key = _train_key(spec, shards)
     if key not in trained:
         mdir = rdir / f"model-{key}"
-        syscfg = replace(cfg, model={**cfg.model, spec.model: {**cfg.model_params(spec.model), **spec.params}},
+        pinned = {"C": PAPER_C} if spec.model == "global" else {}
+        syscfg = replace(cfg, model={**cfg.model, spec.model: {**cfg.model_params(spec.model), **pinned, **spec.params}},
                          train=replace(cfg.train, shards=shards))
         t0 = time.perf_counter()
         pipelines.train(spark, syscfg, feats[spec.features], mdir, model_name=spec.model, overwrite=True, **sel_train)

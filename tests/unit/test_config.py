@@ -16,7 +16,7 @@ def test_defaults_load():
     assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
     assert cfg.train.execution == "auto"
     assert cfg.featurize.weighting == "log_tf_idf"
-    assert cfg.model_params("global") == {"C": 1.0, "branching": True, "update": "cost_augmented", "margin": 1.0,
+    assert cfg.model_params("global") == {"C": 0.3, "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "margin_rare": 0.25, "bias": 0.3}
 
 

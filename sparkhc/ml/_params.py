@@ -137,8 +137,8 @@ class HasTrainingParams(Params):
     epochs: Param[int] = Param(Params._dummy(), "epochs", "training epochs (train.epochs), >= 0: 0 = chosen on a validation "
                                "slice of the training rows (models trained by mixing; else 10)",
                                typeConverter=TypeConverters.toInt)
-    shards: Param[int] = Param(Params._dummy(), "shards", "shards of parameter mixing / EM (train.shards), >= 1",
-                               typeConverter=TypeConverters.toInt)
+    shards: Param[int] = Param(Params._dummy(), "shards", "shards of parameter mixing / EM (train.shards), >= 0: "
+                               "0 = the task slots Spark reports (the CLI's default)", typeConverter=TypeConverters.toInt)
     seed: Param[int] = Param(Params._dummy(), "seed", "random seed (train.seed)", typeConverter=TypeConverters.toInt)
     calibrate: Param[str] = Param(
         Params._dummy(), "calibrate", "global model: per-edge score offsets cross-fitted on inner folds of the "
@@ -162,12 +162,12 @@ class HasTrainingParams(Params):
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(model="global", epochs=0, shards=10, seed=0, modelParams={}, handleInvalid="error",
+        self._setDefault(model="global", epochs=0, shards=0, seed=0, modelParams={}, handleInvalid="error",
                          calibrate="off", calibrationFolds=4)
 
     def check_training_params(self, who: str) -> None:
         """Raise ConfigError naming the Param when a value is out of range (before any Spark job)."""
-        for name, low in (("epochs", 0), ("shards", 1)):
+        for name, low in (("epochs", 0), ("shards", 0)):
             v = self.getOrDefault(name)
             if v < low:
                 raise ConfigError(f"{who}: Param {name} must be an int >= {low}, got {v!r}")

@@ -102,7 +102,7 @@ def test_empty_dataframe(spark):
 
 @pytest.mark.parametrize("params,message", [
     ({"epochs": -1}, r"Param epochs must be an int >= 0, got -1"),  # 0 = chosen on validation
-    ({"shards": -1}, r"Param shards must be an int >= 1, got -1"),
+    ({"shards": -1}, r"Param shards must be an int >= 0, got -1"),
     ({"C": -1.0}, r"Param C must be a finite float > 0, got -1.0"),
     ({"C": float("nan")}, r"Param C must be a finite float > 0"),
     ({"handleInvalid": "keep"}, r"Param handleInvalid must be 'error' or 'drop'"),
@@ -201,3 +201,13 @@ def test_multi_dimensional_model_and_hamming_score(spark):
     assert got == {d: sorted(labs) for d, labs, _ in rows}
     assert HierarchicalEvaluator(metricName="hammingScore").evaluate(out) == 1.0
     assert HierarchicalEvaluator().evaluateAll(out)["exact_match"] == 1.0
+
+
+def test_default_shards_are_the_task_slots_as_in_the_cli(spark, toy):
+    """The estimator's default shards is the CLI's (train.shards = 0: the task slots), not a fixed count."""
+    from sparkhc.config import load_config
+
+    clf = HierarchicalClassifier(taxonomy=PAIRS, epochs=2, model="flat")
+    assert clf.getOrDefault("shards") == 0 == load_config().train.shards
+    fitted = clf.fit(toy)
+    assert fitted.metadata["training"]["shards"] == spark.sparkContext.defaultParallelism

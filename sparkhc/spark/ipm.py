@@ -447,7 +447,7 @@ def select_epochs(
     def score(epoch: int, state: ModelState) -> bool:
         probe.set_state(state)
         counts = MetricCounts(tax)
-        counts.add(gold, leaf_matrix(probe.decode(val)[0], tax))
+        counts.add(gold, leaf_matrix(probe.decode(val, return_scores=False)[0], tax))
         m = counts.compute()
         hf.append(float(m["hF"]))
         maf.append(float(m["LBMaF"]))

@@ -19,6 +19,7 @@ The training is the in-process simulation of iterative parameter mixing of ``exp
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -33,16 +34,25 @@ explore = explore_gt()
 
 ROUNDS = {"rcv1v2_subset": [("fold", f) for f in range(5)], "reuters21578": [("split", "test")],
           "20newsgroups": [("split", "test")]}
-VARIANT = "branching=True,update='cost_augmented',bias=0.3,margin_rare=0.25"  # the product default
+
+def product_variant() -> str:
+    """The global model's parameters as the product's defaults give them (``sparkhc/conf/defaults.toml``)."""
+    from sparkhc.config import load_config
+
+    return ",".join(f"{k}={v!r}" for k, v in load_config().model_params("global").items())
+
 PATIENCES = (3, 5, 8, 10, 15, 20)
 CRITERIA = ("hF", "hF+LBMaF")
 KEYS = ("LBMiF", "LBMaF", "EBF", "hF")
 
 
-def curves(features_root: str, corpus: str, shards: int, max_epochs: int, cache: Path | None) -> list[dict[str, Any]]:
+def curves(features_root: str, corpus: str, shards: int, max_epochs: int, cache: Path | None,
+           variant: str) -> list[dict[str, Any]]:
     """Per round: the validation curve (model trained on 90% of the training part) and the test
     curve (model trained on all of it), one metrics dict per epoch."""
-    f = cache / f"{corpus}_s{shards}_E{max_epochs}.json" if cache is not None else None
+    tag = "" if variant == "branching=True,update='cost_augmented',bias=0.3,margin_rare=0.25" else (
+        "_" + hashlib.sha1(variant.encode()).hexdigest()[:8])  # the curves cached before the variant was a flag
+    f = cache / f"{corpus}_s{shards}_E{max_epochs}{tag}.json" if cache is not None else None
     if f is not None and f.exists():
         return list(json.loads(f.read_text()))
     out = []
@@ -53,7 +63,7 @@ def curves(features_root: str, corpus: str, shards: int, max_epochs: int, cache:
         fit, vb = rnd.train.subset(fit_idx), rnd.train.subset(val_idx)
         v: list[dict[str, float]] = []
         t: list[dict[str, float]] = []
-        params = explore.parse_variant(VARIANT)
+        params = explore.parse_variant(variant)
         explore.train(fit, explore.model_taxonomy(rnd.tax, fit), rnd.n_features, params, max_epochs, shards, 0,
                       on_epoch=lambda e, m, _v=v, _vb=vb, _r=rnd: _v.append(explore.evaluate(m, _vb, _r.tax, _r.mask)))
         explore.train(rnd.train, rnd.mtax, rnd.n_features, params, max_epochs, shards, 0,
@@ -96,49 +106,75 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features-root", required=True)
     ap.add_argument("--corpus", action="append", default=[])
-    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--shards", type=int, action="append", default=[],
+                    help="shard count(s); several: one test table per count and the shard comparison")
+    ap.add_argument("--variant", default="", help="global-model params (explore_gt syntax); default: the product's")
     ap.add_argument("--max-epochs", type=int, default=100)
     ap.add_argument("--cache", default="", help="directory of the curves (reused when present)")
     ap.add_argument("--rule", default="hF+LBMaF:10", help="CRITERION:PATIENCE, chosen from the validation table")
     ap.add_argument("--section", default="epoch-selection")
+    ap.add_argument("--title", default="How the epoch selection stops (epoch-selection, issue 17)")
     a = ap.parse_args()
     corpora = a.corpus or list(ROUNDS)
+    shard_counts = a.shards or [2]
+    variant = a.variant or product_variant()
     cache = Path(a.cache) if a.cache else None
-    data = {c: curves(a.features_root, c, a.shards, a.max_epochs, cache) for c in corpora}
+    data = {(c, k): curves(a.features_root, c, k, a.max_epochs, cache, variant)
+            for k in shard_counts for c in corpora}
 
-    lines = ["| criterion | patience | " + " | ".join(f"{c}: regret / cost" for c in corpora)
-             + " | mean regret | total cost |", "|---|---|" + "---|" * len(corpora) + "---|---|"]
-    for crit in CRITERIA:
-        for p in PATIENCES:
-            regs, costs = [], []
-            for c in corpora:
-                rg, cs = [], []
-                for rd in data[c]:
-                    v = smoothed([score(r, crit) for r in rd["val"]])
-                    e, n = stop([score(r, crit) for r in rd["val"]], p)
-                    rg.append(max(v) - v[e - 1])
-                    cs.append(0.9 * n + e)
-                regs.append(100 * float(np.mean(rg)))
-                costs.append(float(np.mean(cs)))
-            lines.append(f"| {crit} | {p} | " + " | ".join(f"{r:.2f} / {k:.0f}" for r, k in zip(regs, costs, strict=True))
-                         + f" | {np.mean(regs):.2f} | {sum(costs):.0f} |")
+    lines = ["| shards | criterion | patience | " + " | ".join(f"{c}: regret / cost" for c in corpora)
+             + " | mean regret | total cost |", "|---|---|---|" + "---|" * len(corpora) + "---|---|"]
+    for k in shard_counts:
+        for crit in CRITERIA:
+            for p in PATIENCES:
+                regs, costs = [], []
+                for c in corpora:
+                    rg, cs = [], []
+                    for rd in data[c, k]:
+                        v = smoothed([score(r, crit) for r in rd["val"]])
+                        e, n = stop([score(r, crit) for r in rd["val"]], p)
+                        rg.append(max(v) - v[e - 1])
+                        cs.append(0.9 * n + e)
+                    regs.append(100 * float(np.mean(rg)))
+                    costs.append(float(np.mean(cs)))
+                lines.append(f"| {k} | {crit} | {p} | "
+                             + " | ".join(f"{r:.2f} / {n:.0f}" for r, n in zip(regs, costs, strict=True))
+                             + f" | {np.mean(regs):.2f} | {sum(costs):.0f} |")
     crit, p = a.rule.rsplit(":", 1)
-    test_lines = ["| corpus | epochs | " + " | ".join(KEYS) + " | epochs chosen (run) |",
-                  "|---|---|" + "---|" * len(KEYS) + "---|"]
+    test_lines = ["| corpus | shards | epochs | " + " | ".join(KEYS) + " | epochs chosen (run) |",
+                  "|---|---|---|" + "---|" * len(KEYS) + "---|"]
+    rule_hf: dict[tuple[str, int], float] = {}
     for c in corpora:
-        fixed = {k: 100 * float(np.mean([rd["test"][9][k] for rd in data[c]])) for k in KEYS}
-        picks = [stop([score(r, crit) for r in rd["val"]], int(p)) for rd in data[c]]
-        chosen = {k: 100 * float(np.mean([rd["test"][e - 1][k] for rd, (e, _) in zip(data[c], picks, strict=True)]))
-                  for k in KEYS}
-        test_lines.append(f"| {c} | 10 (fixed) | " + " | ".join(f"{fixed[k]:.2f}" for k in KEYS) + " | - |")
-        test_lines.append(f"| {c} | rule {a.rule} | " + " | ".join(f"{chosen[k]:.2f}" for k in KEYS) + " | "
-                          + ", ".join(f"{e} ({n})" for e, n in picks) + " |")
+        for k in shard_counts:
+            rds = data[c, k]
+            fixed = {m: 100 * float(np.mean([rd["test"][9][m] for rd in rds])) for m in KEYS}
+            picks = [stop([score(r, crit) for r in rd["val"]], int(p)) for rd in rds]
+            chosen = {m: 100 * float(np.mean([rd["test"][e - 1][m] for rd, (e, _) in zip(rds, picks, strict=True)]))
+                      for m in KEYS}
+            rule_hf[c, k] = chosen["hF"]
+            test_lines.append(f"| {c} | {k} | 10 (fixed) | " + " | ".join(f"{fixed[m]:.2f}" for m in KEYS) + " | - |")
+            test_lines.append(f"| {c} | {k} | rule {a.rule} | " + " | ".join(f"{chosen[m]:.2f}" for m in KEYS) + " | "
+                              + ", ".join(f"{e} ({n})" for e, n in picks) + " |")
+    shard_lines: list[str] = []
+    if len(shard_counts) > 1:
+        lo, hi = min(shard_counts), max(shard_counts)
+        shard_lines = ["", f"hF of the rule's choice (test, read after it) by shard count: {hi} shards minus {lo}, "
+                       "and each count minus the best count of the corpus:", "",
+                       "| corpus | " + " | ".join(f"{k} shards" for k in shard_counts)
+                       + f" | {hi} minus {lo} | " + " | ".join(f"{k} minus best" for k in shard_counts) + " |",
+                       "|---|" + "---|" * (2 * len(shard_counts) + 1)]
+        for c in corpora:
+            best = max(rule_hf[c, k] for k in shard_counts)
+            shard_lines.append(f"| {c} | " + " | ".join(f"{rule_hf[c, k]:.2f}" for k in shard_counts)
+                               + f" | {rule_hf[c, hi] - rule_hf[c, lo]:+.2f} | "
+                               + " | ".join(f"{rule_hf[c, k] - best:+.2f}" for k in shard_counts) + " |")
     body = "\n".join([
         f"Command: `{command()}`  ",
         f"Machine: {machine()}  ",
         f"Date: {now()}; load average at the end {loadavg()}",
         "",
-        f"Default global model (`{VARIANT}`), {a.shards} shards (in-process IPM simulation), validation slice: a "
+        f"Global model `{variant}`" + (" (the product's defaults)" if not a.variant else "")
+        + f", {', '.join(map(str, shard_counts))} shards (in-process IPM simulation), validation slice: a "
         f"seeded 10% of each training part (the model trained on the other 90%), curves to {a.max_epochs} epochs. "
         "Regret: points (%) of the criterion (its trailing mean of 3 epochs) between the best epoch of the whole "
         "curve and the epoch the rule picks (mean over rounds: rcv1v2_subset's 5 folds, one split otherwise). Cost: epochs of the validation "
@@ -160,9 +196,10 @@ def main() -> None:
         "the fixed 10 epochs, the same trainings:",
         "",
         *test_lines,
+        *shard_lines,
     ])
     print(body)
-    write_section(a.section, "How the epoch selection stops (epoch-selection, issue 17)", body)
+    write_section(a.section, a.title, body)
 
 
 if __name__ == "__main__":

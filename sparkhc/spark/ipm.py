@@ -414,11 +414,11 @@ def select_epochs(
     documents for at most ``max_epochs`` epochs, scored on the held-out ones (the same slice on
     both paths: :func:`validation_split`, :func:`sparkhc.spark.small.validation_ids`) after every
     epoch by :func:`sparkhc.epochs.validation_score` (hF + LB macro-F1 over the model taxonomy's
-    real nodes), stopped early after ``patience`` epochs without a better score
-    (:class:`sparkhc.epochs.EarlyStopping`; 0: never), and the first epoch count with the best
+    real nodes), stopped early after ``max(patience, ceil(0.5 x best))`` epochs without a better
+    score (:class:`sparkhc.epochs.EarlyStopping`, ``PATIENCE_GROWTH``; patience 0: never), and the first epoch count with the best
     score is returned with the curves: ``{"epochs", "validation_score", "validation_hF",
     "validation_macro_F1", "validation_documents", "fraction", "max_epochs", "epochs_run",
-    "patience", "criterion", "stopped_early"}``. With ``rows`` the training runs in this process
+    "patience", "patience_growth", "criterion", "stopped_early"}``. With ``rows`` the training runs in this process
     (bit-identical to the Spark path's, :func:`train_on_driver`) and ``features`` is not used."""
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import EarlyStopping, validation_score
@@ -453,7 +453,7 @@ def select_epochs(
         maf.append(float(m["LBMaF"]))
         stop = stopper.add(validation_score(m))
         log.info("select_epochs: epoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", epoch + 1, hf[-1],
-                 maf[-1], len(val), f"; stopping: no better score in {stopper.patience} epochs" if stop else "")
+                 maf[-1], len(val), f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
         return stop
 
     fresh = get_model_class(model.name)(tax, model.n_features, **model.params)

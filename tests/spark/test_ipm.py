@@ -3,6 +3,8 @@ mean of the shard results computed locally; checkpoints resume."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -257,8 +259,9 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
 
 @pytest.mark.parametrize("mixing", ["jobs", "barrier", "driver"])
 def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark, mixing, tmp_path):
-    """With patience p the validation curve is the full curve's prefix that ends p epochs after its
-    running best (computed from the full curve here), and the choice is that prefix's first best."""
+    """With patience p the validation curve is the full curve's prefix that ends max(p, ceil(0.5 x
+    best)) epochs after its running best (computed from the full curve here), and the choice is that
+    prefix's first best."""
     from sparkhc.spark.ipm import select_epochs
 
     tax, table = _data(n=160, seed=5)
@@ -278,13 +281,15 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
         for e in range(len(full)):
             if full[e] > full[best]:
                 best = e
-            if e - best >= p:
+            if e - best >= max(p, math.ceil(0.5 * (best + 1))):
                 stop = e + 1
                 break
         got = run(p)
         assert got["smoothed_score"] == full[:stop] and got["epochs_run"] == stop
         assert got["epochs"] == int(np.argmax(full[:stop])) + 1 and got["patience"] == p
-        assert got["stopped_early"] == (stop < len(full) or len(full) - got["epochs"] >= p)
+        wait = max(p, math.ceil(0.5 * got["epochs"]))
+        assert got["stopped_early"] == (stop < len(full) or len(full) - got["epochs"] >= wait)
+        assert got["patience_growth"] == 0.5
 
 
 @pytest.mark.parametrize("average", [False, True])

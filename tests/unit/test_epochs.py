@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from sparkhc.epochs import CRITERION, EarlyStopping, validation_score
+from sparkhc.epochs import CRITERION, PATIENCE_GROWTH, EarlyStopping, validation_score
 
 
 def test_stops_patience_epochs_after_the_first_best():
-    es = EarlyStopping(2, window=1)
+    es = EarlyStopping(2, window=1, growth=0)
     # epoch:        1      2      3      4 (2 epochs after the best, epoch 2: stop)
     assert [es.add(v) for v in (0.5, 0.7, 0.7, 0.6)] == [False, False, False, True]
     assert es.best == 2  # the tie at epoch 3 goes to the fewer epochs
-    assert es.summary() == {"epochs": 2, "epochs_run": 4, "patience": 2, "window": 1, "criterion": "hF+LBMaF",
+    assert es.summary() == {"epochs": 2, "epochs_run": 4, "patience": 2, "patience_growth": 0.0, "window": 1, "criterion": "hF+LBMaF",
                             "stopped_early": True, "smoothed_score": [0.5, 0.7, 0.7, 0.6]}
 
 
 def test_a_later_best_restarts_the_count():
-    es = EarlyStopping(2, window=1)
+    es = EarlyStopping(2, window=1, growth=0)
     assert [es.add(v) for v in (0.5, 0.4, 0.6, 0.55, 0.58)] == [False, False, False, False, True]
     assert es.best == 3
 
@@ -32,12 +32,34 @@ def test_the_trailing_mean_outlasts_a_lone_early_peak():
     """Window 3 on 0.2, 0.8, 0.2, 0.6, 0.7, 0.9, 0.5, 0.4: smoothed 0.2, 0.5, 0.4, 0.533.., 0.5,
     0.733.., 0.7, 0.6. The raw peak of epoch 2 (0.8) stops a raw patience-3 selection at epoch 5
     with 2 epochs; the trailing mean beats its epoch-2 value at epoch 4 and peaks at epoch 6."""
-    raw = EarlyStopping(3, window=1)
+    raw = EarlyStopping(3, window=1, growth=0)
     assert [raw.add(v) for v in (0.2, 0.8, 0.2, 0.6, 0.7)][-1] is True and raw.best == 2
-    es = EarlyStopping(3)  # the product's window
+    es = EarlyStopping(3, growth=0)  # the product's window
     stops = [es.add(v) for v in (0.2, 0.8, 0.2, 0.6, 0.7, 0.9, 0.5, 0.4)]
     assert es.smoothed == pytest.approx([0.2, 0.5, 0.4, 1.6 / 3, 0.5, 2.2 / 3, 0.7, 0.6])
     assert not any(stops) and es.best == 6
+
+
+def test_the_wait_grows_with_the_best_epoch():
+    """Growth 0.5, patience 2, raw curve: each epoch to 8 a new best (wait max(2, ceil(b / 2))); at
+    epoch 8 -> wait max(2, 4) = 4, so epochs 9-11 do not stop it and epoch 12 (4 after) does. A flat
+    patience would have stopped at epoch 10."""
+    curve = (0.1, 0.2, 0.15, 0.25, 0.3, 0.4, 0.5, 0.6, 0.5, 0.5, 0.5, 0.5)
+    es = EarlyStopping(2, window=1, growth=0.5)
+    stops = [es.add(v) for v in curve]
+    assert stops == [False] * 11 + [True] and es.best == 8 and es.wait() == 4
+    flat = EarlyStopping(2, window=1, growth=0)
+    assert [flat.add(v) for v in curve].index(True) == 9  # epoch 10
+    # the product's default growth, and the wait rounded up (best 5 -> ceil(2.5) = 3)
+    assert EarlyStopping(10).growth == PATIENCE_GROWTH == 0.5
+    g = EarlyStopping(1, window=1)
+    for v in (0.1, 0.2, 0.3, 0.4, 0.5):
+        g.add(v)
+    assert g.wait() == 3
+    assert [g.add(v) for v in (0.4, 0.4, 0.4)] == [False, False, True]
+    # patience 0 still never stops, whatever the growth
+    z = EarlyStopping(0, window=1)
+    assert not any(z.add(v) for v in curve[:8] + (0.0,) * 20)
 
 
 def test_bad_patience_and_empty_curve():
@@ -47,6 +69,8 @@ def test_bad_patience_and_empty_curve():
         _ = EarlyStopping(3).best
     with pytest.raises(ValueError, match="window must be >= 1"):
         EarlyStopping(3, window=0)
+    with pytest.raises(ValueError, match="growth must be >= 0"):
+        EarlyStopping(3, growth=-0.5)
 
 
 def test_score_is_hf_plus_macro_f1():

@@ -64,6 +64,7 @@ from sparkhc.errors import ConfigError
 from sparkhc.models.base import HierModel, ModelState, shuffled_order
 from sparkhc.models.cesa_bianchi import CesaModel
 from sparkhc.persistence import state_from_bytes, state_to_bytes
+from sparkhc.spark.small import spark_hash_long
 
 log = logging.getLogger(__name__)
 
@@ -210,43 +211,16 @@ def assign_tasks(costs: Mapping[int, float], n_tasks: int) -> dict[int, int]:
     return out
 
 
-_M32 = 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def _mix_k1(k: int) -> int:
-    return (_rotl32((k * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
-
-
-def _mix_h1(h: int, k: int) -> int:
-    return (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _M32
-
-
-def spark_hash_long(value: int, seed: int = 42) -> int:
-    """Spark's ``hash()`` of a bigint (Murmur3_x86_32.hashLong, seed 42), a signed 32-bit int.
-    Hash partitioning puts a row with key ``v`` into partition ``pmod(hash(v), n)``."""
-    v = int(value) & 0xFFFFFFFFFFFFFFFF
-    h = _mix_h1(_mix_h1(seed & _M32, _mix_k1(v & _M32)), _mix_k1(v >> 32))
-    h ^= 8
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    h ^= h >> 16
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
 def partition_keys(n_tasks: int) -> list[int]:
     """For each task ``k``, the smallest bigint key that ``repartition(n_tasks, key)`` sends to
     partition ``k``, so that every task gets a partition of its own."""
     found: dict[int, int] = {}
-    v = 0
+    start, step = 0, max(64, 4 * int(n_tasks))
     while len(found) < n_tasks:
-        found.setdefault(spark_hash_long(v) % n_tasks, v)
-        v += 1
+        vals = np.arange(start, start + step, dtype=np.int64)
+        for v, part in zip(vals.tolist(), np.mod(spark_hash_long(vals).astype(np.int64), n_tasks).tolist(), strict=True):
+            found.setdefault(int(part), int(v))
+        start += step
     return [found[k] for k in range(n_tasks)]
 
 

@@ -113,6 +113,18 @@ def _fmix(h: np.ndarray, length: np.ndarray | np.uint32) -> np.ndarray:
     return h
 
 
+def spark_hash_long(values: Sequence[int] | np.ndarray, seed: int = 42) -> np.ndarray:
+    """Spark SQL's ``hash(v)`` of each bigint (int32): ``Murmur3_x86_32.hashLong`` (the low then
+    the high 32-bit word mixed, finalised as 8 bytes), seed 42. Hash partitioning puts a row with
+    key ``v`` into partition ``pmod(hash(v), n)``. Vectorized over the values."""
+    v = np.asarray(values, dtype=np.int64).view(np.uint64)
+    low = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    high = (v >> np.uint64(32)).astype(np.uint32)
+    h = np.full(v.shape, np.int64(seed) & 0xFFFFFFFF, dtype=np.uint64).astype(np.uint32)
+    with np.errstate(over="ignore"):
+        return _fmix(_mix(_mix(h, low), high), np.uint32(8)).view(np.int32)
+
+
 def spark_hash_int(value: int, seeds: np.ndarray) -> np.ndarray:
     """Spark's ``Murmur3_x86_32.hashInt(value, seed)`` for each seed (int32): what ``hash(col, 17)``
     computes for its second argument, an int literal, from the hash of the first as the seed."""

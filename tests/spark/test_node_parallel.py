@@ -164,7 +164,8 @@ def test_local_decomposition_and_support(spark) -> None:
     # the task keys land in distinct partitions: Python's hash equals Spark's, as hash partitioning uses it
     vals = [0, 1, -1, 7, 2**31, -(2**40) + 3, 123456789012]
     got = spark.createDataFrame([(v,) for v in vals], "v long").selectExpr("v", "hash(v) AS h").collect()
-    assert {int(r["v"]): int(r["h"]) for r in got} == {v: spark_hash_long(v) for v in vals}
+    assert {int(r["v"]): int(r["h"]) for r in got} == {v: int(spark_hash_long([v])[0]) for v in vals}
+    assert dict(zip(vals, spark_hash_long(vals).tolist(), strict=True)) == {int(r["v"]): int(r["h"]) for r in got}
     keys = partition_keys(5)
     parts = (spark.createDataFrame([(k,) for k in keys], "k long").repartition(5, "k")
              .selectExpr("k", "spark_partition_id() AS p").collect())

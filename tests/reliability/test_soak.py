@@ -39,14 +39,22 @@ def _memory(spark) -> dict[str, float]:
     jvm.java.lang.System.gc()
     rt = jvm.java.lang.Runtime.getRuntime()
     me = psutil.Process()
-    workers = [p for p in me.children(recursive=True) if "python" in (p.name() or "").lower()]
-    java = [p for p in me.children(recursive=True) if "java" in (p.name() or "").lower()]
+    # (name, rss) of each child alive through both reads: a short-lived child (a worker or a shell
+    # Spark starts) may exit between the listing and the reads (psutil.NoSuchProcess)
+    children: list[tuple[str, int]] = []
+    for p in me.children(recursive=True):
+        try:
+            children.append(((p.name() or "").lower(), int(p.memory_info().rss)))
+        except psutil.NoSuchProcess:
+            continue
+    workers = [rss for name, rss in children if "python" in name]
+    java = [rss for name, rss in children if "java" in name]
     return {
         "driver_rss_mb": round(me.memory_info().rss / MB, 1),
         "jvm_heap_used_after_gc_mb": round((rt.totalMemory() - rt.freeMemory()) / MB, 1),
-        "jvm_rss_mb": round(sum(p.memory_info().rss for p in java) / MB, 1),
+        "jvm_rss_mb": round(sum(java) / MB, 1),
         "python_workers": len(workers),
-        "python_workers_rss_mb": round(sum(p.memory_info().rss for p in workers) / MB, 1),
+        "python_workers_rss_mb": round(sum(workers) / MB, 1),
     }
 
 

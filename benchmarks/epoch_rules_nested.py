@@ -75,10 +75,12 @@ def score(r: dict[str, float]) -> float:
 
 
 def pick(v: list[float], patience: int, window: int) -> int:
-    """The epochs :class:`sparkhc.epochs.EarlyStopping` picks on ``v`` (trailing mean of ``window``)."""
+    """The epochs :class:`sparkhc.epochs.EarlyStopping` picks on ``v`` (trailing mean of ``window``;
+    a flat wait of ``patience`` epochs, the rules this study compares: the growing wait of the
+    product since 5fd5291 is chosen in ``epoch_rules.py``'s growth table)."""
     from sparkhc.epochs import EarlyStopping
 
-    es = EarlyStopping(patience, window=window)
+    es = EarlyStopping(patience, window=window, growth=0.0)
     for x in v:
         if es.add(x):
             break

@@ -51,9 +51,8 @@ def curves(features_root: str, corpus: str, shards: int, max_epochs: int, cache:
            variant: str) -> list[dict[str, Any]]:
     """Per round: the validation curve (model trained on 90% of the training part) and the test
     curve (model trained on all of it), one metrics dict per epoch."""
-    tag = "" if variant == "branching=True,update='cost_augmented',bias=0.3,margin_rare=0.25" else (
-        "_" + hashlib.sha1(variant.encode()).hexdigest()[:8])  # the curves cached before the variant was a flag
-    f = cache / f"{corpus}_s{shards}_E{max_epochs}{tag}.json" if cache is not None else None
+    tag = hashlib.sha1(variant.encode()).hexdigest()[:8]
+    f = cache / f"{corpus}_s{shards}_E{max_epochs}_{tag}.json" if cache is not None else None
     if f is not None and f.exists():
         return list(json.loads(f.read_text()))
     out = []

@@ -22,6 +22,21 @@ is read once, to score):
 - ``MLlib BR``: one ``pyspark.ml`` LogisticRegression per scored label, its ``regParam`` chosen by
   MLlib's own CrossValidator (default evaluator: areaUnderROC) on the training part.
 - ``HiClass``: local classifier per parent node with LinearSVC (C = 1), single-label data only.
+- ``Annif Omikuji Parabel`` / ``Annif Omikuji Bonsai`` (rows ``annif_parabel``, ``annif_bonsai``;
+  ``benchmarks/peer_annif.py``): Annif 1.4 (``annif[omikuji]``, in its own virtualenv, run as a
+  subprocess; a bench-only peer) on the documents' raw texts (read from the corpus's
+  ``docs.jsonl.gz`` under ``--data-dir``; token-only corpora: the tokens joined with spaces),
+  analyzer ``snowball(english)``, the same label space as the one-vs-rest peers (gold closed upward).
+  Parabel = Annif's Omikuji defaults; Bonsai = Annif's documented Bonsai settings
+  (``cluster_balanced=False, cluster_k=100, max_depth=3``). ``limit`` and ``threshold`` are chosen as
+  ``annif optimize`` does (limits 1..15, thresholds 0.00..0.95 by 0.05, document-averaged F1) on a
+  seeded 10 % validation slice of the training part (Annif trained on the other 90 %), then Annif is
+  retrained on the whole training part; a test document keeps at most ``limit`` suggestions scoring at
+  least ``threshold``, none when none passes (Annif's rule, no FLAT fallback). Install:
+  ``python -m venv .venv-annif && .venv-annif/bin/pip install 'annif[omikuji]==1.4.*'`` (or set
+  ``ANNIF_PYTHON``); ``NLTK_DATA`` defaults to ``../shared/peers/nltk_data`` (NLTK's ``punkt_tab``).
+  The default ``--rows`` include them when that interpreter exists (otherwise a note says they were
+  skipped).
 
 Label space of the one-vs-rest peers: the scored labels of the corpus (``corpus.json``), gold
 ancestor-closed; a document gets every label with a positive decision, else the best one (FLAT
@@ -46,6 +61,8 @@ import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 from _common import MemorySampler, command, loadavg, machine, now, write_section  # noqa: E402
 
+DEFAULT_ROWS = "sparkhc,sparkhc_tuned,liblinear,mllib,hiclass"
+ANNIF_ROWS = {"annif_parabel": "parabel", "annif_bonsai": "bonsai"}
 METRICS = (("LBMiF", "LB micro-F1"), ("LBMaF", "LB macro-F1"), ("EBF", "example F1"), ("hF", "hF"))
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -405,7 +422,11 @@ def fmt(vals: list[float], pct: bool = True) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features", action="append", default=[], help="NAME=DIR (repeatable)")
-    ap.add_argument("--rows", default="sparkhc,sparkhc_tuned,liblinear,mllib,hiclass")
+    ap.add_argument("--rows", default=None,
+                    help=f"comma-separated rows among {DEFAULT_ROWS},{','.join(ANNIF_ROWS)} (default: {DEFAULT_ROWS}, "
+                    "plus the Annif rows when the Annif interpreter exists)")
+    ap.add_argument("--data-dir", default="../shared/data",
+                    help="Annif rows: the staged corpora (the raw texts of the features' documents)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--folds", type=int, default=0, help="cross-validation corpora: the first N folds (0 = all)")
     ap.add_argument("--seeds", default="0", help="single-split corpora: comma-separated seeds (spread over seeds)")
@@ -425,14 +446,27 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    wanted = a.rows.split(",")
+    notes: list[str] = []
+    if a.rows is None:
+        import peer_annif
+
+        wanted = DEFAULT_ROWS.split(",")
+        if peer_annif.available():
+            wanted += list(ANNIF_ROWS)
+        else:
+            notes.append(f"Annif rows skipped: {peer_annif.annif_python()} not found ({peer_annif.INSTALL})")
+            print(notes[-1], flush=True)
+    else:
+        wanted = a.rows.split(",")
+    data_dir = Path(a.data_dir)
+    if not data_dir.is_dir() and not data_dir.is_absolute() and (Path(__file__).resolve().parents[1] / data_dir).is_dir():
+        data_dir = Path(__file__).resolve().parents[1] / data_dir
     seeds = [int(x) for x in a.seeds.split(",")]
     grid: dict[str, Any] = {}
     for part in a.sparkhc_grid.split(";"):
         k, v = part.split("=", 1)
         grid[k.strip()] = [float(x) if "." in x else int(x) for x in v.split(",")]
     spark = None
-    notes: list[str] = []
     if {"sparkhc", "sparkhc_tuned", "mllib"} & set(wanted):
         from sparkhc.spark.session import get_session
 
@@ -453,6 +487,7 @@ def main() -> None:
                   f"{', '.join(p.name for p in parts)}", flush=True)
             res: dict[str, dict[str, list[float]]] = {}
             chosen: dict[str, list[str]] = {}
+            texts: list[str] | None = None  # raw texts (Annif rows), read once per corpus
 
             def add(row: str, m: dict[str, float], secs: float, what: str = "",
                     res: dict[str, dict[str, list[float]]] = res, chosen: dict[str, list[str]] = chosen) -> None:
@@ -508,6 +543,19 @@ def main() -> None:
                                     notes.append(f"{dname}: HiClass skipped (multi-label data; HiClass 5.x is single-path)")
                                 continue
                             add("HiClass LCPPN + LinearSVC C=1", score(d, s.te, hc[0]), hc[1])
+                        elif row in ANNIF_ROWS:
+                            import peer_annif
+
+                            if texts is None:
+                                texts = peer_annif.doc_texts(d.path, d.batch.doc_ids, data_dir)
+                            pred, info = peer_annif.run_annif(
+                                [texts[int(i)] for i in s.tr], [np.flatnonzero(d.Y[int(i)]).tolist() for i in s.tr],
+                                [texts[int(i)] for i in s.te], d.label_names, ANNIF_ROWS[row], s.seed)
+                            add(f"Annif {info['annif']} Omikuji {peer_annif.VARIANTS[ANNIF_ROWS[row]]}, limit/threshold "
+                                "on a validation slice", score(d, s.te, pred), info["train_seconds"],
+                                f"{s.name}: limit {info['limit']}, threshold {info['threshold']:.2f} (val doc F1 "
+                                f"{info['val_f1']:.3f}; final fit {info['final_train_seconds']:.1f} s, test "
+                                f"suggestions {info['test_seconds']:.1f} s)")
                     except Exception as e:  # one row failing must not lose the others
                         notes.append(f"{dname} {s.name} {row}: failed: {type(e).__name__}: {str(e)[:300]}")
                         print(notes[-1], flush=True)
@@ -543,7 +591,15 @@ def main() -> None:
         "candidate refit on all training documents (included in its seconds). One-vs-rest peers: one binary model "
         "per scored label (gold closed upward), a document gets every label with a positive decision (or reaching "
         "its SCut threshold), else the best one; predictions are closed upward for the hierarchical measures. "
-        "Rows with nothing seeded (LIBLINEAR C=1, HiClass) have sd 0 over seeds.\n\n" + "\n\n".join(tables) + "\n\n" + "\n".join(f"- {n}" for n in notes)
+        "Rows with nothing seeded (LIBLINEAR C=1, HiClass) have sd 0 over seeds."
+        + (" Annif rows (`benchmarks/peer_annif.py`): Omikuji Parabel (Annif's defaults) / Bonsai "
+           "(cluster_balanced=False, cluster_k=100, max_depth=3), analyzer snowball(english), on the raw texts; "
+           "limit (1-15) and threshold (0.00-0.95) chosen as `annif optimize` does (document-averaged F1) on a "
+           "seeded 10 % validation slice of the training part, then retrained on the whole training part; "
+           "train seconds = both trainings + the slice's suggestions (the Annif subprocess start-up and the "
+           "test suggestions excluded); a test document keeps at most limit suggestions scoring at least "
+           "threshold (possibly none)." if set(ANNIF_ROWS) & set(wanted) else "")
+        + "\n\n" + "\n\n".join(tables) + "\n\n" + "\n".join(f"- {n}" for n in notes)
     )
     write_section(a.section, f"Comparison with tuned peers ({a.section})", body)
 

@@ -53,6 +53,8 @@ class TrainConfig:
     # epochs = N > 0: choose the number of epochs (1..N) on the validation slice instead of training N
     select_epochs: bool = False
     validation_fraction: float = 0.1
+    # epoch (and C = "auto") selection: disjoint validation bands pooled; 0 = auto (sparkhc.epochs.inner_folds)
+    validation_folds: int = 0
     self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
     checkpoint: bool = True
     # node-independent models (h_svm, svm, h_rls, ah_bay, perc, h_perc with mistake="node"):
@@ -102,6 +104,7 @@ _MINIMUM = {
     ("train", "patience"): 0,  # 0 = no early stopping
     ("train", "shards"): 0,  # 0 = auto
     ("train", "calibration_folds"): 3,
+    ("train", "validation_folds"): 0,  # 0 = auto
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
 }
 

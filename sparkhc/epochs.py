@@ -21,11 +21,16 @@ Pure numpy: the Spark and driver paths of :func:`sparkhc.spark.ipm.select_epochs
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sparkhc.metrics import MetricCounts
 
 #: the validation score: the sum of these metrics of :class:`sparkhc.metrics.MetricCounts`
 CRITERION = ("hF", "LBMaF")
@@ -36,6 +41,12 @@ WINDOW = 3
 #: "mixing-shards-default": the smallest of 0 / 0.25 / 0.5 / 0.75 / 1 whose in-sample regret is
 #: below 0.05 points at 1, 2 and 10 shards on the three corpora)
 PATIENCE_GROWTH = 0.5
+#: ``C = "auto"`` (the global model's default): the values of C compared on the inner folds
+AUTO_C_GRID = (0.1, 0.3, 1.0)
+#: inner folds: enough disjoint validation bands to hold out at least this many training documents
+#: in all (at most ``1 / fraction`` bands, i.e. full cross-validation); a large training part gets
+#: one band. A cost bound, not an accuracy setting: see :func:`inner_folds`.
+VALIDATION_DOCUMENTS = 1000
 #: ``train.epochs = 0`` for models that are not trained by mixing (no validation curve): this many
 FALLBACK_EPOCHS = 10
 
@@ -97,3 +108,77 @@ class EarlyStopping:
                 "patience_growth": float(self.growth), "window": int(self.window), "criterion": "+".join(CRITERION),
                 "stopped_early": self.should_stop(),
                 "smoothed_score": list(self.smoothed)}
+
+
+def inner_folds(n_docs: int, fraction: float, target: int = VALIDATION_DOCUMENTS) -> int:
+    """The number of disjoint validation bands (inner folds) of ``fraction`` of ``n_docs`` training
+    documents: the fewest that hold out ``target`` documents in all, at least 1 and at most the
+    ``floor(1 / fraction)`` bands there are. A validation slice of 131 documents decides nothing
+    finer than several points of macro-F1; k bands pool k times the documents for k times the cost
+    of a validation training, and a large training part (``fraction * n >= target``) keeps one."""
+    bands = 10000 // int(round(float(fraction) * 10000))
+    per = max(float(fraction) * int(n_docs), 1.0)
+    return int(min(bands, max(1, math.ceil(int(target) / per))))
+
+
+class PooledCurve:
+    """The validation counts of inner folds pooled epoch by epoch (out-of-fold scores of every band).
+
+    Folds are trained one after another; :meth:`add` takes the running fold's counts after each
+    of its epochs, :meth:`end_fold` closes it. A fold stopped early (no better score in its wait)
+    keeps contributing its last epoch's counts to later epochs, so that every epoch of the pooled
+    curve scores every held-out document once. With one fold the curve is that fold's own.
+    """
+
+    def __init__(self) -> None:
+        self.pooled: list[MetricCounts] = []
+        self._done: MetricCounts | None = None
+        self._last: MetricCounts | None = None
+        self._ran = 0
+        self.folds = 0
+        self.epochs_run: list[int] = []
+
+    def add(self, epoch: int, counts: MetricCounts) -> None:
+        """The running fold's counts after its epoch ``epoch`` (0-based, in order)."""
+        if epoch != self._ran:
+            raise ValueError(f"PooledCurve: epoch {epoch} after {self._ran} epochs of the fold")
+        if epoch < len(self.pooled):
+            self.pooled[epoch].merge(counts)
+        else:
+            base = copy.deepcopy(self._done) if self._done is not None else None
+            self.pooled.append(base.merge(counts) if base is not None else copy.deepcopy(counts))
+        self._last = counts
+        self._ran += 1
+
+    def end_fold(self) -> None:
+        if self._last is None:
+            raise ValueError("PooledCurve: a fold ended before its first epoch")
+        for t in range(self._ran, len(self.pooled)):
+            self.pooled[t].merge(self._last)
+        self._done = copy.deepcopy(self._last) if self._done is None else self._done.merge(self._last)
+        self.epochs_run.append(self._ran)
+        self._last, self._ran = None, 0
+        self.folds += 1
+
+    def metrics(self) -> list[dict[str, float]]:
+        """The pooled selection metrics of every epoch (``hF``, ``LBMaF``:
+        :meth:`sparkhc.metrics.MetricCounts.compute_selection`)."""
+        return [c.compute_selection() for c in self.pooled]
+
+
+def choose(curves: Sequence[Sequence[float]]) -> tuple[int, int, float]:
+    """(candidate, epochs, smoothed score) of the best of several pooled validation curves (one per
+    candidate setting, e.g. per C): each is smoothed as :class:`EarlyStopping` smooths (trailing mean
+    of :data:`WINDOW` epochs) and scored at its first maximum. Ties go to the earlier candidate."""
+    best: tuple[int, int, float] | None = None
+    for i, curve in enumerate(curves):
+        s = EarlyStopping(0)
+        for v in curve:
+            s.add(v)
+        ep = s.best
+        val = s.smoothed[ep - 1]
+        if best is None or val > best[2]:
+            best = (i, ep, val)
+    if best is None:
+        raise ValueError("choose: no candidate")
+    return best

@@ -660,6 +660,13 @@ class MetricCounts:
             "MaF": sf / n_occ if n_occ else Fraction(0),
         }
 
+    def compute_selection(self) -> dict[str, float]:
+        """``hF`` and ``LBMaF`` only (the epoch-selection criterion, :data:`sparkhc.epochs.CRITERION`),
+        computed exactly as :meth:`compute` computes them, without the other tables' work."""
+        s = self.scored
+        return {"hF": float(self._label_based(self.tp[self._real], self.fp[self._real], self.fn[self._real])["MiF"]),
+                "LBMaF": float(self._label_based(self.tp[s], self.fp[s], self.fn[s])["MaF"])}
+
     def compute(self) -> dict[str, float]:
         """Every metric (see the class notes for definitions and conventions).
 

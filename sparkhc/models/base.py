@@ -167,6 +167,10 @@ class HierModel:
     multi_dimensional: ClassVar[bool] = False
     #: a saved model can continue training on new documents (``sparkhc train --warm-start``)
     warm_startable: ClassVar[bool] = True
+    #: every training document needs a label: ``sparkhc train`` and the ``pyspark.ml`` estimator
+    #: skip (and count) documents with an empty label set; False: they are data (unlabelled
+    #: documents of semi-supervised EM, the all-negative examples of the H-loss learners)
+    requires_labels: ClassVar[bool] = False
 
     def node_parallel(self) -> bool:
         """Whether the node learners are independent given the gold labels, so that each node can

@@ -186,6 +186,30 @@ def _gold_sets(
     return out
 
 
+#: rows whose L2 norm is within this of 1 count as unit rows (kept bit for bit)
+UNIT_NORM_TOL = 1e-4
+
+
+def unit_rows(X: sp.csr_matrix) -> sp.csr_matrix:
+    """``X`` with every non-zero row scaled to unit L2 norm (``normalize = "l2"``, the PA models'
+    default): the step ``min(C, loss / ||x||^2)`` of a passive-aggressive update then reaches C
+    whatever the scale of the features (raw counts, tf-idf without a Normalizer, hashed counts), and
+    the bias feature keeps its weight against the words. Rows already of unit norm (within
+    :data:`UNIT_NORM_TOL`: the CLI's l2-normalized features) are kept bit for bit, and ``X`` itself is
+    returned when every row is."""
+    n = X.shape[0]
+    d = X.data.astype(np.float64)
+    row_of = np.repeat(np.arange(n), np.diff(X.indptr))
+    norms = np.sqrt(np.bincount(row_of, weights=d * d, minlength=n))
+    off = (norms > 0) & (np.abs(norms - 1.0) > UNIT_NORM_TOL)
+    if not off.any():
+        return X
+    scale = np.where(off, 1.0 / np.where(norms > 0, norms, 1.0), 1.0)
+    out = X.copy()
+    out.data = (d * scale[row_of]).astype(X.dtype)
+    return out
+
+
 def rare_margins(counts: np.ndarray, margin: float, power: float) -> np.ndarray:
     """The margin of each edge when it is a gold edge the prediction misses (``GlobalPA``
     ``margin_rare``): ``margin * (n_max / n_e) ** power`` for an edge with ``n_e > 0`` gold
@@ -253,7 +277,9 @@ class _PAModel(HierModel):
     """Shared parameters, state handling and checks of the PA models."""
 
     combine: ClassVar[Any] = "mean"
-    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0}
+    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0,
+                                          "normalize": "off"}
+    requires_labels: ClassVar[bool] = True
 
     # -- parameters ------------------------------------------------------------------------------
     def validate_params(self) -> None:
@@ -261,8 +287,8 @@ class _PAModel(HierModel):
         C = p["C"]
         self._check_param(
             "C",
-            _is_real(C) and math.isfinite(float(C)) and float(C) > 0,
-            "a float in the range (0, inf)",
+            C == "auto" or (_is_real(C) and math.isfinite(float(C)) and float(C) > 0),
+            "a float in the range (0, inf), or 'auto' (chosen on inner validation folds by sparkhc train)",
         )
         ep = p["epochs"]
         self._check_param("epochs", _is_int(ep) and int(ep) >= 1, "an int >= 1")
@@ -270,8 +296,19 @@ class _PAModel(HierModel):
         self._check_param("seed", _is_int(p["seed"]), "an int")
         b = p["bias"]
         self._check_param("bias", _is_real(b) and math.isfinite(float(b)) and float(b) >= 0, "a float >= 0")
+        self._check_param("normalize", p["normalize"] in ("l2", "off"), "'l2' or 'off'")
         if self.taxonomy.n_edges == 0:
             raise ModelError(f"the taxonomy {self.taxonomy.source} has no edges: nothing to classify")
+
+    @property
+    def _C(self) -> float:
+        """The aggressiveness C of the updates; ``"auto"`` must have been resolved (by
+        :func:`sparkhc.spark.training.fit_model`, which chooses it on validation folds)."""
+        C = self.params["C"]
+        if C == "auto":
+            raise ModelError(f"model {self.name!r}: C = 'auto' is chosen on validation folds by `sparkhc train` / "
+                             "fit_model; give a number to train the model directly")
+        return float(C)
 
     @property
     def _dtype(self) -> np.dtype:
@@ -333,12 +370,13 @@ class _PAModel(HierModel):
         last column when ``bias > 0``; the last batch's is cached (the gold sets of up to
         :data:`_CACHE_BATCHES` batches are, :meth:`_gold`)."""
         bias = float(self.params["bias"])
+        key = (bias, len(batch), self.params["normalize"])
         cache = self.__dict__.setdefault("_prep_cache", {})
-        hit = _cache_get(cache, batch, (bias, len(batch)))
+        hit = _cache_get(cache, batch, key)
         if hit is not None:
             return hit
         X = self._prepare_uncached(batch, bias)
-        _cache_put(cache, batch, (bias, len(batch)), X, limit=1)
+        _cache_put(cache, batch, key, X, limit=1)
         return X
 
     def _prepare_uncached(self, batch: SparseBatch, bias: float) -> sp.csr_matrix:
@@ -353,6 +391,8 @@ class _PAModel(HierModel):
         if not X.has_canonical_format:
             X = X.copy()
             X.sum_duplicates()
+        if self.params["normalize"] == "l2":
+            X = unit_rows(X)
         if bias > 0:
             n = X.shape[0]
             nnz = np.diff(X.indptr)
@@ -422,7 +462,7 @@ class _PAModel(HierModel):
         at the same positions.
         """
         W = self._weights("W", (self._n_rows, self._n_columns()))
-        C = float(self.params["C"])
+        C = self._C
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.binary_epoch(X, order, W, phi2, pos, pos_ptr, C, cols=cols, ycols=ycols, touched=touched)
@@ -468,8 +508,10 @@ class FlatPA(_PAModel):
     taxonomy : Taxonomy
         The model taxonomy (with virtual ``/_self`` leaves for partial-path data).
     n_features : int
-    C : float, default 1.0
-        PA-I aggressiveness.
+    C : float or "auto", default 1.0
+        PA-I aggressiveness. ``"auto"``: chosen among :data:`sparkhc.epochs.AUTO_C_GRID` on inner
+        validation folds by :func:`sparkhc.spark.training.fit_model` (``sparkhc train``, the
+        ``pyspark.ml`` estimator), which stores the chosen number; a direct :meth:`fit` needs a number.
     epochs : int, default 10
     dtype : {"float32", "float64"}, default "float32"
         Storage type of the weights.
@@ -478,6 +520,12 @@ class FlatPA(_PAModel):
     bias : float, default 0.0
         When ``> 0``, a constant feature of this value is appended to every document (one more,
         last, row of ``W``): each classifier gets a learned intercept. Not in the paper.
+    normalize : {"off", "l2"}, default "off"
+        ``"l2"`` (the configured default of ``sparkhc train`` and the ``pyspark.ml`` estimator,
+        ``defaults.toml``): every document's feature vector is scaled to unit L2 norm before the
+        bias is appended, in training and in decoding (:func:`unit_rows`; rows already of unit norm
+        are kept bit for bit), so C means the same on any feature scale. ``"off"``: as given (the
+        paper's model; models saved before this parameter existed load with it).
 
     State: ``W`` of shape ``(n_features, n_leaves)``, column ``j`` the classifier of leaf
     ``taxonomy.leaves[j]``. Decoding: every leaf with positive score, else the single best.
@@ -822,7 +870,7 @@ class GlobalPA(_PAModel):
         bf = self._bf()
         Wa, bfa, t = self._avg_arrays()
         t0 = float(t[0]) if t is not None else 0.0
-        C = float(self.params["C"])
+        C = self._C
         order = shuffled_order(len(batch), seed, epoch)
         mpos = None
         if self._rare > 0:

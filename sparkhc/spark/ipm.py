@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -387,10 +387,16 @@ def resolve_shards(spark: small.SessionLike, shards: int) -> int:
     return int(shards) if int(shards) > 0 else max(1, small.task_slots(spark))
 
 
-def validation_split(features: DataFrame, fraction: float, seed: int) -> tuple[DataFrame, DataFrame]:
+def validation_split(features: DataFrame, fraction: float, seed: int, band: int = 0) -> tuple[DataFrame, DataFrame]:
     """(fit, validation): a seeded share ``fraction`` of the documents by a hash of their id
-    (``pmod(hash(doc_id, seed + 17), 10000) < fraction * 10000``), the same rows on every run."""
-    val = F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000) < {small.validation_cut(fraction)}")
+    (band ``b``: ``b * cut <= pmod(hash(doc_id, seed + 17), 10000) < (b + 1) * cut``, ``cut =
+    fraction * 10000``; band 0 is the first ``fraction``), the same rows on every run; disjoint
+    bands are the inner folds of :func:`select_epochs`."""
+    cut = small.validation_cut(fraction)
+    if not 0 <= int(band) < small.validation_bands(fraction):
+        raise ValueError(f"validation band {band} out of range for the fraction {fraction}")
+    h = f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000)"
+    val = F.expr(f"{h} < {cut}" if int(band) == 0 else f"{h} >= {int(band) * cut} AND {h} < {(int(band) + 1) * cut}")
     return features.where(~val), features.where(val)
 
 
@@ -407,61 +413,118 @@ def select_epochs(
     exchange_dir: str | Path | None = None,
     patience: int = 0,
     rows: SparseBatch | None = None,
+    folds: int = 1,
+    c_grid: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """The number of epochs chosen on validation data carved out of the training documents
-    (``features`` on Spark, or ``rows`` read in the driver; nothing else is read): a fresh copy of
-    ``model`` (same class, taxonomy and parameters) is trained by :func:`train_ipm` on the other
-    documents for at most ``max_epochs`` epochs, scored on the held-out ones (the same slice on
-    both paths: :func:`validation_split`, :func:`sparkhc.spark.small.validation_ids`) after every
-    epoch by :func:`sparkhc.epochs.validation_score` (hF + LB macro-F1 over the model taxonomy's
-    real nodes), stopped early after ``max(patience, ceil(0.5 x best))`` epochs without a better
-    score (:class:`sparkhc.epochs.EarlyStopping`, ``PATIENCE_GROWTH``; patience 0: never), and the first epoch count with the best
-    score is returned with the curves: ``{"epochs", "validation_score", "validation_hF",
-    "validation_macro_F1", "validation_documents", "fraction", "max_epochs", "epochs_run",
-    "patience", "patience_growth", "criterion", "stopped_early"}``. With ``rows`` the training runs in this process
-    (bit-identical to the Spark path's, :func:`train_on_driver`) and ``features`` is not used."""
+    """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
+    data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
+    driver; nothing else is read).
+
+    For each candidate C (``c_grid``; None: the model's own parameters) and each of ``folds``
+    disjoint validation bands (inner folds: :func:`validation_split`,
+    :func:`sparkhc.spark.small.validation_ids`, the same documents on both paths), a fresh copy of
+    ``model`` is trained by :func:`train_ipm` on the other documents for at most ``max_epochs``
+    epochs and scored on its band after every epoch by :func:`sparkhc.epochs.validation_score`
+    (hF + LB macro-F1 over the model taxonomy's real nodes); each fold stops early after
+    ``max(patience, ceil(0.5 x best))`` epochs without a better score of its own
+    (:class:`sparkhc.epochs.EarlyStopping`; patience 0: never). The folds' count tables are pooled
+    epoch by epoch (:class:`sparkhc.epochs.PooledCurve`: out-of-fold scores of every held-out
+    document) and the candidate and epoch count with the best smoothed pooled score win
+    (:func:`sparkhc.epochs.choose`). One fold and no grid is the single validation slice of
+    earlier versions, exactly.
+
+    Returns ``{"epochs", "validation_score", "validation_hF", "validation_macro_F1",
+    "validation_documents", "fraction", "folds", "max_epochs", "epochs_run", "patience",
+    "patience_growth", "criterion", "stopped_early"}`` for the chosen candidate (its pooled
+    curves), plus ``"C"``, ``"C_grid"`` and ``"C_scores"`` with a grid. With ``rows`` the training
+    runs in this process (bit-identical to the Spark path's, :func:`train_on_driver`) and
+    ``features`` is not used."""
     from sparkhc.batch import label_matrix, leaf_matrix
-    from sparkhc.epochs import EarlyStopping, validation_score
+    from sparkhc.epochs import EarlyStopping, PooledCurve, choose, validation_score
     from sparkhc.metrics import MetricCounts
     from sparkhc.models import get_model_class
 
-    fit_rows: SparseBatch | None = None
-    fit_df: DataFrame | None = None
-    if rows is not None:
-        held = small.validation_ids(rows.doc_ids, fraction, seed)
-        fit_rows = rows.subset(np.flatnonzero(~held))
-        val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
-    else:
-        assert features is not None
-        fit_df, val_df = validation_split(features, fraction, seed)
-        val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
-    if len(val) == 0:
-        raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document")
+    folds = int(folds)
+    if not 1 <= folds <= small.validation_bands(fraction):
+        raise ValueError(f"select_epochs: {folds} inner folds of {fraction} each do not fit in the training part")
     tax = model.taxonomy
-    gold = label_matrix(val.labels or [], tax)
-    probe = get_model_class(model.name)(tax, model.n_features, **model.params)
-    stopper = EarlyStopping(int(patience))
-    hf: list[float] = []
-    maf: list[float] = []
+    cls = get_model_class(model.name)
+    cands: list[dict[str, Any]] = [{}] if c_grid is None else [{"C": float(c)} for c in c_grid]
+    if not cands:
+        raise ValueError("select_epochs: an empty C grid")
+    splits: list[tuple[SparseBatch | None, DataFrame | None, SparseBatch]] = []
+    for band in range(folds):
+        if rows is not None:
+            held = small.validation_ids(rows.doc_ids, fraction, seed, band)
+            fit_rows: SparseBatch | None = rows.subset(np.flatnonzero(~held))
+            val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+            fit_df: DataFrame | None = None
+        else:
+            assert features is not None
+            fit_df, val_df = validation_split(features, fraction, seed, band)
+            fit_rows = None
+            val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
+        if len(val) == 0:
+            raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document"
+                             + (f" in band {band}" if folds > 1 else ""))
+        splits.append((fit_rows, fit_df, val))
+    n_val = sum(len(v) for _, _, v in splits)
+    curves: list[PooledCurve] = []
+    for cand in cands:
+        params = {**model.params, **cand}
+        pooled = PooledCurve()
+        stoppers: list[EarlyStopping] = []
+        for band, (fit_rows, fit_df, val) in enumerate(splits):
+            gold = label_matrix(val.labels or [], tax)
+            probe = cls(tax, model.n_features, **params)
+            stopper = EarlyStopping(int(patience))
+            stoppers.append(stopper)
 
-    def score(epoch: int, state: ModelState) -> bool:
-        probe.set_state(state)
-        counts = MetricCounts(tax)
-        counts.add(gold, leaf_matrix(probe.decode(val, return_scores=False)[0], tax))
-        m = counts.compute()
-        hf.append(float(m["hF"]))
-        maf.append(float(m["LBMaF"]))
-        stop = stopper.add(validation_score(m))
-        log.info("select_epochs: epoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", epoch + 1, hf[-1],
-                 maf[-1], len(val), f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
-        return stop
+            tag = "".join(f"{k}={v:g} " for k, v in cand.items()) + (f"fold {band + 1}/{folds}, " if folds > 1 else "")
 
-    fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-    train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
-              mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows,
-              stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
-    return {**stopper.summary(), "validation_score": stopper.curve, "validation_hF": hf, "validation_macro_F1": maf,
-            "validation_documents": len(val), "fraction": float(fraction), "max_epochs": int(max_epochs)}
+            def score(epoch: int, state: ModelState, probe: Any = probe, gold: Any = gold, val: SparseBatch = val,
+                      stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag) -> bool:
+                probe.set_state(state)
+                counts = MetricCounts(tax)
+                counts.add(gold, leaf_matrix(probe.decode(val, return_scores=False)[0], tax))
+                pooled.add(epoch, counts)
+                m = counts.compute_selection()
+                stop = stopper.add(validation_score(m))
+                log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
+                         f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
+                return stop
+
+            fresh = cls(tax, model.n_features, **params)
+            train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
+                      mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows,
+                      stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
+            pooled.end_fold()
+        curves.append(pooled)
+        cand["_stoppers"] = stoppers
+    metrics = [c.metrics() for c in curves]
+    scores = [[validation_score(m) for m in ms] for ms in metrics]
+    i, epochs, _ = choose(scores)
+    stoppers = cands[i].pop("_stoppers")
+    summary = {**(stoppers[0].summary() if folds == 1 else {}),
+               "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
+               "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers)}
+    if folds > 1:
+        sm = EarlyStopping(0)
+        for v in scores[i]:
+            sm.add(v)
+        summary.update({"patience_growth": stoppers[0].growth, "window": stoppers[0].window,
+                        "criterion": stoppers[0].summary()["criterion"], "smoothed_score": sm.smoothed,
+                        "fold_epochs_run": curves[i].epochs_run})
+    out = {**summary, "validation_score": scores[i], "validation_hF": [float(m["hF"]) for m in metrics[i]],
+           "validation_macro_F1": [float(m["LBMaF"]) for m in metrics[i]], "validation_documents": n_val,
+           "fraction": float(fraction), "folds": folds, "max_epochs": int(max_epochs)}
+    if c_grid is not None:
+        for c in cands:
+            c.pop("_stoppers", None)
+        out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
+                    "C_scores": [float(choose([s])[2]) for s in scores],
+                    "C_epochs": [int(choose([s])[1]) for s in scores]})
+    return out
 
 
 #: keys of an epoch record that describe the run, not the model (left out of model metadata)

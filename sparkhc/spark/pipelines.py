@@ -9,12 +9,13 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc import fsio
-from sparkhc.batch import FOLD, LABELS, SPLIT
+from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
 from sparkhc.config import Config
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.features import (
@@ -193,8 +194,28 @@ def featurize(
         extra_files=extra_files,
     )
     summary["read_report"] = report_dict
+    _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary
+
+
+#: how many ids of documents without labels featurize and train name
+UNLABELLED_SAMPLE = 5
+
+
+def _name_unlabelled(spark: SparkSession, out: str | Path, summary: dict[str, Any], count: int) -> None:
+    """Documents written without labels (``no_labels`` of the read report) are named in a warning
+    and in the summary (a sample of ids), with what ``sparkhc train`` does with them."""
+    if count <= 0:
+        return
+    from sparkhc.spark.io import read_features
+
+    df, _ = read_features(spark, str(out))
+    ids = [r[0] for r in df.where(F.size(F.coalesce(F.col(LABELS), F.array())) == 0)
+           .select(DOC_ID).orderBy(DOC_ID).limit(UNLABELLED_SAMPLE).collect()]
+    summary["no_labels_sample"] = ids
+    log.warning("featurize: %d document(s) have no labels, e.g. %s; `sparkhc train` skips them (a document to "
+                "predict needs none; give labels to train on it)", count, ", ".join(map(repr, ids)))
 
 
 def _declare_class_spaces(fitted: Any, corpus_meta: dict[str, Any]) -> Taxonomy:
@@ -452,6 +473,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
             relabeled.unpersist()
         tc.release()
     summary["read_report"] = report_dict
+    _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary
 
@@ -515,15 +537,34 @@ def train(
         if len(rows) == 0:
             raise selection_error(spark_rows()[0], features, selection, "training documents")
     taxonomy = features_taxonomy(features)
+    combos = small.label_combinations_of(rows) if rows is not None else label_combinations(spark_rows()[1])
+    skipped = 0
+    if get_model_class(name).requires_labels and [] in combos:  # documents without labels: skipped, named
+        if rows is not None:
+            empty = np.array([not labs for labs in (rows.labels or [])], dtype=bool)
+            skipped, sample = int(empty.sum()), sorted(map(str, rows.doc_ids[empty]))[:UNLABELLED_SAMPLE]
+            rows = rows.subset(np.flatnonzero(~empty))
+        else:
+            no_label = F.size(F.coalesce(F.col(LABELS), F.array())) == 0
+            bad = spark_rows()[1].where(no_label)
+            skipped = int(bad.count())
+            sample = [r[0] for r in bad.select(DOC_ID).orderBy(DOC_ID).limit(UNLABELLED_SAMPLE).collect()]
+            frames[1] = frames[1].where(~no_label)
+        combos = [c for c in combos if c]
+        if not combos:
+            raise InputDataError(f"{features}: none of the {skipped} training documents of the selection "
+                                 f"({selection.describe()}) has a label, e.g. {', '.join(map(repr, sample))}: nothing "
+                                 f"to train the {name!r} model on")
+        log.warning("train: %d training document(s) without labels skipped, e.g. %s (the %r model needs at least "
+                    "one label per document)", skipped, ", ".join(map(repr, sample)), name)
     if warm_start is not None:
         model, _ = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
         if rows is None and spark_rows()[1].isEmpty():
             raise selection_error(spark_rows()[0], features, selection, "training documents")
     else:
         try:
-            model = new_model(name, cfg, taxonomy, spec.n_features, spark_rows()[1] if rows is None else None,
-                              source=str(features), selection=selection,
-                              combos=small.label_combinations_of(rows) if rows is not None else None)
+            model = new_model(name, cfg, taxonomy, spec.n_features, None, source=str(features), selection=selection,
+                              combos=combos)
         except EmptySelectionError:
             raise selection_error(spark_rows()[0], features, selection, "training documents") from None
     if rows is not None and not small.can_train(model, cfg.train):
@@ -543,7 +584,7 @@ def train(
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
         "features_path": fsio.absolute(features),
-        "training": training_metadata(result, cfg, selection, warm_start),
+        "training": {**training_metadata(result, cfg, selection, warm_start), "skipped_unlabelled": skipped},
         "scored_labels": features_corpus_info(features).get("scored_labels"),
     }
     save_model(out, model, meta, feature_spec_json=spec.to_json(), overwrite=overwrite)

@@ -141,12 +141,20 @@ def validation_cut(fraction: float) -> int:
     return int(round(float(fraction) * 10000))
 
 
-def validation_ids(doc_ids: Sequence[str] | np.ndarray, fraction: float, seed: int) -> np.ndarray:
+def validation_bands(fraction: float) -> int:
+    """How many disjoint validation bands of ``fraction`` the hash range holds (``10000 // cut``)."""
+    return 10000 // validation_cut(fraction)
+
+
+def validation_ids(doc_ids: Sequence[str] | np.ndarray, fraction: float, seed: int, band: int = 0) -> np.ndarray:
     """Which documents :func:`sparkhc.spark.ipm.validation_split` holds out (a bool per id):
-    ``pmod(hash(doc_id, seed + 17), 10000) < validation_cut(fraction)`` as Spark SQL computes it."""
+    ``band * cut <= pmod(hash(doc_id, seed + 17), 10000) < (band + 1) * cut`` with
+    ``cut = validation_cut(fraction)``, as Spark SQL computes it (band 0: the first ``fraction``)."""
     cut = validation_cut(fraction)
-    h = spark_hash_int(int(seed) + 17, spark_hash(doc_ids))
-    return np.mod(h.astype(np.int64), 10000) < cut
+    if not 0 <= int(band) < validation_bands(fraction):
+        raise ValueError(f"validation band {band} out of range for the fraction {fraction}")
+    h = np.mod(spark_hash_int(int(seed) + 17, spark_hash(doc_ids)).astype(np.int64), 10000)
+    return (h >= int(band) * cut) & (h < (int(band) + 1) * cut)
 
 
 def shard_ids(doc_ids: Sequence[str] | np.ndarray, shards: int) -> np.ndarray:

@@ -185,6 +185,11 @@ DRIVERS: dict[TrainingStrategy, Callable[[TrainingJob], tuple[int, int | None]]]
 }
 
 
+def _count(df: DataFrame | None) -> int:
+    assert df is not None
+    return int(df.count())
+
+
 def fit_model(
     spark: SessionLike,
     df: DataFrame | None,
@@ -209,7 +214,7 @@ def fit_model(
     be None unless the strategy or ``train.calibrate`` needs Spark.
     ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
-    from sparkhc.epochs import FALLBACK_EPOCHS
+    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
     from sparkhc.spark.ipm import resolve_shards, select_epochs
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
@@ -232,15 +237,38 @@ def fit_model(
     # train.shards = 0: as many shards as Spark has task slots
     train = dataclasses.replace(train, shards=resolve_shards(spark, train.shards))
     epoch_selection = None
+    c_auto = model.params.get("C") == "auto"
+    if c_auto and (strategy != "mixing" or warm_start):
+        raise ModelError(f"C = 'auto' ({model.name!r}) is chosen on validation folds of a training from scratch by "
+                         f"mixing; not for this training ({strategy}{', warm start' if warm_start else ''}): "
+                         f"set model.{model.name}.C to a number")
+    if c_auto and not (select and cap > 1):  # a fixed number of epochs: no selection, the grid's middle C
+        model.params["C"] = AUTO_C_GRID[len(AUTO_C_GRID) // 2]
+        log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", model.params["C"])
+        c_auto = False
     if select and cap > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
                              "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
+        folds = int(train.validation_folds) or inner_folds(len(rows) if rows is not None else _count(df),
+                                                           train.validation_fraction)
+        if c_auto and folds == 1:  # a large training part: one band, C the grid's middle value (cost)
+            model.params["C"] = AUTO_C_GRID[len(AUTO_C_GRID) // 2]
+            log.info("C = %g (C = 'auto' on a training part large enough for one validation band: the middle of "
+                     "the grid; train.validation_folds >= 2 searches the grid)", model.params["C"])
+            c_auto = False
         epoch_selection = select_epochs(
-            spark if rows is not None else active(spark), df, model, cap, train.shards, seed=train.seed,
-            fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=rows)
+            spark if rows is not None else active(spark), df, model, cap, train.shards,
+            seed=train.seed, fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
+            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=rows, folds=folds,
+            c_grid=AUTO_C_GRID if c_auto else None)
         epochs = int(epoch_selection["epochs"])
+        if c_auto:
+            model.params["C"] = float(epoch_selection["C"])
+            log.info("C = %g chosen on %d inner folds of %d documents (grid %s; validation scores %s)",
+                     model.params["C"], folds, epoch_selection["validation_documents"],
+                     "/".join(f"{c:g}" for c in AUTO_C_GRID),
+                     "/".join(f"{v:.4f}" for v in epoch_selection["C_scores"]))
     elif select:
         epochs = 1
     calib = None

@@ -402,3 +402,78 @@ def test_barrier_stages_of_stop_chunk_epochs_stop_after_the_callback_asks(spark,
     for got, want in zip(seen, full, strict=False):
         assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
     assert all(np.array_equal(m.get_state().arrays[k], six.get_state().arrays[k]) for k in six.get_state().arrays)
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "driver"])
+def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
+    """Two inner folds (disjoint hash bands of the training part) and a grid of two C values: each
+    (C, fold) curve equals serial training on the other documents scored on the band; a fold stops
+    after its own wait (patience 2, growth 0.5) and then keeps contributing its last epoch's counts;
+    the pooled curve is hF + macro-F1 of the summed count tables; the choice is the (C, epochs) of
+    the highest 3-epoch trailing mean, the earlier C on ties; driver and Spark paths agree."""
+    import copy
+
+    from sparkhc.batch import label_matrix
+    from sparkhc.metrics import MetricCounts
+    from sparkhc.spark import small
+    from sparkhc.spark.ipm import select_epochs, validation_split
+
+    tax, table = _data(n=200, seed=7)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "C": 0.3}
+    rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
+    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), max_epochs=8,
+                        shards=1, seed=1, fraction=0.2, patience=2, mixing="auto" if rows is not None else mixing,
+                        exchange_dir=tmp_path / "x", rows=rows, folds=2, c_grid=(0.05, 1.0))
+    ids = np.array(table.column("doc_id").to_pylist())
+    bands = [small.validation_ids(ids, 0.2, 1, band=b) for b in (0, 1)]
+    assert not (bands[0] & bands[1]).any() and bands[0].any() and bands[1].any()
+    spark_band1 = sorted(r["doc_id"] for r in validation_split(df, 0.2, 1, band=1)[1].select("doc_id").collect())
+    assert sorted(ids[bands[1]].tolist()) == spark_band1
+    assert got["validation_documents"] == int(bands[0].sum() + bands[1].sum()) and got["folds"] == 2
+
+    def take(mask):
+        return SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(mask))).sort_by("doc_id"), V)
+
+    pooled_scores, best = [], None
+    for c in (0.05, 1.0):
+        per_fold = []
+        for held in bands:
+            fit, val = take(~held), take(held)
+            m = _model(tax, "global", **{**params, "C": c})
+            counts, full = [], []
+            for e in range(8):
+                m.partial_fit(fit, seed=1, epoch=e)
+                mc = MetricCounts(tax)
+                mc.add(label_matrix(val.labels, tax), label_matrix(m.predict(val), tax))
+                counts.append(mc)
+                r = mc.compute()
+                full.append(r["hF"] + r["LBMaF"])
+            # the fold's own stop: trailing mean of 3, wait max(2, ceil(0.5 best))
+            sm = [float(np.mean(full[max(0, e - 2): e + 1])) for e in range(8)]
+            b, stop = 0, 8
+            for e in range(8):
+                if sm[e] > sm[b]:
+                    b = e
+                if e - b >= max(2, math.ceil(0.5 * (b + 1))):
+                    stop = e + 1
+                    break
+            per_fold.append(counts[:stop])
+        length = max(len(f) for f in per_fold)
+        curve = []
+        for t in range(length):
+            tot = None
+            for f in per_fold:
+                mc = copy.deepcopy(f[min(t, len(f) - 1)])
+                tot = mc if tot is None else tot.merge(mc)
+            r = tot.compute()
+            curve.append(r["hF"] + r["LBMaF"])
+        pooled_scores.append(curve)
+        sm = [float(np.mean(curve[max(0, e - 2): e + 1])) for e in range(len(curve))]
+        ep = int(np.argmax(sm)) + 1
+        if best is None or sm[ep - 1] > best[2]:
+            best = (c, ep, sm[ep - 1])
+    assert got["C"] == best[0] and got["epochs"] == best[1]
+    assert got["C_scores"] == pytest.approx([max(float(np.mean(s[max(0, e - 2): e + 1])) for e in range(len(s)))
+                                             for s in pooled_scores], abs=1e-12)
+    assert got["validation_score"] == pytest.approx(pooled_scores[(0.05, 1.0).index(best[0])], abs=1e-12)

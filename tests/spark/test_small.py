@@ -270,3 +270,30 @@ def test_epoch_selection_reads_no_test_labels(spark, rcv1, tmp_path):
         info = pipelines.train(spark, cfg, feats, tmp_path / f"model-{name}", split=None, exclude_fold=0)
         out[name] = (info["weights_hash"], _epoch_selection(tmp_path / f"model-{name}"))
     assert out["clean"] == out["poisoned"]
+
+
+def test_c_auto_is_chosen_on_inner_folds_and_recorded(spark, rcv1, tmp_path):
+    """``model.global.C = "auto"`` (the default): on a small training part (1,852 documents: 6
+    inner folds of 10% hold out >= 1000) C is chosen from the grid with the epochs; the saved model
+    carries the chosen number, its metadata the pooled scores of each C, and training with that C
+    and those epochs fixed gives the same weights. One band (train.validation_folds = 1, as a large
+    training part gets) keeps the grid's middle value without searching."""
+    from sparkhc.epochs import AUTO_C_GRID
+    from sparkhc.persistence import load_model
+
+    sets = ["train.execution=driver", "train.max_epochs=8", "train.patience=2", "train.shards=2"]
+    info = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "auto", split=None, exclude_fold=0)
+    sel = _epoch_selection(tmp_path / "auto")
+    assert sel["folds"] == 6 and sel["C_grid"] == list(AUTO_C_GRID) and len(sel["C_scores"]) == 3
+    assert sel["C"] == AUTO_C_GRID[int(np.argmax(sel["C_scores"]))]
+    model, _ = load_model(tmp_path / "auto")
+    assert model.params["C"] == sel["C"]
+    fixed = pipelines.train(spark, load_config(overrides=[*sets, f"model.global.C={sel['C']}",
+                                                          f"train.epochs={sel['epochs']}"]),
+                            rcv1, tmp_path / "fixed", split=None, exclude_fold=0)
+    assert fixed["weights_hash"] == info["weights_hash"]
+    one = pipelines.train(spark, load_config(overrides=[*sets, "train.validation_folds=1"]), rcv1, tmp_path / "one",
+                          split=None, exclude_fold=0)
+    mid = pipelines.train(spark, load_config(overrides=[*sets, "train.validation_folds=1", "model.global.C=0.3"]),
+                          rcv1, tmp_path / "mid", split=None, exclude_fold=0)
+    assert one["weights_hash"] == mid["weights_hash"] and "C" not in _epoch_selection(tmp_path / "one")

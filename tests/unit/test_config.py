@@ -13,11 +13,12 @@ def test_defaults_load():
     assert cfg.train.model == "global" and cfg.train.epochs == 0 and cfg.train.shards == 0  # 0 = auto
     assert cfg.train.max_epochs == 100 and cfg.train.patience == 10  # epochs = 0: chosen on validation
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
+    assert cfg.train.validation_folds == 0  # 0 = auto (sparkhc.epochs.inner_folds)
     assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
     assert cfg.train.execution == "auto"
     assert cfg.featurize.weighting == "log_tf_idf"
-    assert cfg.model_params("global") == {"C": 0.3, "branching": True, "update": "cost_augmented", "margin": 1.0,
-                                          "margin_rare": 0.25, "bias": 0.3}
+    assert cfg.model_params("global") == {"C": "auto", "branching": True, "update": "cost_augmented", "margin": 1.0,
+                                          "margin_rare": 0.25, "bias": 0.3, "normalize": "l2"}
 
 
 def test_file_then_overrides(tmp_path):
@@ -26,7 +27,7 @@ def test_file_then_overrides(tmp_path):
     cfg = load_config([f], ["train.shards=2", "model.global.C=0.5", "featurize.max_df=1"])
     assert (cfg.train.epochs, cfg.train.shards) == (3, 2)
     assert cfg.model_params("global") == {"C": 0.5, "branching": False, "update": "cost_augmented", "margin": 1.0,
-                                          "margin_rare": 0.25, "bias": 0.3}
+                                          "margin_rare": 0.25, "bias": 0.3, "normalize": "l2"}
     assert cfg.featurize.max_df == 1.0 and isinstance(cfg.featurize.max_df, float)
 
 

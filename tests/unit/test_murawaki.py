@@ -755,3 +755,63 @@ def test_a_scratch_model_keeps_each_shards_gold_sets_across_epochs(monkeypatch):
     gc.collect()
     one.partial_fit(b.subset(np.arange(10)), seed=0, epoch=0)
     assert len(one.__dict__["_gold_cache"]) == 1
+
+
+def test_c_auto_must_be_resolved_before_a_direct_fit():
+    """C = "auto" is a valid setting (chosen by fit_model on validation folds) but a direct serial
+    fit has nothing to choose it on: a ModelError that names the fix."""
+    from sparkhc.errors import ModelError
+    from sparkhc.models import get_model_class
+    from sparkhc.taxonomy import Taxonomy
+
+    tax = Taxonomy.from_edges([("ROOT", "A"), ("ROOT", "B")])
+    m = get_model_class("global")(tax, 3, C="auto")
+    m.validate_params()
+    batch = SparseBatch(sp.csr_matrix(np.eye(2, 3, dtype=np.float32)), np.array(["a", "b"]), [["A"], ["B"]])
+    with pytest.raises(ModelError, match="give a number"):
+        m.fit(batch, epochs=1)
+
+
+def test_unit_rows_scales_non_unit_rows_and_keeps_unit_rows_bit_for_bit():
+    from sparkhc.models.murawaki import unit_rows
+
+    unit = np.float32(1 / np.sqrt(np.float32(3)))
+    X = sp.csr_matrix(np.array([[3, 4, 0], [0, 0, 0], [unit, unit, unit], [0, 0, 0.5]], dtype=np.float32))
+    Y = unit_rows(X)
+    assert Y.toarray() == pytest.approx(np.array([[0.6, 0.8, 0], [0, 0, 0], [unit, unit, unit], [0, 0, 1]]))
+    assert Y.dtype == np.float32 and Y[2].toarray().tobytes() == X[2].toarray().tobytes()
+    assert unit_rows(sp.csr_matrix(Y.toarray()[[0, 2]])) .toarray().tobytes() == Y.toarray()[[0, 2]].tobytes()
+
+
+def _scaled_batch(scale: float):
+    rng = np.random.default_rng(4)
+    tax = Taxonomy.from_edges([("ROOT", "A"), ("ROOT", "B"), ("A", "A1"), ("A", "A2"), ("B", "B1")])
+    leaves = ["A1", "A2", "B1"]
+    n, v = 60, 30
+    X = np.zeros((n, v), dtype=np.float32)
+    labels = []
+    for i in range(n):
+        lab = leaves[i % 3]
+        X[i, rng.choice(v, 5, replace=False)] = rng.random(5) + 0.1
+        X[i, leaves.index(lab)] += 1.0
+        X[i] /= np.linalg.norm(X[i])
+        labels.append([lab])
+    return tax, SparseBatch(sp.csr_matrix(X * np.float32(scale)), np.array([f"d{i}" for i in range(n)]), labels)
+
+
+def test_c_acts_on_unnormalised_features_and_the_scale_does_not_matter():
+    """Raw-scale features (x 40, as tf-idf without a Normalizer): with normalize = "l2" (the configured default)
+    C changes the weights and the model equals the one trained on the unit-norm features; with
+    "off" the step min(C, loss / ||x||^2) never reaches C, so C = 0.1 and C = 10 train the same."""
+    tax, unit = _scaled_batch(1.0)
+    _, raw = _scaled_batch(40.0)
+
+    def W(batch, **p):
+        m = GlobalPA(tax, 30, branching=True, update="cost_augmented", bias=0.3, **{"normalize": "l2", **p})
+        m.fit(batch, epochs=3, seed=0)
+        return m.get_state().arrays["W"]
+
+    assert not np.array_equal(W(raw, C=0.1), W(raw, C=10.0))
+    np.testing.assert_allclose(W(raw, C=0.1), W(unit, C=0.1), atol=1e-5)
+    assert np.array_equal(W(raw, C=0.1, normalize="off"), W(raw, C=10.0, normalize="off"))
+    assert not np.allclose(W(raw, C=0.1, normalize="off"), W(unit, C=0.1))

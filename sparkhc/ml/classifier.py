@@ -101,9 +101,10 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         data["model"][name] = mp
         return name, cls, from_dict(data, source=f"{who} Params")
 
-    def _checked_labels(self, df: DataFrame, taxonomy: Taxonomy, who: str) -> tuple[Column, dict[str, int]]:
+    def _checked_labels(self, df: DataFrame, taxonomy: Taxonomy, who: str) -> tuple[Column, dict[str, int], Any]:
         """The labels column (null = no label), checked against the taxonomy in one Spark job;
-        with handleInvalid='drop' the labels outside the taxonomy are removed and counted."""
+        with handleInvalid='drop' the labels outside the taxonomy are removed and counted. Also
+        the count (``no_labels``) and an id of the documents left without a label."""
         col = self.getLabelsCol()
         lab = F.coalesce(F.col(col), F.array().cast("array<string>"))
         known = F.array(*[F.lit(n) for n in taxonomy.names[1:]])
@@ -116,6 +117,9 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
             F.sum((F.size(unknown) > 0).cast("long")).alias("bad_rows"),
             F.first(F.when(F.size(unknown) > 0, F.struct(ids.alias("id"), unknown.alias("labels"))),
                     ignorenulls=True).alias("example"),
+            # no label left (none given, or every one outside the taxonomy)
+            F.sum((F.size(lab) == F.size(unknown)).cast("long")).alias("empty"),
+            F.first(F.when(F.size(lab) == F.size(unknown), ids), ignorenulls=True).alias("empty_example"),
         ).first()
         assert row is not None  # an aggregate has one row
         n, bad, bad_rows = int(row["n"]), int(row["bad"] or 0), int(row["bad_rows"] or 0)
@@ -123,7 +127,8 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
             raise InputDataError(f"{who}: the DataFrame has no rows; nothing to train on")
         if row["nulls"]:
             raise InputDataError(f"{who}: labels column {col!r}: {int(row['nulls'])} null label name(s)")
-        counts = {"documents": n, "dropped_labels": 0, "documents_with_dropped_labels": 0}
+        counts = {"documents": n, "dropped_labels": 0, "documents_with_dropped_labels": 0,
+                  "no_labels": int(row["empty"] or 0)}
         if bad and self.getOrDefault(self.handleInvalid) == "error":
             ex = row["example"]
             raise InputDataError(
@@ -135,7 +140,7 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
             log.warning("%s: dropped %d label(s) outside the taxonomy from %d document(s)", who, bad, bad_rows)
             counts.update(dropped_labels=bad, documents_with_dropped_labels=bad_rows)
             lab = F.filter(lab, lambda x: F.array_contains(known, x))
-        return lab, counts
+        return lab, counts, row["empty_example"]
 
     # -- fit -------------------------------------------------------------------------------------
     def _fit(self, dataset: DataFrame) -> HierarchicalClassificationModel:
@@ -153,7 +158,14 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who)
         # the model checks its own parameters before any Spark job
         cls(taxonomy, inp.n_features, **model_params(cls, cfg)).validate_params()
-        labels, counts = self._checked_labels(dataset, taxonomy, who)
+        labels, counts, ex = self._checked_labels(dataset, taxonomy, who)
+        if cls.requires_labels and counts["no_labels"]:  # documents without a label: skipped, counted
+            if counts["no_labels"] == counts["documents"]:
+                raise InputDataError(f"{who}: labels column {self.getLabelsCol()!r}: none of the {counts['documents']} "
+                                     f"documents has a label (e.g. {ex!r}): nothing to train the {name!r} model on")
+            log.warning("%s: %d document(s) without labels skipped, e.g. %r (the %r model needs at least one label "
+                        "per document)", who, counts["no_labels"], ex, name)
+            dataset = dataset.where(F.size(labels) > 0)
         doc_col = self.getDocIdCol()
         doc_id = (F.col(doc_col).cast("string") if doc_col in dataset.columns
                   else F.monotonically_increasing_id().cast("string"))

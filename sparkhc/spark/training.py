@@ -257,10 +257,19 @@ def fit_model(
             log.info("C = %g (C = 'auto' on a training part large enough for one validation band: the middle of "
                      "the grid; train.validation_folds >= 2 searches the grid)", model.params["C"])
             c_auto = False
+        sel_rows = rows
+        if sel_rows is None and folds > 1:
+            # a small training part (several inner folds): its rows are collected and the selection's
+            # trainings run in this process (the driver path of the same mixing, train_on_driver), not
+            # as k x |grid| Spark trainings of a few thousand documents each
+            assert df is not None
+            sel_rows = collect_batch(df, model.n_features, model.needs_counts, "the training rows")
+            log.info("epoch selection on %d inner folds: %d training documents collected to the driver", folds,
+                     len(sel_rows))
         epoch_selection = select_epochs(
-            spark if rows is not None else active(spark), df, model, cap, train.shards,
+            spark if sel_rows is not None else active(spark), df, model, cap, train.shards,
             seed=train.seed, fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=rows, folds=folds,
+            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=sel_rows, folds=folds,
             c_grid=AUTO_C_GRID if c_auto else None)
         epochs = int(epoch_selection["epochs"])
         if c_auto:

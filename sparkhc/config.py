@@ -1,7 +1,8 @@
 """Configuration: frozen dataclasses loaded from TOML, with ``--set key=value`` overrides.
 
 Unknown sections or keys and wrong types are rejected with an error that names the file and the
-key. Model hyper-parameters live under ``[model.<name>]`` and are checked by the model class.
+key. Model hyper-parameters live under ``[model.<name>]``: a name that is not a registered model is
+refused here, the keys are checked by the model class.
 Spark resources (memory, cores) stay in spark-submit flags and ``spark-defaults``.
 """
 
@@ -146,6 +147,29 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
     return cls(**out)
 
 
+def _check_model_names(sections: dict[str, Any], where: str) -> None:
+    """Refuse a ``[model.<name>]`` section whose name is not a registered model (a misspelled
+    name would otherwise be ignored silently); its keys are checked by the model class."""
+    valid = _model_names()
+    unknown = sorted(set(sections) - set(valid))
+    if not unknown:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(unknown[0], valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(
+        f"{where}: unknown model section [model.{unknown[0]}]{hint}; valid model names: {', '.join(valid)}"
+    )
+
+
+def _model_names() -> list[str]:
+    # imported here: sparkhc.models reads the model modules' declarations on first use
+    from sparkhc.models import names
+
+    return names()
+
+
 def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
     sections: dict[str, Any] = {}
     model: dict[str, dict[str, Any]] = {}
@@ -153,6 +177,7 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
         if key == "model":
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise ConfigError(f"{source}: [model.<name>] sections must be tables")
+            _check_model_names(value, source)
             model = {k: dict(v) for k, v in value.items()}
         elif key in _SECTIONS:
             if not isinstance(value, dict):
@@ -212,7 +237,7 @@ def load_config(paths: list[str | Path] | None = None, overrides: list[str] | No
         d = {path[-1]: value}
         for k in reversed(path[:-1]):
             d = {k: d}
-        from_dict(d if path[0] != "model" or len(path) >= 3 else {}, source=f"--set {item}")
+        from_dict(d if path[0] != "model" or len(path) >= 2 else {}, source=f"--set {item}")
         data = _merge(data, d)
         sources.append(f"--set {item}")
     return from_dict(data, source=" + ".join(sources))

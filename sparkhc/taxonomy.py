@@ -13,7 +13,9 @@ deepest label is ``c`` is learned as the leaf ``c/_self`` and mapped back to ``c
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,8 @@ if TYPE_CHECKING:  # imported where it is used: the Python workers that read doc
 
 SELF_SUFFIX = "/_self"
 VIRTUAL_ROOT = "_ROOT_"
+
+log = logging.getLogger(__name__)
 
 _RCV1_LINE = re.compile(r"^\s*parent:\s*(\S+)\s+child:\s*(\S+)(?:\s+child-description:.*)?$")
 
@@ -103,7 +107,9 @@ class Taxonomy:
         Parameters
         ----------
         edges : iterable of (str, str)
-            The edges. Repeating an identical edge is allowed; anything else is checked.
+            The edges. An identical edge given more than once is used once, with a warning naming
+            its lines; anything else is checked: a cycle is reported as the cycle with the lines of
+            its edges, a node with two different parents as such (DAGs are not supported).
         root : str, optional
             The root's name. When given, every parent must be the root or some node's child
             (else "unknown parent"). When omitted, the nodes that are never a child are the
@@ -119,6 +125,8 @@ class Taxonomy:
         where = (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
         parent_of: dict[str, str] = {}
         first_seen: dict[str, int] = {}
+        first_edge: dict[str, int] = {}  # child -> index of the edge that gave its parent
+        repeated: dict[tuple[str, str], list[int]] = {}  # duplicated edge -> its line/edge numbers
         for i, (p, c) in enumerate(edge_list):
             for name in (p, c):
                 if not name:
@@ -131,7 +139,17 @@ class Taxonomy:
                 raise TaxonomyError(f"{where(i)}: cycle: node {c!r} is its own parent")
             if c in parent_of:
                 if parent_of[c] == p:
+                    repeated.setdefault((p, c), [first_seen[c]]).append(lines[i] if lines else i + 1)
                     continue
+                cycle = _cycle_through(edge_list, c)
+                if cycle is not None:
+                    nodes, at = cycle
+                    others = [(q, j) for q, j in ((parent_of[c], first_edge[c]), (p, i)) if q != nodes[-2]]
+                    also = (f" (node {c!r} also has the parent {others[0][0]!r}, "
+                            f"{_numbered([others[0][1]], lines)})" if others else "")
+                    raise TaxonomyError(
+                        f"{source}, {_numbered(at, lines)}: cycle: {' -> '.join(nodes)}{also}"
+                    )
                 raise TaxonomyError(
                     f"{where(i)}: node {c!r} has two parents, {parent_of[c]!r} (line/edge "
                     f"{first_seen[c]}) and {p!r}; only trees and forests are supported "
@@ -139,6 +157,13 @@ class Taxonomy:
                 )
             parent_of[c] = p
             first_seen[c] = lines[i] if lines else i + 1
+            first_edge[c] = i
+        if repeated:
+            unit = "line" if lines else "edge"
+            shown = [f"{p!r} -> {c!r} ({unit}s {', '.join(map(str, at))})" for (p, c), at in list(repeated.items())[:10]]
+            more = f"; and {len(repeated) - 10} more" if len(repeated) > 10 else ""
+            log.warning("%s: %d duplicate edge(s), each used once: %s%s", source, len(repeated),
+                        "; ".join(shown), more)
         parents = {p for p, _ in edge_list}
         tops = sorted(p for p in parents if p not in parent_of)
         if root is not None:
@@ -503,6 +528,41 @@ class Taxonomy:
             "depth": self.max_depth,
             "fingerprint": self.fingerprint(),
         }
+
+
+def _numbered(indices: Sequence[int], lines: Sequence[int] | None) -> str:
+    """``line 3`` / ``lines 2, 3, 4`` (``edge``/``edges`` when there are no line numbers)."""
+    nums = [lines[i] if lines else i + 1 for i in indices]
+    unit = "line" if lines else "edge"
+    return f"{unit}{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}"
+
+
+def _cycle_through(edge_list: Sequence[tuple[str, str]], start: str) -> tuple[list[str], list[int]] | None:
+    """The shortest cycle ``start -> ... -> start`` along the edges (parent to child), as its node
+    names and the indices of its edges (first occurrence of each edge), or None."""
+    kids: dict[str, list[tuple[str, int]]] = {}
+    seen_edges: set[tuple[str, str]] = set()
+    for i, (p, c) in enumerate(edge_list):
+        if (p, c) not in seen_edges:
+            seen_edges.add((p, c))
+            kids.setdefault(p, []).append((c, i))
+    back: dict[str, tuple[str, int]] = {}  # node -> (its predecessor on the search, the edge index)
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for child, i in kids.get(node, ()):
+            if child == start:
+                nodes, at = [start], [i]
+                while node != start:
+                    nodes.append(node)
+                    node, j = back[node]
+                    at.append(j)
+                nodes.append(start)
+                return nodes[::-1], at[::-1]
+            if child not in back:
+                back[child] = (node, i)
+                queue.append(child)
+    return None
 
 
 def _find_cycle(parent_of: dict[str, str], start: str) -> list[str]:

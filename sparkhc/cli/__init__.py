@@ -29,7 +29,11 @@ def _verb(name: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import sparkhc
+
     parser = argparse.ArgumentParser(prog="sparkhc", description="Hierarchical multi-label text classification on Spark.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {sparkhc.__version__}",
+                        help="print the version of sparkhc and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in VERBS:
         mod = _verb(name)

@@ -13,7 +13,8 @@ MODELS_ENV = "SPARKHC_MODELS"
 
 
 def verbose_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-vv: debug logging, Spark's and Py4J's messages included")
 
 
 def master_flag(p: argparse.ArgumentParser) -> None:

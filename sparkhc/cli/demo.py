@@ -12,9 +12,10 @@ HELP = "featurize -> train -> predict -> evaluate on 20 Newsgroups, local mode"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default="sparkhc-demo", help="where features, model and predictions go")
-    p.add_argument("--corpus", default="20newsgroups")
-    p.add_argument("--model", default=None)
-    p.add_argument("--overwrite", action="store_true", default=True)
+    p.add_argument("--corpus", default="20newsgroups", help="a named corpus (default 20newsgroups)")
+    p.add_argument("--model", default=None, help="model name (default: train.model of the configuration)")
+    p.add_argument("--overwrite", action="store_true", default=True,
+                   help="accepted for compatibility: the demo always replaces its outputs in --workdir")
     data_flags(p)
     common_flags(p)
 

@@ -11,7 +11,7 @@ HELP = "metrics of predictions against their gold labels"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", required=True)
+    p.add_argument("--predictions", required=True, help="predictions folder (the --out of sparkhc predict)")
     p.add_argument("--features", default=None,
                    help="features folder (for the taxonomy and scored labels; default: from the model metadata)")
     p.add_argument("--out", default=None, help="metrics JSON (default: PREDICTIONS/metrics.json)")

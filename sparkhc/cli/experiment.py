@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", choices=["murawaki", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc", "all"],
                    help="a paper's experiment, or all: regenerate every page of docs/results (with --quick: "
                    "every experiment on tiny staged slices, into --out)")
-    p.add_argument("--corpus", default=None)
+    p.add_argument("--corpus", default=None, help="run on this corpus (default: the experiment's own)")
     p.add_argument("--out", default=None, help="output folder (default docs/results/<name>)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run in seconds: a tiny slice of the corpora (from --data-dir), fewer rounds")

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cross-validation: fit the vocabulary and idf on every fold but K (the test fold of "
                         "your round), so no statistic of the test fold leaks into the features")
     p.add_argument("--out", required=True, help="output folder (written atomically)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     data_flags(p)
     common_flags(p)
 

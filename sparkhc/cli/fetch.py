@@ -11,8 +11,8 @@ HELP = "download a public corpus into the cache (checksummed)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?")
-    p.add_argument("--list", action="store_true")
+    p.add_argument("name", nargs="?", help="corpus to fetch (without it: the list of corpora)")
+    p.add_argument("--list", action="store_true", help="list the known corpora")
     data_flags(p)
     verbose_flag(p)
 

@@ -12,9 +12,10 @@ HELP = "decode documents with a saved model (Parquet output)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model directory")
-    p.add_argument("--features", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--features", required=True,
+                   help="features folder of the documents (sparkhc featurize, with the model's feature spec)")
+    p.add_argument("--out", required=True, help="predictions folder to write (Parquet, written atomically)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing predictions folder")
     selection_flags(p, "test")
     common_flags(p)
 

@@ -11,10 +11,10 @@ HELP = "train a model on featurized documents"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--features", required=True)
+    p.add_argument("--features", required=True, help="features folder (the --out of sparkhc featurize)")
     p.add_argument("--out", required=True, help="model directory (written atomically)")
     p.add_argument("--model", default=None, help="model name (default: train.model of the configuration)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
     p.add_argument("--checkpoint-dir", default=None, help="per-epoch checkpoints (resume after a crash)")
     p.add_argument("--warm-start", default=None, metavar="MODEL",
                    help="continue training a saved model on the selected (new) documents")

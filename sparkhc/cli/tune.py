@@ -27,9 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="train", help="documents to tune on (default 'train')")
     p.add_argument("--fold", type=int, default=None, help="tune on this fold only")
     p.add_argument("--exclude-fold", type=int, default=None, help="tune on every fold but this one (the test fold)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out model folder")
     p.add_argument("--master", default=None, help="Spark master for local runs")
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-vv: debug logging, Spark's and Py4J's messages included")
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:

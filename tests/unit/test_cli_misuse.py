@@ -1,0 +1,133 @@
+"""CLI misuse: misspelled model sections, --version, help text of every flag, and sparkhc report
+refusing to replace an existing report without --overwrite. No SparkSession is started."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from importlib.metadata import version
+
+import pytest
+
+from sparkhc.cli import build_parser, main
+from sparkhc.config import load_config
+from sparkhc.errors import ConfigError
+from sparkhc.models import names
+
+
+def _run(argv, capsys):
+    """``sparkhc ARGV`` in process: (exit status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
+# ---------------------------------------------------------------- unknown [model.X] sections
+def test_unknown_model_section_from_set_is_refused():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model.globl.C=0.1"])
+    msg = str(e.value)
+    assert msg.startswith("--set model.globl.C=0.1: unknown model section [model.globl] (did you mean 'global'?); "
+                          "valid model names: ")
+    assert msg.endswith(", ".join(names())) and "global" in names()
+
+
+def test_unknown_model_section_from_a_toml_file_is_refused(tmp_path):
+    f = tmp_path / "cfg.toml"
+    f.write_text("[train]\nmodel = \"tree\"\n[model.treee]\nC = 2.0\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(f))}: unknown model section \[model\.treee\] \(did you mean 'tree'\?\); "
+                                          r"valid model names: .*\btree\b"):
+        load_config([f])
+    # also as an inline table on the command line
+    with pytest.raises(ConfigError, match=r"^--set model\.nosuchmodel=\{C=1\}: unknown model section "
+                                          r"\[model\.nosuchmodel\]; valid model names: "):
+        load_config(None, ["model.nosuchmodel={C=1}"])
+
+
+def test_known_model_sections_still_load_and_their_keys_are_left_to_the_model(tmp_path):
+    f = tmp_path / "cfg.toml"
+    f.write_text("[model.flat]\nC = 2.0\n")
+    cfg = load_config([f], ["model.global.C=0.5", "model.tree.Cx=1"])  # Cx: checked by the model class later
+    assert cfg.model_params("flat")["C"] == 2.0 and cfg.model_params("global")["C"] == 0.5
+    assert cfg.model_params("tree")["Cx"] == 1
+
+
+def test_unknown_model_section_through_the_cli_exits_2_with_one_line(tmp_path, capsys):
+    code, out, err = _run(["train", "--features", str(tmp_path / "f"), "--out", str(tmp_path / "m"),
+                           "--set", "model.globl.C=0.1"], capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("sparkhc: error: --set model.globl.C=0.1: unknown model section [model.globl]")
+    assert "valid model names: " in lines[0] and ", global, " in lines[0]
+    assert not (tmp_path / "m").exists()
+
+
+# ---------------------------------------------------------------- --version
+def test_version_flag_prints_the_package_version(capsys):
+    code, out, err = _run(["--version"], capsys)
+    assert code == 0 and err == ""
+    assert out == f"sparkhc {version('sparkhc')}\n"
+
+
+# ---------------------------------------------------------------- help text of every flag
+def _actions(parser: argparse.ArgumentParser, prefix: str):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions(sub, f"{prefix} {name}")
+        elif not isinstance(action, argparse._HelpAction):
+            yield prefix, action
+
+
+def test_every_option_of_every_subcommand_has_help():
+    found = list(_actions(build_parser(), "sparkhc"))
+    commands = {where for where, _ in found}
+    assert {"sparkhc train", "sparkhc predict", "sparkhc evaluate", "sparkhc report", "sparkhc models register"} <= commands
+    missing = [f"{where} {'/'.join(a.option_strings) or a.dest}" for where, a in found
+               if not (a.help and a.help.strip())]
+    assert missing == []
+
+
+# ---------------------------------------------------------------- report --overwrite
+@pytest.fixture
+def no_report_work(monkeypatch):
+    """sparkhc.report.build_report replaced: records its calls instead of reading predictions."""
+    import sparkhc.report
+
+    calls: list[dict] = []
+
+    def fake(predictions, **kw):
+        calls.append({"predictions": predictions, **kw})
+        return {"html": "report.html"}
+
+    monkeypatch.setattr(sparkhc.report, "build_report", fake)
+    return calls
+
+
+def test_report_refuses_an_existing_report_without_overwrite(tmp_path, capsys, no_report_work):
+    preds = tmp_path / "pred"
+    (preds / "report").mkdir(parents=True)
+    (preds / "report" / "report.html").write_text("<p>previous</p>")
+    # the default output folder, PREDICTIONS/report
+    code, out, err = _run(["report", "--predictions", str(preds)], capsys)
+    assert code == 2 and out == ""
+    assert err == f"sparkhc: error: {preds / 'report'} already exists; pass --overwrite to replace it\n"
+    # an explicit --out
+    other = tmp_path / "r"
+    other.mkdir()
+    code, _, err = _run(["report", "--predictions", str(preds), "--out", str(other)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--overwrite" in err and str(other) in err
+    assert no_report_work == []  # refused before any work
+    assert (preds / "report" / "report.html").read_text() == "<p>previous</p>"
+
+
+def test_report_with_overwrite_or_a_new_folder_runs(tmp_path, capsys, no_report_work):
+    preds = tmp_path / "pred"
+    (preds / "report").mkdir(parents=True)
+    code, _, err = _run(["report", "--predictions", str(preds), "--overwrite"], capsys)
+    assert code == 0 and err == ""
+    code, _, err = _run(["report", "--predictions", str(preds), "--out", str(tmp_path / "new")], capsys)
+    assert code == 0 and err == ""
+    assert [c["out"] for c in no_report_work] == [None, str(tmp_path / "new")]

@@ -182,3 +182,28 @@ def choose(curves: Sequence[Sequence[float]]) -> tuple[int, int, float]:
     if best is None:
         raise ValueError("choose: no candidate")
     return best
+
+
+def paired_gain(best: Sequence[Sequence[float]], e_best: int, base: Sequence[Sequence[float]],
+                e_base: int) -> tuple[float, float]:
+    """(mean, standard error) over the inner folds of the smoothed validation score of a candidate
+    at ``e_best`` epochs minus the baseline's at ``e_base`` (each fold's curve, :attr:`EarlyStopping.smoothed`;
+    a fold stopped earlier counts its last epoch, as :class:`PooledCurve` does). One fold: (mean, inf)."""
+    if len(best) != len(base) or not best:
+        raise ValueError("paired_gain: one curve per fold for both settings")
+
+    def at(curve: Sequence[float], e: int) -> float:
+        return float(curve[min(int(e), len(curve)) - 1])
+
+    d = np.array([at(b, e_best) - at(a, e_base) for b, a in zip(best, base, strict=True)], dtype=np.float64)
+    if d.size < 2:
+        return float(d.mean()), math.inf
+    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+
+
+def prefer_default(gain: tuple[float, float]) -> bool:
+    """The one-standard-error rule (Breiman et al. 1984): keep the default setting unless another
+    beats it on the inner folds by more than the standard error of their paired difference, so a
+    choice is made only where the protocol's noise is smaller than the difference it decides."""
+    mean, se = gain
+    return not mean > se

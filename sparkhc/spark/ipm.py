@@ -415,6 +415,7 @@ def select_epochs(
     rows: SparseBatch | None = None,
     folds: int = 1,
     c_grid: Sequence[float] | None = None,
+    c_default: float | None = None,
 ) -> dict[str, Any]:
     """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
     data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
@@ -430,8 +431,11 @@ def select_epochs(
     (:class:`sparkhc.epochs.EarlyStopping`; patience 0: never). The folds' count tables are pooled
     epoch by epoch (:class:`sparkhc.epochs.PooledCurve`: out-of-fold scores of every held-out
     document) and the candidate and epoch count with the best smoothed pooled score win
-    (:func:`sparkhc.epochs.choose`). One fold and no grid is the single validation slice of
-    earlier versions, exactly.
+    (:func:`sparkhc.epochs.choose`); with ``c_default`` (one of the grid), another C is taken only
+    when it beats that one by more than the standard error of their paired difference over the
+    folds (:func:`sparkhc.epochs.paired_gain`, :func:`sparkhc.epochs.prefer_default`: the
+    one-standard-error rule). One fold and no grid is the single validation slice of earlier
+    versions, exactly.
 
     Returns ``{"epochs", "validation_score", "validation_hF", "validation_macro_F1",
     "validation_documents", "fraction", "folds", "max_epochs", "epochs_run", "patience",
@@ -440,7 +444,14 @@ def select_epochs(
     runs in this process (bit-identical to the Spark path's, :func:`train_on_driver`) and
     ``features`` is not used."""
     from sparkhc.batch import label_matrix, leaf_matrix
-    from sparkhc.epochs import EarlyStopping, PooledCurve, choose, validation_score
+    from sparkhc.epochs import (
+        EarlyStopping,
+        PooledCurve,
+        choose,
+        paired_gain,
+        prefer_default,
+        validation_score,
+    )
     from sparkhc.metrics import MetricCounts
     from sparkhc.models import get_model_class
 
@@ -504,6 +515,16 @@ def select_epochs(
     metrics = [c.metrics() for c in curves]
     scores = [[validation_score(m) for m in ms] for ms in metrics]
     i, epochs, _ = choose(scores)
+    gain: tuple[float, float] | None = None
+    if c_grid is not None and c_default is not None and i != list(c_grid).index(c_default):
+        j = list(c_grid).index(c_default)
+        e_j = choose([scores[j]])[1]
+        gain = paired_gain([s.smoothed for s in cands[i]["_stoppers"]], epochs,
+                           [s.smoothed for s in cands[j]["_stoppers"]], e_j)
+        if prefer_default(gain):
+            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on the inner folds: within the noise, "
+                     "C=%g kept", c_grid[i], c_default, gain[0], gain[1], c_default)
+            i, epochs = j, e_j
     stoppers = cands[i].pop("_stoppers")
     summary = {**(stoppers[0].summary() if folds == 1 else {}),
                "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
@@ -523,7 +544,8 @@ def select_epochs(
             c.pop("_stoppers", None)
         out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
                     "C_scores": [float(choose([s])[2]) for s in scores],
-                    "C_epochs": [int(choose([s])[1]) for s in scores]})
+                    "C_epochs": [int(choose([s])[1]) for s in scores],
+                    "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]]})
     return out
 
 

@@ -270,7 +270,7 @@ def fit_model(
             spark if sel_rows is not None else active(spark), df, model, cap, train.shards,
             seed=train.seed, fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
             exchange_dir=train.exchange_dir or None, patience=train.patience, rows=sel_rows, folds=folds,
-            c_grid=AUTO_C_GRID if c_auto else None)
+            c_grid=AUTO_C_GRID if c_auto else None, c_default=AUTO_C_GRID[len(AUTO_C_GRID) // 2])
         epochs = int(epoch_selection["epochs"])
         if c_auto:
             model.params["C"] = float(epoch_selection["C"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparkhc.epochs import PooledCurve, choose, inner_folds
+from sparkhc.epochs import PooledCurve, choose, inner_folds, paired_gain, prefer_default
 from sparkhc.metrics import MetricCounts
 from sparkhc.taxonomy import Taxonomy
 
@@ -70,3 +70,17 @@ def test_choose_takes_the_best_trailing_mean_and_the_earlier_candidate_on_ties()
     assert choose([a, [1.0, 2.0, 3.0, 2.0, 1.0]])[0] == 0
     i, ep, val = choose([a])
     assert (i, ep) == (0, 4) and val == pytest.approx(7 / 3)
+
+
+def test_paired_gain_over_folds_and_the_one_standard_error_rule():
+    # fold curves (smoothed); candidate at epoch 3, baseline at epoch 2; fold 2 stopped after 2 epochs
+    best = [[1.0, 1.2, 1.5], [1.0, 1.4], [0.9, 1.0, 1.3]]
+    base = [[1.1, 1.3, 1.2], [1.1, 1.2, 1.0], [1.0, 1.25, 1.1]]
+    # differences: 1.5 - 1.3 = 0.2; 1.4 - 1.2 = 0.2 (fold 2 at its last epoch); 1.3 - 1.25 = 0.05
+    mean, se = paired_gain(best, 3, base, 2)
+    d = np.array([0.2, 0.2, 0.05])
+    assert mean == pytest.approx(d.mean()) and se == pytest.approx(d.std(ddof=1) / np.sqrt(3))
+    assert not prefer_default((mean, se))  # 0.15 > 0.05: the candidate wins
+    assert prefer_default((0.01, 0.02)) and prefer_default((-0.1, 0.01))
+    assert paired_gain([[1.0]], 1, [[0.5]], 1) == (0.5, float("inf"))  # one fold: never beyond the noise
+    assert prefer_default((0.5, float("inf")))

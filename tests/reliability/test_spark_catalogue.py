@@ -468,7 +468,8 @@ def test_TR_15_unknown_model_parameter(base, tmp_path, capsys):
 def test_TR_16_bad_model_parameter_value(base, tmp_path, capsys):
     expect_user_error(capsys, ["train", "--features", base.features, "--out", tmp_path / "m", "--set",
                                "model.global.C=-1"],
-                      r"The 'C' parameter of GlobalPA must be a float in the range \(0, inf\)\. Got -1 instead\.")
+                      r"The 'C' parameter of GlobalPA must be a float in the range \(0, inf\), or 'auto' .*\. "
+                      r"Got -1 instead\.")
 
 
 def test_TR_17_warm_start_from_another_model_type(base, tmp_path, capsys):

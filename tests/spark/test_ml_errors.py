@@ -91,7 +91,7 @@ def test_label_outside_the_taxonomy_error_or_dropped_and_counted(spark):
         HierarchicalClassifier(taxonomy=PAIRS, epochs=1, shards=1, model="flat").fit(df)
     m = HierarchicalClassifier(taxonomy=PAIRS, epochs=1, shards=1, model="flat", handleInvalid="drop").fit(df)
     assert m.metadata["training"]["labels"] == {"documents": 18, "dropped_labels": 2,
-                                                "documents_with_dropped_labels": 2}
+                                                "documents_with_dropped_labels": 2, "no_labels": 0}
 
 
 def test_empty_dataframe(spark):

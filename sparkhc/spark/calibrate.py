@@ -6,15 +6,18 @@ id; per fold a fresh copy of the model (same class, taxonomy and parameters) is 
 real training) and scores the fold's documents on the driver (one fold's rows are collected, as
 the validation slice of ``train.select_epochs``). :func:`sparkhc.calibration.cross_fit` turns the
 out-of-fold scores into offsets; :func:`sparkhc.spark.training.fit_model` adds them to the model
-trained on every document. Only the DataFrame given (the training documents) is read.
+trained on every document. Only the DataFrame given (the training documents) is read; with the
+rows read in the driver (small inputs, ``train.execution``) the folds train in this process.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+import numpy as np
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkhc import calibration
@@ -22,6 +25,7 @@ from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.decoding import tree_index
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel
+from sparkhc.spark import small
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,11 @@ def fold_column(k: int, seed: int) -> F.Column:
     """The inner fold (0..k-1) of a document: ``pmod(hash(doc_id, seed + 29), k)``, the same on
     every run (another salt than the validation slice of ``select_epochs``)."""
     return F.expr(f"pmod(hash({DOC_ID}, {int(seed) + 29}), {int(k)})")
+
+
+def fold_ids(doc_ids: Any, k: int, seed: int) -> np.ndarray:
+    """:func:`fold_column` computed in the driver: ``pmod(hash(doc_id, seed + 29), k)`` per id."""
+    return np.mod(small.spark_hash_int(int(seed) + 29, small.spark_hash(doc_ids)).astype(np.int64), int(k))
 
 
 def supports(model: HierModel) -> bool:
@@ -52,8 +61,8 @@ def not_applicable(model: HierModel, strategy: str, warm_start: bool) -> str:
 
 
 def cross_fit_offsets(
-    spark: SparkSession,
-    features: DataFrame,
+    spark: small.SessionLike,
+    features: DataFrame | None,
     model: HierModel,
     epochs: int,
     shards: int,
@@ -63,9 +72,13 @@ def cross_fit_offsets(
     with_counts: bool = False,
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
+    rows: SparseBatch | None = None,
 ) -> calibration.Calibration:
     """The offsets of :func:`sparkhc.calibration.cross_fit` from ``folds`` inner folds of
-    ``features`` (the training documents), for ``model`` (not trained or changed here)."""
+    ``features`` (the training documents), for ``model`` (not trained or changed here). With
+    ``rows`` (the same documents read in the driver) the folds are cut by the same hash
+    (:func:`fold_ids`) and trained in this process (:func:`sparkhc.spark.ipm.train_on_driver`,
+    bit-identical to the Spark path), and ``features`` is not used."""
     from sparkhc.models import get_model_class
     from sparkhc.spark.ipm import train_ipm
 
@@ -77,17 +90,27 @@ def cross_fit_offsets(
         raise ModelError(f"train.calibration_folds must be >= 3, not {folds}")
     tax = model.taxonomy
     fold = fold_column(folds, seed)
+    of = fold_ids(rows.doc_ids, folds, seed) if rows is not None else None
     scores = []
     for f in range(int(folds)):
-        val_df = features.where(fold == f)
-        val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
-                                     source=f"calibration fold {f}")
+        fit_rows: SparseBatch | None = None
+        if rows is not None:
+            assert of is not None
+            val = small.sorted_by_id(rows.subset(np.flatnonzero(of == f)))
+            fit_rows = rows.subset(np.flatnonzero(of != f))
+        else:
+            assert features is not None
+            val_df = features.where(fold == f)
+            val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
+                                         source=f"calibration fold {f}")
         if len(val) == 0:
             raise ModelError(f"train.calibrate: inner fold {f} of {folds} holds no training document; "
                              "use fewer train.calibration_folds")
         fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-        train_ipm(spark, features.where(fold != f), fresh, epochs=epochs, shards=shards, seed=seed,
-                  with_counts=with_counts, mixing=mixing, exchange_dir=exchange_dir)
+        train_ipm(spark, None if features is None or rows is not None else features.where(fold != f), fresh,
+                  epochs=epochs,
+                  shards=shards, seed=seed, with_counts=with_counts, mixing=mixing, exchange_dir=exchange_dir,
+                  rows=fit_rows)
         scores.append(calibration.fold_scores(fresh, val))
         log.info("calibrate: inner fold %d/%d scored (%d documents)", f + 1, folds, len(val))
     R = int(model.params.get("R", 3))

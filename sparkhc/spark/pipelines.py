@@ -573,7 +573,7 @@ def train(
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
-    spark_needed = rows is None or cfg.train.calibrate != "off"
+    spark_needed = rows is None
     result = fit_model(
         spark, spark_rows()[1] if spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
         warm_start=warm_start is not None,

@@ -26,8 +26,8 @@ differs) and the model's state is at most :data:`AUTO_MAX_STATE_BYTES`; ``driver
 the size or master (for the models that allow it); ``spark`` never. Models trained by mixing whose
 states mix by row-sparse deltas, the models fitted on the driver anyway (``local`` strategy) and
 the MDC models (``m3mdc``, ``mdc_br``: the Spark path's pair blocks, the pairs of a round in threads,
-:func:`sparkhc.spark.mdc.fit_mdc_driver`) train here; node-parallel and EM models stay on Spark. ``train.select_epochs`` and
-``train.calibrate`` train their validation models on Spark; the final training runs here.
+:func:`sparkhc.spark.mdc.fit_mdc_driver`) train here; node-parallel and EM models stay on Spark. The validation models
+of ``train.select_epochs`` and the inner folds of ``train.calibrate`` train here too, on the same rows.
 """
 
 from __future__ import annotations

@@ -210,8 +210,8 @@ def fit_model(
 
     ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
     mixing and local strategies and the MDC models (batch, with ``fit_open``) then train in this
-    process (bit-identical weights), and ``df`` may
-    be None unless the strategy or ``train.calibrate`` needs Spark.
+    process (bit-identical weights), with their epoch selection and ``train.calibrate`` folds, and
+    ``df`` may be None unless the strategy needs Spark.
     ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
     from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
@@ -220,7 +220,7 @@ def fit_model(
     strategy = model.training_strategy(node_parallel=train.node_parallel)
     if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and hasattr(model, "fit_open"))):
         rows = None
-    spark_needed = rows is None or (strategy == "mixing" and train.calibrate != "off")
+    spark_needed = rows is None
     if df is None and spark_needed:
         raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, "
                          f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
@@ -292,11 +292,10 @@ def fit_model(
         if why:  # "auto" (the default): nothing to calibrate for this model or training; recorded
             calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
     if train.calibrate != "off" and not why:
-        assert df is not None
         calib = cross_fit_offsets(
-            active(spark), df, model, epochs, train.shards, mode=train.calibrate, folds=train.calibration_folds,
-            seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None)
+            spark if rows is not None else active(spark), df, model, epochs, train.shards, mode=train.calibrate,
+            folds=train.calibration_folds, seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
+            exchange_dir=train.exchange_dir or None, rows=rows)
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:

@@ -27,9 +27,12 @@ def _serial(batch: SparseBatch, tax, epochs: int, seed: int):
     return m
 
 
+@pytest.mark.parametrize("path", ["spark", "driver"])
 @pytest.mark.parametrize("mode", ["on", "auto"])
-def test_one_shard_calibration_equals_serial(spark, mode):
-    from sparkhc.spark.calibrate import fold_column
+def test_one_shard_calibration_equals_serial(spark, mode, path):
+    """On Spark, and in the driver on the same rows (the inner folds cut by fold_ids, trained by
+    train_on_driver, no Spark DataFrame given): the offsets and weights of the serial reference."""
+    from sparkhc.spark.calibrate import fold_column, fold_ids
     from sparkhc.spark.training import fit_model
 
     tax, table = _data(n=160, seed=4)
@@ -37,7 +40,14 @@ def test_one_shard_calibration_equals_serial(spark, mode):
     train = dataclasses.replace(TrainConfig(), epochs=3, shards=1, seed=5, calibrate=mode, calibration_folds=3,
                                 checkpoint=False)
     model = _model(tax, "global", **PARAMS)
-    result = fit_model(spark, df, model, train)
+    if path == "driver":
+        rows = SparseBatch.from_arrow(table, V)
+        result = fit_model(spark, None, model, train, rows=rows)
+        np.testing.assert_array_equal(
+            fold_ids(rows.doc_ids, 3, 5),
+            [r["f"] for r in df.select(fold_column(3, 5).alias("f")).collect()])  # the driver's folds are Spark's
+    else:
+        result = fit_model(spark, df, model, train)
     # serial reference on the same inner folds (the fold of every document as Spark computes it)
     folds = {r["doc_id"]: r["f"] for r in df.select("doc_id", fold_column(3, 5).alias("f")).collect()}
     ids = np.array(table.column("doc_id").to_pylist())

@@ -89,7 +89,8 @@ def cross_fit_offsets(
     if int(folds) < 3:
         raise ModelError(f"train.calibration_folds must be >= 3, not {folds}")
     tax = model.taxonomy
-    fold = fold_column(folds, seed)
+    # the driver path builds no Spark column: no session need be running
+    fold = fold_column(folds, seed) if rows is None else None
     of = fold_ids(rows.doc_ids, folds, seed) if rows is not None else None
     scores = []
     for f in range(int(folds)):
@@ -99,7 +100,7 @@ def cross_fit_offsets(
             val = small.sorted_by_id(rows.subset(np.flatnonzero(of == f)))
             fit_rows = rows.subset(np.flatnonzero(of != f))
         else:
-            assert features is not None
+            assert features is not None and fold is not None
             val_df = features.where(fold == f)
             val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
                                          source=f"calibration fold {f}")
@@ -107,7 +108,7 @@ def cross_fit_offsets(
             raise ModelError(f"train.calibrate: inner fold {f} of {folds} holds no training document; "
                              "use fewer train.calibration_folds")
         fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-        train_ipm(spark, None if features is None or rows is not None else features.where(fold != f), fresh,
+        train_ipm(spark, None if features is None or fold is None else features.where(fold != f), fresh,
                   epochs=epochs,
                   shards=shards, seed=seed, with_counts=with_counts, mixing=mixing, exchange_dir=exchange_dir,
                   rows=fit_rows)

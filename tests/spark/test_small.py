@@ -192,8 +192,10 @@ def test_auto_starts_spark_for_a_cluster_master_or_a_large_input(spark, rcv1, tm
     assert large.started
 
 
-def test_cli_driver_training_never_starts_spark(rcv1, tmp_path):
-    """``sparkhc train`` in a fresh process with ``train.execution=auto``: no SparkSession, no JVM."""
+@pytest.mark.parametrize("calibrate", ["off", "on"])
+def test_cli_driver_training_never_starts_spark(rcv1, tmp_path, calibrate):
+    """``sparkhc train`` in a fresh process with ``train.execution=auto``: no SparkSession, no JVM,
+    also with ``train.calibrate`` (its inner folds train in the driver too)."""
     import subprocess
     import sys
     import textwrap
@@ -205,7 +207,8 @@ def test_cli_driver_training_never_starts_spark(rcv1, tmp_path):
         from sparkhc.cli import run
         from sparkhc.spark import session
         code = run(["train", "--features", {str(rcv1)!r}, "--out", {str(tmp_path / "m")!r}, "--master", "local[2]",
-                    "--split", "all", "--exclude-fold", "0", "--set", "train.execution=auto", "--set", "train.epochs=1"])
+                    "--split", "all", "--exclude-fold", "0", "--set", "train.execution=auto", "--set", "train.epochs=1",
+                    "--set", "train.calibrate={calibrate}"])
         print("RESULT", code, session.created, SparkContext._gateway is None)
     """)
     res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)

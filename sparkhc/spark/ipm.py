@@ -481,6 +481,7 @@ def select_epochs(
         splits.append((fit_rows, fit_df, val))
     n_val = sum(len(v) for _, _, v in splits)
     curves: list[PooledCurve] = []
+    fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
     for cand in cands:
         params = {**model.params, **cand}
         pooled = PooledCurve()
@@ -511,7 +512,7 @@ def select_epochs(
                       stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
             pooled.end_fold()
         curves.append(pooled)
-        cand["_stoppers"] = stoppers
+        fold_stoppers.append(stoppers)
     metrics = [c.metrics() for c in curves]
     scores = [[validation_score(m) for m in ms] for ms in metrics]
     i, epochs, _ = choose(scores)
@@ -519,13 +520,13 @@ def select_epochs(
     if c_grid is not None and c_default is not None and i != list(c_grid).index(c_default):
         j = list(c_grid).index(c_default)
         e_j = choose([scores[j]])[1]
-        gain = paired_gain([s.smoothed for s in cands[i]["_stoppers"]], epochs,
-                           [s.smoothed for s in cands[j]["_stoppers"]], e_j)
+        gain = paired_gain([s.smoothed for s in fold_stoppers[i]], epochs,
+                           [s.smoothed for s in fold_stoppers[j]], e_j)
         if prefer_default(gain):
             log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on the inner folds: within the noise, "
                      "C=%g kept", c_grid[i], c_default, gain[0], gain[1], c_default)
             i, epochs = j, e_j
-    stoppers = cands[i].pop("_stoppers")
+    stoppers = fold_stoppers[i]
     summary = {**(stoppers[0].summary() if folds == 1 else {}),
                "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
                "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers)}
@@ -540,8 +541,6 @@ def select_epochs(
            "validation_macro_F1": [float(m["LBMaF"]) for m in metrics[i]], "validation_documents": n_val,
            "fraction": float(fraction), "folds": folds, "max_epochs": int(max_epochs)}
     if c_grid is not None:
-        for c in cands:
-            c.pop("_stoppers", None)
         out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
                     "C_scores": [float(choose([s])[2]) for s in scores],
                     "C_epochs": [int(choose([s])[1]) for s in scores],

@@ -242,21 +242,20 @@ def fit_model(
         raise ModelError(f"C = 'auto' ({model.name!r}) is chosen on validation folds of a training from scratch by "
                          f"mixing; not for this training ({strategy}{', warm start' if warm_start else ''}): "
                          f"set model.{model.name}.C to a number")
-    if c_auto and not (select and cap > 1):  # a fixed number of epochs: no selection, the grid's middle C
-        model.params["C"] = AUTO_C_GRID[len(AUTO_C_GRID) // 2]
-        log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", model.params["C"])
-        c_auto = False
+    c_middle = AUTO_C_GRID[len(AUTO_C_GRID) // 2]  # what C = 'auto' is when nothing is searched
+    if c_auto and not (select and cap > 1):  # a fixed number of epochs: no selection
+        model.params["C"], c_auto = c_middle, False
+        log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", c_middle)
     if select and cap > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
                              "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
         folds = int(train.validation_folds) or inner_folds(len(rows) if rows is not None else _count(df),
                                                            train.validation_fraction)
-        if c_auto and folds == 1:  # a large training part: one band, C the grid's middle value (cost)
-            model.params["C"] = AUTO_C_GRID[len(AUTO_C_GRID) // 2]
+        if c_auto and folds == 1:  # a large training part: one band, no search (cost)
+            model.params["C"], c_auto = c_middle, False
             log.info("C = %g (C = 'auto' on a training part large enough for one validation band: the middle of "
-                     "the grid; train.validation_folds >= 2 searches the grid)", model.params["C"])
-            c_auto = False
+                     "the grid; train.validation_folds >= 2 searches the grid)", c_middle)
         sel_rows = rows
         if sel_rows is None and folds > 1:
             # a small training part (several inner folds): its rows are collected and the selection's
@@ -270,7 +269,7 @@ def fit_model(
             spark if sel_rows is not None else active(spark), df, model, cap, train.shards,
             seed=train.seed, fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
             exchange_dir=train.exchange_dir or None, patience=train.patience, rows=sel_rows, folds=folds,
-            c_grid=AUTO_C_GRID if c_auto else None, c_default=AUTO_C_GRID[len(AUTO_C_GRID) // 2])
+            c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle)
         epochs = int(epoch_selection["epochs"])
         if c_auto:
             model.params["C"] = float(epoch_selection["C"])

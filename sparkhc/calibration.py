@@ -25,8 +25,15 @@ The offsets are *cross-fitted* on the training documents only (``train.calibrate
    :data:`MAX_SHIFT`);
 3. the effect is estimated honestly before anything is applied: each fold is decoded with the
    offsets fitted on the *other* folds (nested); ``mode="auto"`` applies the offsets fitted on all
-   folds only if this pooled out-of-fold objective beats the uncalibrated model (so calibration
-   switches itself off where it does not help on the user's data); ``mode="on"`` always applies them.
+   folds only if this pooled out-of-fold objective beats the uncalibrated model and the mean gain
+   over the folds exceeds its standard error (:func:`worth_applying`, the one-standard-error rule
+   that also decides C), so calibration switches itself off where its gain is within the noise of
+   the user's data; ``mode="on"`` always applies them.
+
+The scored folds come from the training that is being done anyway where possible: with the default
+epoch selection they are its validation bands, scored by the band's model at the chosen epoch
+(:func:`sparkhc.spark.calibrate.cross_fit_offsets`), cut into parts (:func:`split_folds`) when
+there are fewer than three.
 
 Every function here reads only the documents it is given (the training documents); nothing here
 knows about a test split.
@@ -46,7 +53,7 @@ from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
     "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "FoldScores", "Calibration", "objective", "label_f1",
-    "fit_offsets", "cross_fit", "fold_scores", "scored_columns",
+    "fit_offsets", "cross_fit", "fold_scores", "scored_columns", "split_folds", "worth_applying",
 ]
 
 #: the largest shift of one edge in one line search, in units of the edge scores (the cost-augmented
@@ -85,16 +92,19 @@ class Calibration:
     applied: bool
     mode: str
     validation: dict[str, float] = field(default_factory=dict)
+    #: where the scored folds came from ("" when not said): "calibration folds" or "validation bands"
+    source: str = ""
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able record (model metadata, logs)."""
-        return {
+        out = {
             "mode": self.mode,
             "applied": bool(self.applied),
             "folds": int(self.fold_offsets.shape[0]),
             "nonzero_offsets": int(np.count_nonzero(self.offsets)),
             "validation": {k: round(float(v), 6) for k, v in self.validation.items()},
         }
+        return {**out, "source": self.source} if self.source else out
 
 
 def label_f1(gold: np.ndarray, pred: np.ndarray, cols: np.ndarray) -> tuple[float, float]:
@@ -218,15 +228,37 @@ def fit_offsets(
     return b
 
 
+def worth_applying(gain: float, fold_mean: float, fold_se: float) -> bool:
+    """``mode="auto"``'s rule: the offsets are applied when the pooled out-of-fold objective gains
+    and the mean gain over the folds exceeds its standard error (the one-standard-error rule of
+    :func:`sparkhc.epochs.prefer_default`, as for C): a gain smaller than the protocol's noise is
+    not taken, since on unseen documents it is as likely a loss."""
+    return gain > 1e-12 and fold_mean > fold_se
+
+
+def split_folds(folds: Sequence[FoldScores], parts: Sequence[np.ndarray]) -> list[FoldScores]:
+    """Calibration folds cut from scored folds: fold ``i`` is cut by ``parts[i]`` (a part number
+    per document, e.g. a hash of its id), each part keeping its own model's branching weights, so
+    every part stays scored out of sample. Empty parts are dropped."""
+    out: list[FoldScores] = []
+    for f, part in zip(folds, parts, strict=True):
+        part = np.asarray(part)
+        for j in np.unique(part):
+            rows = np.flatnonzero(part == j)
+            out.append(FoldScores(f.S[rows], f.bf, f.gold[rows]))
+    return out
+
+
 def cross_fit(
     idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int = 3, mode: str = "auto",
     sweeps: int = SWEEPS, max_shift: float = MAX_SHIFT,
 ) -> Calibration:
     """Offsets from ``k >= 3`` validation folds (module docstring): fitted on every fold but ``i``
     and scored on fold ``i``, for each ``i`` (the pooled out-of-fold objective); ``mode="auto"``
-    applies the fit on all folds only when that beats the uncalibrated objective, ``"on"`` always.
-    ``validation`` records ``macro_off``/``micro_off``, ``macro_on``/``micro_on`` and ``gain``
-    (objective with minus without)."""
+    applies the fit on all folds only when :func:`worth_applying` says so, ``"on"`` always.
+    ``validation`` records ``macro_off``/``micro_off``, ``macro_on``/``micro_on``, ``gain``
+    (objective with minus without, pooled) and ``fold_gain_mean`` / ``fold_gain_se`` (the same per
+    fold: mean and standard error)."""
     if mode not in MODES or mode == "off":
         raise ValueError(f"cross_fit: mode must be 'auto' or 'on', not {mode!r}")
     k = len(folds)
@@ -242,9 +274,14 @@ def cross_fit(
     ma0, mi0 = label_f1(gold, off, cols)
     ma1, mi1 = label_f1(gold, on, cols)
     gain = (ma1 + mi1) - (ma0 + mi0)
+    ends = np.cumsum([0] + [f.gold.shape[0] for f in folds])
+    fold_gain = np.array([objective(gold[a:b], on[a:b], cols) - objective(gold[a:b], off[a:b], cols)
+                          for a, b in zip(ends[:-1], ends[1:], strict=True)])
+    se = float(fold_gain.std(ddof=1) / np.sqrt(k))
     validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": gain,
+                  "fold_gain_mean": float(fold_gain.mean()), "fold_gain_se": se,
                   "documents": float(gold.shape[0])}
-    applied = mode == "on" or gain > 1e-12
+    applied = mode == "on" or worth_applying(gain, float(fold_gain.mean()), se)
     offsets = fit_offsets(idx, folds, cols, R, sweeps, max_shift) if applied else np.zeros(idx.n_edges)
     return Calibration(offsets, nested, applied, mode, validation)
 

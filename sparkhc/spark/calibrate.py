@@ -60,6 +60,11 @@ def not_applicable(model: HierModel, strategy: str, warm_start: bool) -> str:
     return ""
 
 
+#: the fewest calibration folds :func:`sparkhc.calibration.cross_fit` is given (validation bands
+#: of the epoch selection are cut into parts by :func:`fold_ids` when there are fewer)
+LEAST_FOLDS = 3
+
+
 def cross_fit_offsets(
     spark: small.SessionLike,
     features: DataFrame | None,
@@ -73,48 +78,66 @@ def cross_fit_offsets(
     mixing: str = "auto",
     exchange_dir: str | Path | None = None,
     rows: SparseBatch | None = None,
+    bands: tuple[int, float] | None = None,
 ) -> calibration.Calibration:
-    """The offsets of :func:`sparkhc.calibration.cross_fit` from ``folds`` inner folds of
-    ``features`` (the training documents), for ``model`` (not trained or changed here). With
-    ``rows`` (the same documents read in the driver) the folds are cut by the same hash
-    (:func:`fold_ids`) and trained in this process (:func:`sparkhc.spark.ipm.train_on_driver`,
+    """The offsets of :func:`sparkhc.calibration.cross_fit` for ``model`` (not trained or changed
+    here) from out-of-fold scores of ``features`` (the training documents).
+
+    The scored folds are either ``folds`` inner folds cut by :func:`fold_ids` (one training each),
+    or, with ``bands = (k, fraction)``, the ``k`` validation bands the epoch selection held out
+    (:func:`sparkhc.spark.small.validation_ids`, :func:`sparkhc.spark.ipm.validation_split`: the
+    same documents and the same trainings, ``epochs`` being the chosen count, so each band's model
+    is the selection's at that epoch). Fewer than :data:`LEAST_FOLDS` bands are cut into parts by
+    :func:`fold_ids` (each part still scored out of sample). With ``rows`` (the same documents read
+    in the driver) the trainings run in this process (:func:`sparkhc.spark.ipm.train_on_driver`,
     bit-identical to the Spark path), and ``features`` is not used."""
     from sparkhc.models import get_model_class
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.ipm import train_ipm, validation_split
 
     if not supports(model):
         raise ModelError(
             f"train.calibrate = {mode!r}: per-edge offsets need the global model with a bias feature "
             f"(model.global.bias > 0); the model is {model.name!r} with bias {model.params.get('bias')!r}")
-    if int(folds) < 3:
+    if bands is None and int(folds) < 3:
         raise ModelError(f"train.calibration_folds must be >= 3, not {folds}")
     tax = model.taxonomy
+    n = int(folds) if bands is None else int(bands[0])
     # the driver path builds no Spark column: no session need be running
-    fold = fold_column(folds, seed) if rows is None else None
-    of = fold_ids(rows.doc_ids, folds, seed) if rows is not None else None
-    scores = []
-    for f in range(int(folds)):
+    fold = fold_column(n, seed) if rows is None and bands is None else None
+    of = fold_ids(rows.doc_ids, n, seed) if rows is not None and bands is None else None
+    scores, ids = [], []
+    for f in range(n):
         fit_rows: SparseBatch | None = None
+        fit_df: DataFrame | None = None
         if rows is not None:
-            assert of is not None
-            val = small.sorted_by_id(rows.subset(np.flatnonzero(of == f)))
-            fit_rows = rows.subset(np.flatnonzero(of != f))
+            held = (small.validation_ids(rows.doc_ids, bands[1], seed, f) if bands is not None
+                    else np.asarray(of) == f)
+            val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+            fit_rows = rows.subset(np.flatnonzero(~held))
         else:
-            assert features is not None and fold is not None
-            val_df = features.where(fold == f)
+            assert features is not None
+            if bands is not None:
+                fit_df, val_df = validation_split(features, bands[1], seed, f)
+            else:
+                assert fold is not None
+                fit_df, val_df = features.where(fold != f), features.where(fold == f)
             val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
                                          source=f"calibration fold {f}")
         if len(val) == 0:
-            raise ModelError(f"train.calibrate: inner fold {f} of {folds} holds no training document; "
+            raise ModelError(f"train.calibrate: inner fold {f} of {n} holds no training document; "
                              "use fewer train.calibration_folds")
         fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-        train_ipm(spark, None if features is None or fold is None else features.where(fold != f), fresh,
-                  epochs=epochs,
-                  shards=shards, seed=seed, with_counts=with_counts, mixing=mixing, exchange_dir=exchange_dir,
-                  rows=fit_rows)
+        train_ipm(spark, fit_df, fresh, epochs=epochs, shards=shards, seed=seed, with_counts=with_counts,
+                  mixing=mixing, exchange_dir=exchange_dir, rows=fit_rows)
         scores.append(calibration.fold_scores(fresh, val))
-        log.info("calibrate: inner fold %d/%d scored (%d documents)", f + 1, folds, len(val))
+        ids.append(val.doc_ids)
+        log.info("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",
+                 f + 1, n, len(val))
+    if len(scores) < LEAST_FOLDS:
+        m = -(-LEAST_FOLDS // len(scores))
+        scores = calibration.split_folds(scores, [fold_ids(i, m, seed) for i in ids])
     R = int(model.params.get("R", 3))
     result = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), R, mode=mode)
+    result.source = "calibration folds" if bands is None else "validation bands"
     log.info("calibrate: %s", result.summary())
     return result

@@ -237,6 +237,7 @@ def fit_model(
     # train.shards = 0: as many shards as Spark has task slots
     train = dataclasses.replace(train, shards=resolve_shards(spark, train.shards))
     epoch_selection = None
+    sel_rows = rows
     c_auto = model.params.get("C") == "auto"
     if c_auto and (strategy != "mixing" or warm_start):
         raise ModelError(f"C = 'auto' ({model.name!r}) is chosen on validation folds of a training from scratch by "
@@ -256,7 +257,6 @@ def fit_model(
             model.params["C"], c_auto = c_middle, False
             log.info("C = %g (C = 'auto' on a training part large enough for one validation band: the middle of "
                      "the grid; train.validation_folds >= 2 searches the grid)", c_middle)
-        sel_rows = rows
         if sel_rows is None and folds > 1:
             # a small training part (several inner folds): its rows are collected and the selection's
             # trainings run in this process (the driver path of the same mixing, train_on_driver), not
@@ -290,11 +290,20 @@ def fit_model(
             raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
         if why:  # "auto" (the default): nothing to calibrate for this model or training; recorded
             calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
+        if not why and epoch_selection is None and train.calibrate == "auto":
+            why = ("the number of epochs is fixed, so there are no validation bands to fit offsets on; "
+                   "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
+            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
     if train.calibrate != "off" and not why:
+        # with an epoch selection: its validation bands, each band's model retrained to the chosen
+        # epoch (the selection's own model there); otherwise train.calibration_folds inner folds
+        bands = None if epoch_selection is None else (int(epoch_selection["folds"]),
+                                                       float(epoch_selection["fraction"]))
+        cal_rows = rows if bands is None else sel_rows
         calib = cross_fit_offsets(
-            spark if rows is not None else active(spark), df, model, epochs, train.shards, mode=train.calibrate,
+            spark if cal_rows is not None else active(spark), df, model, epochs, train.shards, mode=train.calibrate,
             folds=train.calibration_folds, seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, rows=rows)
+            exchange_dir=train.exchange_dir or None, rows=cal_rows, bands=bands)
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:

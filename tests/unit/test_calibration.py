@@ -144,6 +144,7 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     assert c.applied and c.offsets[a] == pytest.approx(-1.2) and c.offsets[b] == 0.0
     np.testing.assert_allclose(c.fold_offsets[:, a], [-1.2] * 3)
     assert c.validation["gain"] == pytest.approx(0.9 - (1 + 2 / 3) / 2)
+    assert c.validation["fold_gain_se"] == pytest.approx(0.0)  # equal folds: no spread, the gain is taken
     assert c.validation["micro_on"] == pytest.approx(8 / 9) and c.validation["macro_on"] == pytest.approx(0.9)
     # a fold where A is already right everywhere and B over-predicted: what the others fit hurts it
     S2 = S.copy()
@@ -161,7 +162,14 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     on = np.concatenate([calibration._decode(idx, f.S + nested[i], None, 3) for i, f in enumerate(mixed)])
     gain = calibration.objective(g, on, cols) - calibration.objective(g, off, cols)
     assert c2.validation["gain"] == pytest.approx(gain)
-    assert c2.applied == (gain > 1e-12)
+    # the one-SE rule: the per-fold gains (each fold has the 4 documents of gold) and their spread
+    n = gold.shape[0]
+    per = np.array([calibration.objective(g[i * n:(i + 1) * n], on[i * n:(i + 1) * n], cols)
+                    - calibration.objective(g[i * n:(i + 1) * n], off[i * n:(i + 1) * n], cols) for i in range(3)])
+    se = per.std(ddof=1) / np.sqrt(3)
+    assert c2.validation["fold_gain_mean"] == pytest.approx(per.mean())
+    assert c2.validation["fold_gain_se"] == pytest.approx(se)
+    assert c2.applied == (gain > 1e-12 and per.mean() > se)
     if not c2.applied:
         np.testing.assert_array_equal(c2.offsets, np.zeros(2))
     assert on_all.applied
@@ -170,6 +178,22 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
         calibration.cross_fit(idx, same[:2], cols)
     with pytest.raises(ValueError):
         calibration.cross_fit(idx, same, cols, mode="off")
+
+
+def test_one_se_rule_and_split_folds():
+    """worth_applying: a pooled gain whose per-fold mean does not exceed its standard error is not
+    taken; split_folds cuts a scored fold by part numbers, keeping its branching weights."""
+    assert calibration.worth_applying(0.02, 0.02, 0.01)
+    assert not calibration.worth_applying(0.02, 0.02, 0.03)  # within the noise
+    assert not calibration.worth_applying(0.0, 0.02, 0.0)  # no pooled gain
+    S = np.arange(12, dtype=np.float64).reshape(6, 2)
+    gold = np.eye(6, 3, dtype=bool)
+    bf = np.ones((2, 2))
+    parts = calibration.split_folds([calibration.FoldScores(S, bf, gold)], [np.array([0, 1, 2, 0, 1, 2])])
+    assert len(parts) == 3
+    np.testing.assert_array_equal(parts[1].S, S[[1, 4]])
+    np.testing.assert_array_equal(parts[2].gold, gold[[2, 5]])
+    assert all(p.bf is bf for p in parts)
 
 
 def _brute_best(tax: Taxonomy, s: np.ndarray, bf: np.ndarray, R: int = 3) -> tuple[float, frozenset]:

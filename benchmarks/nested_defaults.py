@@ -56,7 +56,12 @@ def run_variant(d, fit: np.ndarray, overrides: list[str], shards: int) -> tuple[
     session = small.deferred_session("nested_defaults", f"local[{shards}]")
     result = fit_model(session, None, model, cfg.train, rows=rows)
     sel = result.epoch_selection or {}
-    return model, {"epochs": result.epochs, "C": model.params.get("C"), "folds": sel.get("folds")}
+    cal = result.calibration or {}
+    return model, {"epochs": result.epochs, "C": model.params.get("C"), "folds": sel.get("folds"),
+                   "offsets": ("" if not cal or "skipped" in cal else
+                               "/offsets " + ("applied" if cal.get("applied") else "not applied")
+                               + " ({:+.2f} ± {:.2f})".format(100 * cal["validation"].get("fold_gain_mean", 0.0),
+                                                            100 * cal["validation"].get("fold_gain_se", 0.0)))}
 
 
 def main() -> None:
@@ -92,7 +97,7 @@ def main() -> None:
                 secs[v] += time.perf_counter() - t0
                 m = score(d, held, model.predict(d.batch.subset(held)))
                 res[v].append(m)
-                info[v].append(f"C={what['C']:g}/{what['epochs']}ep/k={what['folds']}")
+                info[v].append(f"C={what['C']:g}/{what['epochs']}ep/k={what['folds']}{what['offsets']}")
                 print(f"{name} band {b} [{v or 'defaults'}] " + " ".join(f"{k}={100 * m[k]:.2f}" for k, _ in METRICS)
                       + f" ({info[v][-1]}, {time.perf_counter() - t0:.1f} s)", flush=True)
         base = variants[0]

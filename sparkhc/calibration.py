@@ -52,7 +52,7 @@ from sparkhc.decoding import TreeIndex, dp_solve
 from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
-    "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "FoldScores", "Calibration", "objective", "label_f1",
+    "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "NESTED_GROUPS", "FoldScores", "Calibration", "objective", "label_f1",
     "fit_offsets", "cross_fit", "fold_scores", "scored_columns", "split_folds", "worth_applying",
 ]
 
@@ -65,6 +65,10 @@ END_GAP: float = 0.1
 
 #: passes of coordinate ascent over the edges (fewer when a pass moves nothing)
 SWEEPS: int = 3
+
+#: the most groups :func:`cross_fit` nests over (each costs one fit of the offsets on the others'
+#: documents); more folds are dealt into this many groups
+NESTED_GROUPS: int = 3
 
 #: values of ``train.calibrate``
 MODES: tuple[str, ...] = ("off", "auto", "on")
@@ -251,37 +255,45 @@ def split_folds(folds: Sequence[FoldScores], parts: Sequence[np.ndarray]) -> lis
 
 def cross_fit(
     idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int = 3, mode: str = "auto",
-    sweeps: int = SWEEPS, max_shift: float = MAX_SHIFT,
+    sweeps: int = SWEEPS, max_shift: float = MAX_SHIFT, groups: int = NESTED_GROUPS,
 ) -> Calibration:
-    """Offsets from ``k >= 3`` validation folds (module docstring): fitted on every fold but ``i``
-    and scored on fold ``i``, for each ``i`` (the pooled out-of-fold objective); ``mode="auto"``
-    applies the fit on all folds only when :func:`worth_applying` says so, ``"on"`` always.
-    ``validation`` records ``macro_off``/``micro_off``, ``macro_on``/``micro_on``, ``gain``
-    (objective with minus without, pooled) and ``fold_gain_mean`` / ``fold_gain_se`` (the same per
-    fold: mean and standard error)."""
+    """Offsets from ``k >= 3`` validation folds (module docstring). The folds are dealt into
+    ``g = min(k, groups)`` groups (fold ``i`` into group ``i mod g``); for each group the offsets
+    are fitted on the folds of the other groups and score the group's (the pooled out-of-fold
+    objective). ``mode="auto"`` applies the fit on all folds only when :func:`worth_applying` says
+    so (the per-group gains giving the standard error), ``"on"`` always. ``validation`` records
+    ``macro_off``/``micro_off``, ``macro_on``/``micro_on``, ``gain`` (objective with minus without,
+    pooled) and ``fold_gain_mean`` / ``fold_gain_se`` (the same per group: mean and standard
+    error). ``fold_offsets[j]``: the fit without group ``j``."""
     if mode not in MODES or mode == "off":
         raise ValueError(f"cross_fit: mode must be 'auto' or 'on', not {mode!r}")
     k = len(folds)
     if k < 3:
         raise ValueError(f"cross-fitted offsets need at least 3 folds (2 to fit on left out of each), got {k}")
+    g = min(k, int(groups))
+    if g < 3:
+        raise ValueError(f"cross_fit: groups must be >= 3, not {groups}")
     cols = np.asarray(cols, dtype=np.int64)
     nested = np.stack([
-        fit_offsets(idx, [f for j, f in enumerate(folds) if j != i], cols, R, sweeps, max_shift) for i in range(k)
+        fit_offsets(idx, [f for i, f in enumerate(folds) if i % g != j], cols, R, sweeps, max_shift) for j in range(g)
     ])
-    gold = np.concatenate([f.gold for f in folds])
-    off = np.concatenate([_decode(idx, np.asarray(f.S, np.float64), f.bf, R) for f in folds])
-    on = np.concatenate([_decode(idx, np.asarray(f.S, np.float64) + nested[i], f.bf, R) for i, f in enumerate(folds)])
+    order = [i for j in range(g) for i in range(j, k, g)]  # the folds group by group
+    gold = np.concatenate([folds[i].gold for i in order])
+    off = np.concatenate([_decode(idx, np.asarray(folds[i].S, np.float64), folds[i].bf, R) for i in order])
+    on = np.concatenate([_decode(idx, np.asarray(folds[i].S, np.float64) + nested[i % g], folds[i].bf, R)
+                         for i in order])
     ma0, mi0 = label_f1(gold, off, cols)
     ma1, mi1 = label_f1(gold, on, cols)
     gain = (ma1 + mi1) - (ma0 + mi0)
-    ends = np.cumsum([0] + [f.gold.shape[0] for f in folds])
-    fold_gain = np.array([objective(gold[a:b], on[a:b], cols) - objective(gold[a:b], off[a:b], cols)
-                          for a, b in zip(ends[:-1], ends[1:], strict=True)])
-    se = float(fold_gain.std(ddof=1) / np.sqrt(k))
+    sizes = [sum(folds[i].gold.shape[0] for i in range(j, k, g)) for j in range(g)]
+    ends = np.cumsum([0, *sizes])
+    group_gain = np.array([objective(gold[a:b], on[a:b], cols) - objective(gold[a:b], off[a:b], cols)
+                           for a, b in zip(ends[:-1], ends[1:], strict=True)])
+    se = float(group_gain.std(ddof=1) / np.sqrt(g))
     validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": gain,
-                  "fold_gain_mean": float(fold_gain.mean()), "fold_gain_se": se,
+                  "fold_gain_mean": float(group_gain.mean()), "fold_gain_se": se,
                   "documents": float(gold.shape[0])}
-    applied = mode == "on" or worth_applying(gain, float(fold_gain.mean()), se)
+    applied = mode == "on" or worth_applying(gain, float(group_gain.mean()), se)
     offsets = fit_offsets(idx, folds, cols, R, sweeps, max_shift) if applied else np.zeros(idx.n_edges)
     return Calibration(offsets, nested, applied, mode, validation)
 

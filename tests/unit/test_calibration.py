@@ -196,6 +196,34 @@ def test_one_se_rule_and_split_folds():
     assert all(p.bf is bf for p in parts)
 
 
+def test_cross_fit_deals_many_folds_into_three_groups():
+    """Five folds, three groups: fold i in group i mod 3; each group's offsets are fitted on the
+    other groups' folds (recomputed here from fit_offsets), the out-of-fold objective pooled."""
+    tax, idx, a, b, S, gold = _ab_example()
+    cols = calibration.scored_columns(tax)
+    rng = np.random.default_rng(1)
+    folds = [calibration.FoldScores(S + rng.normal(0, 0.3, S.shape), None, gold) for _ in range(5)]
+    c = calibration.cross_fit(idx, folds, cols, mode="on")
+    groups = [[0, 3], [1, 4], [2]]
+    nested = [calibration.fit_offsets(idx, [folds[i] for i in range(5) if i not in grp], cols) for grp in groups]
+    np.testing.assert_allclose(c.fold_offsets, np.stack(nested))
+    g = np.concatenate([gold] * 5)
+    off = np.concatenate([calibration._decode(idx, folds[i].S, None, 3) for grp in groups for i in grp])
+    on = np.concatenate([calibration._decode(idx, folds[i].S + nested[j], None, 3)
+                         for j, grp in enumerate(groups) for i in grp])
+    gain = calibration.objective(g, on, cols) - calibration.objective(g, off, cols)
+    assert c.validation["gain"] == pytest.approx(gain)
+    n = gold.shape[0]
+    per, start = [], 0
+    for grp in groups:
+        stop = start + n * len(grp)
+        per.append(calibration.objective(g[start:stop], on[start:stop], cols)
+                   - calibration.objective(g[start:stop], off[start:stop], cols))
+        start = stop
+    assert c.validation["fold_gain_mean"] == pytest.approx(np.mean(per))
+    assert c.validation["fold_gain_se"] == pytest.approx(np.std(per, ddof=1) / np.sqrt(3))
+
+
 def _brute_best(tax: Taxonomy, s: np.ndarray, bf: np.ndarray, R: int = 3) -> tuple[float, frozenset]:
     """The best non-empty leaf set from the definition: sum of the edge scores over tree(m), plus
     one node-specific and one shared branching weight per internal node of tree(m)."""

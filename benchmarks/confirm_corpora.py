@@ -3,7 +3,7 @@
 JSON Lines plus a taxonomy for ``sparkhc featurize --input``:
 
     python benchmarks/confirm_corpora.py --data-dir ../shared/data --out /tmp/acc/raw
-    sparkhc featurize --input /tmp/acc/raw/meka25k/docs.jsonl.gz --taxonomy /tmp/acc/raw/meka25k/taxonomy.tsv \\
+    sparkhc featurize --input /tmp/acc/raw/meka25k/docs.jsonl.gz --taxonomy /tmp/acc/raw/meka25k/taxonomy.tsv --on-empty keep \\
         --out /tmp/acc/meka25k/features
     sparkhc featurize --input /tmp/acc/raw/20ng_prefix2k/docs.jsonl.gz \\
         --taxonomy /tmp/acc/raw/20ng_prefix2k/taxonomy.tsv --out /tmp/acc/20ng_prefix2k/features

@@ -52,7 +52,7 @@ from sparkhc.decoding import TreeIndex, dp_solve
 from sparkhc.taxonomy import Taxonomy
 
 __all__ = [
-    "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "NESTED_GROUPS", "FoldScores", "Calibration", "objective", "label_f1",
+    "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "NESTED_GROUPS", "SHARED_SHIFTS", "KINDS", "fit_shared", "FoldScores", "Calibration", "objective", "label_f1",
     "fit_offsets", "cross_fit", "fold_scores", "scored_columns", "split_folds", "worth_applying",
 ]
 
@@ -69,6 +69,13 @@ SWEEPS: int = 3
 #: the most groups :func:`cross_fit` nests over (each costs one fit of the offsets on the others'
 #: documents); more folds are dealt into this many groups
 NESTED_GROUPS: int = 3
+
+#: the grid of :func:`fit_shared` (one shift of every edge score, in units of the edge scores)
+SHARED_SHIFTS: np.ndarray = np.round(np.arange(-30, 31) * 0.05, 2)
+
+#: what :func:`cross_fit` may apply, simplest first: one shift shared by every edge, then per-edge
+#: offsets (started from that shift)
+KINDS: tuple[str, ...] = ("shared", "edges")
 
 #: values of ``train.calibrate``
 MODES: tuple[str, ...] = ("off", "auto", "on")
@@ -96,6 +103,8 @@ class Calibration:
     applied: bool
     mode: str
     validation: dict[str, float] = field(default_factory=dict)
+    #: what was applied: a kind of :data:`KINDS`, "" for nothing
+    kind: str = ""
     #: where the scored folds came from ("" when not said): "calibration folds" or "validation bands"
     source: str = ""
 
@@ -104,6 +113,7 @@ class Calibration:
         out = {
             "mode": self.mode,
             "applied": bool(self.applied),
+            "kind": self.kind,
             "folds": int(self.fold_offsets.shape[0]),
             "nonzero_offsets": int(np.count_nonzero(self.offsets)),
             "validation": {k: round(float(v), 6) for k, v in self.validation.items()},
@@ -210,15 +220,16 @@ def _line_search(gold: np.ndarray, t_in: np.ndarray, t_out: np.ndarray, brk: np.
 
 def fit_offsets(
     idx: TreeIndex, folds: FoldScores | Sequence[FoldScores], cols: np.ndarray, R: int = 3, sweeps: int = SWEEPS,
-    max_shift: float = MAX_SHIFT,
+    max_shift: float = MAX_SHIFT, start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-edge offsets maximising :func:`objective` on the pooled documents of ``folds`` (each
     decoded with its own model's branching weights) by coordinate ascent with an exact line search
-    per edge (module docstring, step 2): ``sweeps`` passes over the edges in id order."""
+    per edge (module docstring, step 2): ``sweeps`` passes over the edges in id order, from
+    ``start`` (zeros when None)."""
     folds = [folds] if isinstance(folds, FoldScores) else list(folds)
     cols = np.asarray(cols, dtype=np.int64)
     gold = np.concatenate([f.gold for f in folds])[:, cols]
-    b = np.zeros(idx.n_edges)
+    b = np.zeros(idx.n_edges) if start is None else np.array(start, dtype=np.float64)
     for _ in range(int(sweeps)):
         moved = False
         for e in range(idx.n_edges):
@@ -230,6 +241,27 @@ def fit_offsets(
         if not moved:
             break
     return b
+
+
+def fit_shared(
+    idx: TreeIndex, folds: FoldScores | Sequence[FoldScores], cols: np.ndarray, R: int = 3,
+    shifts: np.ndarray | None = None,
+) -> float:
+    """One shift shared by every edge maximising :func:`objective` on the pooled documents of
+    ``folds``, over the grid ``shifts`` (:data:`SHARED_SHIFTS`), the one nearest 0 on ties: a single
+    parameter that moves how many labels every document gets (a model trained to predict about one
+    label where documents have two), too few to overfit a small validation set."""
+    folds = [folds] if isinstance(folds, FoldScores) else list(folds)
+    cols = np.asarray(cols, dtype=np.int64)
+    gold = np.concatenate([f.gold for f in folds])
+    grid = SHARED_SHIFTS if shifts is None else np.asarray(shifts, dtype=np.float64)
+    best, best_d = -np.inf, 0.0
+    for d in grid[np.argsort(np.abs(grid), kind="stable")]:
+        pred = np.concatenate([_decode(idx, np.asarray(f.S, np.float64) + d, f.bf, R) for f in folds])
+        v = objective(gold, pred, cols)
+        if v > best + 1e-12:
+            best, best_d = v, float(d)
+    return best_d
 
 
 def worth_applying(gain: float, fold_mean: float, fold_se: float) -> bool:
@@ -253,20 +285,39 @@ def split_folds(folds: Sequence[FoldScores], parts: Sequence[np.ndarray]) -> lis
     return out
 
 
+def _fit_kind(idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int, kind: str,
+              kinds: Sequence[str], sweeps: int, max_shift: float) -> np.ndarray:
+    """The offsets of ``kind`` fitted on ``folds``; per-edge offsets start from the shared shift
+    when ``kinds`` has it."""
+    shared = fit_shared(idx, folds, cols, R) if "shared" in kinds else 0.0
+    start = np.full(idx.n_edges, shared)
+    return start if kind == "shared" else fit_offsets(idx, folds, cols, R, sweeps, max_shift, start=start)
+
+
 def cross_fit(
     idx: TreeIndex, folds: Sequence[FoldScores], cols: np.ndarray, R: int = 3, mode: str = "auto",
     sweeps: int = SWEEPS, max_shift: float = MAX_SHIFT, groups: int = NESTED_GROUPS,
+    kinds: Sequence[str] = KINDS,
 ) -> Calibration:
     """Offsets from ``k >= 3`` validation folds (module docstring). The folds are dealt into
-    ``g = min(k, groups)`` groups (fold ``i`` into group ``i mod g``); for each group the offsets
-    are fitted on the folds of the other groups and score the group's (the pooled out-of-fold
-    objective). ``mode="auto"`` applies the fit on all folds only when :func:`worth_applying` says
-    so (the per-group gains giving the standard error), ``"on"`` always. ``validation`` records
-    ``macro_off``/``micro_off``, ``macro_on``/``micro_on``, ``gain`` (objective with minus without,
-    pooled) and ``fold_gain_mean`` / ``fold_gain_se`` (the same per group: mean and standard
-    error). ``fold_offsets[j]``: the fit without group ``j``."""
+    ``g = min(k, groups)`` groups (fold ``i`` into group ``i mod g``); for each group and each kind
+    of ``kinds`` (:data:`KINDS`: one shared shift, then per-edge offsets started from it) the
+    offsets are fitted on the folds of the other groups and score the group's (the pooled
+    out-of-fold objective, and one gain per group over no offsets).
+
+    ``mode="auto"`` goes from the simplest kind up: a kind replaces the one kept so far (at first
+    none) only when its gain over it passes :func:`worth_applying` (pooled gain > 0, mean gain over
+    the groups above its standard error), and the kept kind is fitted on all folds and applied;
+    ``"on"`` applies the last kind of ``kinds`` whatever the gain. ``validation`` records
+    ``macro_off``/``micro_off``, ``macro_on``/``micro_on`` and ``gain`` / ``fold_gain_mean`` /
+    ``fold_gain_se`` of the kind applied (or of the last kind tried, when none is), and the gain of
+    every kind (``gain_<kind>``). ``fold_offsets[j]``: the nested fit of that kind without group ``j``."""
     if mode not in MODES or mode == "off":
         raise ValueError(f"cross_fit: mode must be 'auto' or 'on', not {mode!r}")
+    unknown = [k for k in kinds if k not in KINDS]
+    kinds = [k for k in KINDS if k in kinds]
+    if unknown or not kinds:
+        raise ValueError(f"cross_fit: kinds must be among {list(KINDS)}, not {list(unknown) or 'none'}")
     k = len(folds)
     if k < 3:
         raise ValueError(f"cross-fitted offsets need at least 3 folds (2 to fit on left out of each), got {k}")
@@ -274,28 +325,45 @@ def cross_fit(
     if g < 3:
         raise ValueError(f"cross_fit: groups must be >= 3, not {groups}")
     cols = np.asarray(cols, dtype=np.int64)
-    nested = np.stack([
-        fit_offsets(idx, [f for i, f in enumerate(folds) if i % g != j], cols, R, sweeps, max_shift) for j in range(g)
-    ])
     order = [i for j in range(g) for i in range(j, k, g)]  # the folds group by group
     gold = np.concatenate([folds[i].gold for i in order])
-    off = np.concatenate([_decode(idx, np.asarray(folds[i].S, np.float64), folds[i].bf, R) for i in order])
-    on = np.concatenate([_decode(idx, np.asarray(folds[i].S, np.float64) + nested[i % g], folds[i].bf, R)
-                         for i in order])
-    ma0, mi0 = label_f1(gold, off, cols)
-    ma1, mi1 = label_f1(gold, on, cols)
-    gain = (ma1 + mi1) - (ma0 + mi0)
     sizes = [sum(folds[i].gold.shape[0] for i in range(j, k, g)) for j in range(g)]
     ends = np.cumsum([0, *sizes])
-    group_gain = np.array([objective(gold[a:b], on[a:b], cols) - objective(gold[a:b], off[a:b], cols)
-                           for a, b in zip(ends[:-1], ends[1:], strict=True)])
-    se = float(group_gain.std(ddof=1) / np.sqrt(g))
-    validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": gain,
-                  "fold_gain_mean": float(group_gain.mean()), "fold_gain_se": se,
-                  "documents": float(gold.shape[0])}
-    applied = mode == "on" or worth_applying(gain, float(group_gain.mean()), se)
-    offsets = fit_offsets(idx, folds, cols, R, sweeps, max_shift) if applied else np.zeros(idx.n_edges)
-    return Calibration(offsets, nested, applied, mode, validation)
+
+    def decoded(nested: np.ndarray | None) -> np.ndarray:
+        return np.concatenate([_decode(idx, np.asarray(folds[i].S, np.float64)
+                                       + (0.0 if nested is None else nested[i % g]), folds[i].bf, R) for i in order])
+
+    def per_group(pred: np.ndarray) -> np.ndarray:
+        return np.array([objective(gold[a:b], pred[a:b], cols) for a, b in zip(ends[:-1], ends[1:], strict=True)])
+
+    off = decoded(None)
+    obj_off, grp_off = objective(gold, off, cols), per_group(off)
+    tried: dict[str, tuple[np.ndarray, np.ndarray, float, np.ndarray]] = {}
+    for kind in kinds:
+        nested = np.stack([_fit_kind(idx, [f for i, f in enumerate(folds) if i % g != j], cols, R, kind, kinds,
+                                     sweeps, max_shift) for j in range(g)])
+        on = decoded(nested)
+        tried[kind] = (nested, on, objective(gold, on, cols), per_group(on))
+    kept = ""
+    for kind in kinds:
+        base_obj, base_grp = (obj_off, grp_off) if not kept else (tried[kept][2], tried[kept][3])
+        d = tried[kind][3] - base_grp
+        if worth_applying(tried[kind][2] - base_obj, float(d.mean()), float(d.std(ddof=1) / np.sqrt(g))):
+            kept = kind
+    if mode == "on":
+        kept = kinds[-1]
+    shown = kept or kinds[-1]
+    nested, on, obj_on, grp_on = tried[shown]
+    ma0, mi0 = label_f1(gold, off, cols)
+    ma1, mi1 = label_f1(gold, on, cols)
+    d = grp_on - grp_off
+    validation = {"macro_off": ma0, "micro_off": mi0, "macro_on": ma1, "micro_on": mi1, "gain": obj_on - obj_off,
+                  "fold_gain_mean": float(d.mean()), "fold_gain_se": float(d.std(ddof=1) / np.sqrt(g)),
+                  "documents": float(gold.shape[0]),
+                  **{f"gain_{kind}": tried[kind][2] - obj_off for kind in kinds}}
+    offsets = _fit_kind(idx, folds, cols, R, kept, kinds, sweeps, max_shift) if kept else np.zeros(idx.n_edges)
+    return Calibration(offsets, nested, bool(kept), mode, validation, kind=kept)
 
 
 def scored_columns(taxonomy: Taxonomy) -> np.ndarray:

@@ -64,10 +64,11 @@ class TrainConfig:
     # iterative parameter mixing: "auto" (barrier stage in local mode), "barrier", "jobs"
     mixing: str = "auto"
     exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
-    # per-edge score offsets cross-fitted on inner folds of the training documents (sparkhc.calibration):
-    # off | auto (the default: applied when their out-of-fold validation gain is positive; skipped, and
-    # recorded, for models or trainings that cannot carry offsets) | on
-    calibrate: str = "off"
+    # per-edge score offsets of the global model fitted on out-of-fold scores (sparkhc.calibration):
+    # off | auto (the default: on the epoch selection's validation bands, applied only when their nested
+    # gain exceeds its standard error; skipped, and recorded, with fixed epochs or a model that cannot
+    # carry offsets) | on (always applied; with fixed epochs cross-fitted on calibration_folds)
+    calibrate: str = "auto"
     calibration_folds: int = 4
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)

@@ -138,7 +138,7 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     tax, idx, a, b, S, gold = _ab_example()
     cols = calibration.scored_columns(tax)
     same = [calibration.FoldScores(S.copy(), None, gold) for _ in range(3)]
-    c = calibration.cross_fit(idx, same, cols, mode="auto")
+    c = calibration.cross_fit(idx, same, cols, mode="auto", kinds=("edges",))
     # three equal folds: every nested fit (two pooled copies) is A -1.2 (the hand-computed test
     # above); out of fold each fold gets macro 0.9 instead of 5/6, micro unchanged
     assert c.applied and c.offsets[a] == pytest.approx(-1.2) and c.offsets[b] == 0.0
@@ -152,8 +152,8 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
     S2[:, b] = [0.1, 0.2, 0.5, 0.3]  # B predicted on d0 and d1 (false positives)
     mixed = [calibration.FoldScores(S2, None, gold)] + [calibration.FoldScores(S.copy(), None, gold)
                                                         for _ in range(2)]
-    c2 = calibration.cross_fit(idx, mixed, cols, mode="auto")
-    on_all = calibration.cross_fit(idx, mixed, cols, mode="on")
+    c2 = calibration.cross_fit(idx, mixed, cols, mode="auto", kinds=("edges",))
+    on_all = calibration.cross_fit(idx, mixed, cols, mode="on", kinds=("edges",))
     # the nested fits and the out-of-fold objective, recomputed here from fit_offsets and label_f1
     nested = [calibration.fit_offsets(idx, [f for j, f in enumerate(mixed) if j != i], cols) for i in range(3)]
     np.testing.assert_allclose(c2.fold_offsets, np.stack(nested))
@@ -180,6 +180,36 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
         calibration.cross_fit(idx, same, cols, mode="off")
 
 
+def test_shared_shift_hand_computed_and_chosen_before_per_edge_offsets():
+    """Every document has A and B; the model scores A +1 and B -0.2 (+-0.05 by document), so the DP
+    decodes A alone. Shifting every edge by d > 0.25 adds B everywhere (micro 2/3 -> 1, macro 1/2 -> 1);
+    the grid's first such value nearest 0 is 0.30 (0.25 still leaves the document with -0.25 out).
+    auto takes the shared shift (a gain in every group, no spread) and per-edge offsets add nothing
+    beyond it, so the kind applied is "shared"."""
+    tax, idx = _flat()
+    a, b = tax.id("A") - 1, tax.id("B") - 1
+    S = np.zeros((3, 2))
+    S[:, a] = 1.0
+    S[:, b] = [-0.15, -0.2, -0.25]
+    gold = label_matrix([["A", "B"]] * 3, tax).toarray().astype(bool)
+    cols = calibration.scored_columns(tax)
+    fold = calibration.FoldScores(S, None, gold)
+    assert calibration.fit_shared(idx, fold, cols) == pytest.approx(0.30)
+    c = calibration.cross_fit(idx, [fold] * 3, cols, mode="auto")
+    assert c.applied and c.kind == "shared"
+    np.testing.assert_allclose(c.offsets, [0.30, 0.30])
+    assert c.validation["gain_shared"] == pytest.approx(2.0 - (0.5 + 2 / 3))
+    assert c.validation["gain_edges"] == pytest.approx(c.validation["gain_shared"])  # nothing more to gain
+    on = calibration.cross_fit(idx, [fold] * 3, cols, mode="on")
+    assert on.applied and on.kind == "edges"
+    # a model already right: nothing is applied
+    right = calibration.FoldScores(np.ones((3, 2)), None, gold)
+    c0 = calibration.cross_fit(idx, [right] * 3, cols, mode="auto")
+    assert not c0.applied and c0.kind == "" and not c0.offsets.any()
+    with pytest.raises(ValueError, match="kinds"):
+        calibration.cross_fit(idx, [fold] * 3, cols, kinds=("global",))
+
+
 def test_one_se_rule_and_split_folds():
     """worth_applying: a pooled gain whose per-fold mean does not exceed its standard error is not
     taken; split_folds cuts a scored fold by part numbers, keeping its branching weights."""
@@ -203,7 +233,7 @@ def test_cross_fit_deals_many_folds_into_three_groups():
     cols = calibration.scored_columns(tax)
     rng = np.random.default_rng(1)
     folds = [calibration.FoldScores(S + rng.normal(0, 0.3, S.shape), None, gold) for _ in range(5)]
-    c = calibration.cross_fit(idx, folds, cols, mode="on")
+    c = calibration.cross_fit(idx, folds, cols, mode="on", kinds=("edges",))
     groups = [[0, 3], [1, 4], [2]]
     nested = [calibration.fit_offsets(idx, [folds[i] for i in range(5) if i not in grp], cols) for grp in groups]
     np.testing.assert_allclose(c.fold_offsets, np.stack(nested))

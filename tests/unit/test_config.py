@@ -14,7 +14,7 @@ def test_defaults_load():
     assert cfg.train.max_epochs == 100 and cfg.train.patience == 10  # epochs = 0: chosen on validation
     assert cfg.train.select_epochs is False and cfg.train.validation_fraction == 0.1
     assert cfg.train.validation_folds == 0  # 0 = auto (sparkhc.epochs.inner_folds)
-    assert cfg.train.calibrate == "off" and cfg.train.calibration_folds == 4
+    assert cfg.train.calibrate == "auto" and cfg.train.calibration_folds == 4
     assert cfg.train.execution == "auto"
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": "auto", "branching": True, "update": "cost_augmented", "margin": 1.0,
@@ -44,7 +44,7 @@ def test_training_ranges(item, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, [item])
     assert load_config(None, ["train.validation_fraction=0.3", "train.select_epochs=true"]).train.select_epochs
-    assert load_config(None, ["train.calibrate=auto", "train.calibration_folds=3"]).train.calibrate == "auto"
+    assert load_config(None, ["train.calibrate=on", "train.calibration_folds=3"]).train.calibrate == "on"
 
 
 def test_override_values_are_toml_literals():

@@ -5,8 +5,8 @@ where setting it changes what the stage does (estimators, the evaluator; the mod
 ``transform`` reads), as MLlib's stages have. Values are checked when they are set: an unknown
 keyword is a :class:`TypeError` (as for an MLlib stage's keyword-only ``__init__``), a value out
 of range a :class:`~sparkhc.errors.ParamError` (a ``ValueError``) naming the Param and the valid
-values, and a failed set leaves the stage as it was. ``fit`` checks every value again (a
-``ParamGridBuilder`` grid or ``copy(extra)`` sets Params without these checks, as in MLlib).
+values, and a failed set leaves the stage as it was. ``fit`` checks every value again (``copy(extra)``, which ``fit(df, params)``, a ``ParamGridBuilder`` grid
+and Pipelines use, sets Params without these checks, as in MLlib).
 """
 
 from __future__ import annotations
@@ -106,9 +106,24 @@ class CheckedParams(Params):
     def _who(self) -> str:
         return type(self).__name__
 
+    #: True while ``_copyValues`` fills this instance (``copy``, ``fit(df, params)``, tuning,
+    #: Pipelines): those values pass unchecked, one at a time, as in MLlib; ``fit`` checks them
+    _unchecked: bool = False
+
+    def _copyValues(self, to: Any, extra: Any = None) -> Any:
+        if not isinstance(to, CheckedParams):
+            return super()._copyValues(to, extra)
+        to._unchecked = True
+        try:
+            return super()._copyValues(to, extra)
+        finally:
+            to._unchecked = False
+
     def _set(self, **kwargs: Any) -> Any:
         """Set Params by name (``__init__``, ``setParams`` and every setter): unknown names are a
         TypeError, every value and the Params together are checked; on an error nothing changes."""
+        if self._unchecked:
+            return super()._set(**kwargs)
         unknown = [k for k in kwargs if not self.hasParam(k)]
         if unknown:
             names = sorted(p.name for p in self.params)
@@ -131,6 +146,8 @@ class CheckedParams(Params):
     def set(self, param: Param[Any], value: Any) -> None:
         """``Params.set`` with the value check (readers and tuning call it one Param at a time, so
         the checks across Params are left to :meth:`_set` and ``fit``)."""
+        if self._unchecked:
+            return super().set(param, value)
         before = dict(self._paramMap)
         super().set(param, value)
         try:

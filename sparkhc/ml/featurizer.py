@@ -128,21 +128,23 @@ class _FeaturizerParams(CheckedParams):
     def setTokensCol(self, value: str) -> Any:
         return self._set(tokensCol=value)
 
-    #: the Params of the FeatureSpec (checked together by FeatureSpec when one is set)
-    SPEC_PARAMS = frozenset({"mode", "weighting", "minDF", "maxDF", "stopWords", "l2Normalize", "hashBits",
-                             "tokenPattern"})
+    #: Param -> the FeatureSpec parameter it sets (``[featurize]`` key)
+    SPEC_PARAMS = {"mode": "mode", "weighting": "weighting", "minDF": "min_df", "maxDF": "max_df",
+                   "stopWords": "stop_words", "l2Normalize": "l2_normalize", "hashBits": "hash_bits",
+                   "tokenPattern": "token_pattern"}
 
     def _check_value(self, name: str) -> None:
         super()._check_value(name)
         if name in self.SPEC_PARAMS:
-            self.check_spec(name)
+            self.check_spec()
 
-    def check_spec(self, name: str | None = None) -> None:
-        """The FeatureSpec of the Params (a ParamError naming the Param just set, if given)."""
+    def check_spec(self) -> None:
+        """The FeatureSpec of the Params is valid (else a ParamError naming the Param)."""
         try:
             FeatureSpec.from_params(self.spec_params())
         except ConfigError as e:
-            raise ParamError(f"{self._who()}: {f'Param {name}: ' if name else ''}{e}") from None
+            names = [p for p, key in self.SPEC_PARAMS.items() if f"'{key}'" in str(e)]
+            raise ParamError(f"{self._who()}: Param {' / '.join(names) or 'of the FeatureSpec'}: {e}") from None
 
     def spec_params(self) -> dict[str, Any]:
         """The FeatureSpec parameters, as ``sparkhc featurize`` builds them from ``[featurize]``

@@ -185,7 +185,10 @@ def tune(
         raise ConfigError("tune: select the training documents (--split, --fold or --exclude-fold); tuning on "
                           "every document would read the test documents")
     df = select_rows(read_features(spark, features), selection)
-    est = HierarchicalClassifier(taxonomy=str(Path(features) / TAXONOMY_FILE), model=model, **dict(params or {}))
+    try:
+        est = HierarchicalClassifier(taxonomy=str(Path(features) / TAXONOMY_FILE), model=model, **dict(params or {}))
+    except TypeError as e:  # an unknown Param among the fixed ones ([params] of the grid file)
+        raise ConfigError(f"tune: fixed Params: {e}") from None
     scored = features_corpus_info(features).get("scored_labels")
     if scored is not None:
         est.set(est.scoredLabels, list(scored))

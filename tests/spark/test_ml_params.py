@@ -302,15 +302,30 @@ def test_wrong_vector_size_in_fit_names_the_document(spark):
         HierarchicalClassifier(taxonomy=PAIRS, model="flat", epochs=1, shards=1, numFeatures=4).fit(df)
 
 
-# ------------------------------------------------------------------------- the catalogue
+# ------------------------------------------------------------------------- the docs
+def test_api_md_states_the_bounds_the_code_checks():
+    """docs/api.md once said fit checks "shards >= 1" while its table said 0 means automatic."""
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for name, low, value in (("epochs", 0, -1), ("shards", 0, -1), ("calibrationFolds", 3, 2)):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+        assert f">= {low}" in row, row
+        HierarchicalClassifier(**{name: low})  # the bound itself is accepted
+        with pytest.raises(ParamError, match=rf"Param {name} must be an int >= {low}"):
+            HierarchicalClassifier(**{name: value})
+    assert "`shards` >= 1" not in text and "`epochs` >= 1" not in text
+    assert "`epochs` >= 0 and `shards` >= 0, 0 meaning automatic" in text
+
+
 def test_catalogue_rows_name_tests_that_exist():
-    """Every ML-* row of docs/reliability.md names test functions of this repository."""
+    """Every ML-* row of docs/reliability.md names test functions of this repository (a
+    ``::test_name`` reference continues the file named before it)."""
     text = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
     rows = [line for line in text.splitlines() if re.match(r"\| ML-\d+ \|", line)]
-    assert len(rows) >= 6
+    assert len(rows) >= 7
     for row in rows:
-        refs = re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)", row.split("|")[4])
-        assert refs, row
-        for path, func in refs:
+        refs = re.findall(r"`(tests/[\w/]+\.py)?::(test_\w+)", row.split("|")[4])
+        assert refs and refs[0][0], row
+        path = ""
+        for p, func in refs:
+            path = p or path
             assert re.search(rf"^def {func}\(", (ROOT / path).read_text(encoding="utf-8"), re.M), (path, func)
-

@@ -27,6 +27,7 @@ from tests.jobs.conftest import (
     N_TRAIN,
     ROOT,
     build_wheelhouse,
+    job_env,
     last_json,
     make_venv,
     spark_submit,
@@ -194,8 +195,6 @@ def _settings(model: Path) -> dict[str, object]:
 def test_documented_train_route_trains_the_model_sparkhc_train_trains(tiny_corpus, tmp_path):
     """The README's spark-submit train command and `sparkhc train` (no --config, its own local[*]
     session) on the same features: the same settings and the same weights."""
-    import os
-
     docs, taxonomy = tiny_corpus
     feats = tmp_path / "features"
     logs = tmp_path / "logs"
@@ -206,9 +205,10 @@ def test_documented_train_route_trains_the_model_sparkhc_train_trains(tiny_corpu
     args[args.index("--features") + 1] = str(feats)
     args[args.index("--out") + 1] = str(tmp_path / "submitted")
     spark_submit("train", args, logs, master="local[*]")
-    env = {k: v for k, v in os.environ.items() if k != "SPARKHC_MASTER" and not k.startswith("PYSPARK_GATEWAY")}
-    subprocess.run([sys.executable, "-m", "sparkhc", "train", "--features", str(feats), "--out",
-                    str(tmp_path / "cli")], check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
+    env = {k: v for k, v in job_env().items() if k != "SPARKHC_MASTER"}  # the package the jobs import
+    cli = subprocess.run([sys.executable, "-m", "sparkhc.cli", "train", "--features", str(feats), "--out",
+                          str(tmp_path / "cli")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert cli.returncode == 0, cli.stderr[-3000:]
     submitted, cli = _settings(tmp_path / "submitted"), _settings(tmp_path / "cli")
     assert submitted == cli
     assert cli["params"]["C"] in (0.1, 0.3, 1.0) and cli["epoch_selection"] is not None  # chosen on validation

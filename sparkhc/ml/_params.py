@@ -5,8 +5,9 @@ where setting it changes what the stage does (estimators, the evaluator; the mod
 ``transform`` reads), as MLlib's stages have. Values are checked when they are set: an unknown
 keyword is a :class:`TypeError` (as for an MLlib stage's keyword-only ``__init__``), a value out
 of range a :class:`~sparkhc.errors.ParamError` (a ``ValueError``) naming the Param and the valid
-values, and a failed set leaves the stage as it was. ``fit`` checks every value again (``copy(extra)``, which ``fit(df, params)``, a ``ParamGridBuilder`` grid
-and Pipelines use, sets Params without these checks, as in MLlib).
+values, and a failed set leaves the stage as it was. ``fit`` checks every value again:
+``copy(extra)``, which ``fit(df, params)``, ``ParamGridBuilder`` grids and Pipelines use, sets
+Params without these checks, as in MLlib.
 """
 
 from __future__ import annotations

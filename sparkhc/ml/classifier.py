@@ -59,6 +59,8 @@ def _placeholder_taxonomy() -> Taxonomy:
     model parameters are checked on when they are set, before the real taxonomy is read."""
     return Taxonomy.from_edges([("ROOT", "a"), ("ROOT", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")],
                                source="a placeholder taxonomy")
+
+
 # ---------------------------------------------------------------------------------------- estimator
 class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, DefaultParamsReadable,
                              DefaultParamsWritable):

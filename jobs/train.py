@@ -5,8 +5,10 @@ Same flags as ``sparkhc train`` (``sparkhc train --help``), same pipeline
 (:func:`sparkhc.spark.pipelines.train`)::
 
     spark-submit --properties-file conf/spark-defaults.local.conf \\
-        jobs/train.py --features work/20ng/features --out work/20ng/model \\
-        --config conf/models/global-bf.toml --config conf/local.toml
+        jobs/train.py --features work/20ng/features --out work/20ng/model
+
+trains what ``sparkhc train`` trains (the defaults); ``--config conf/models/global-bf.toml
+--config conf/local.toml`` opts in to another model and fixed settings.
 
 On a cluster add ``--py-files dist/sparkhc-pyfiles.zip`` (``python scripts/build_pyfiles.py``);
 docs/deployment.md has the exact lines. The submitted master wins over ``--master``.

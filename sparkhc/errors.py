@@ -27,6 +27,13 @@ class ConfigError(SparkhcError):
     """A configuration key is unknown or has a wrong type or value."""
 
 
+class ParamError(ConfigError, ValueError):
+    """A ``pyspark.ml`` Param (or a model parameter given through one) has an invalid value.
+
+    Also a :class:`ValueError`, as MLlib raises for a bad Param value, so code written for MLlib
+    stages catches it; a :class:`ConfigError` for the CLI's one-line exit 2."""
+
+
 class ModelError(SparkhcError):
     """A saved model is missing, truncated, of a newer format, or does not match the data."""
 

@@ -35,11 +35,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.ml import Pipeline, PipelineModel
     from pyspark.ml.feature import IDF, CountVectorizer, RegexTokenizer, StopWordsRemover
-    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
+    from pyspark.ml.tuning import ParamGridBuilder
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from sparkhc.ml import HierarchicalClassifier, HierarchicalEvaluator
+    # sparkhc.ml.CrossValidator: Spark's, with avgMetrics as Python floats
+    from sparkhc.ml import CrossValidator, HierarchicalClassifier, HierarchicalEvaluator
 
     spark = SparkSession.builder.master(a.master).appName("sparkhc-ml-example").getOrCreate()
     corpus = Path(a.data_dir) / "20newsgroups"

@@ -7,6 +7,7 @@
 - :class:`SparkhcFeaturizer` / :class:`SparkhcFeaturizerModel`: ``sparkhc featurize``'s tokenizer and
   weighting as a Pipeline stage (output: sparkhc's features layout).
 - :func:`read_features` / :func:`write_features`: between DataFrames and features folders.
+- :class:`CrossValidator`: Spark's, with its metrics as Python floats.
 
 See ``docs/api.md`` for every Param.
 """
@@ -15,8 +16,10 @@ from sparkhc.ml.classifier import HierarchicalClassificationModel, HierarchicalC
 from sparkhc.ml.evaluator import HierarchicalEvaluator
 from sparkhc.ml.featurizer import SparkhcFeaturizer, SparkhcFeaturizerModel
 from sparkhc.ml.io import read_features, write_features
+from sparkhc.ml.tuning import CrossValidator
 
 __all__ = [
+    "CrossValidator",
     "HierarchicalClassificationModel",
     "HierarchicalClassifier",
     "HierarchicalEvaluator",

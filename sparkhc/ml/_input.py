@@ -139,14 +139,31 @@ def check_labels_column(df: DataFrame, labels_col: str, who: str) -> None:
 
 
 # ------------------------------------------------------------------------------ Arrow conversion
-def vector_lists(arr: pa.Array, n_features: int, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _row_name(doc_ids: pa.Array | None, row: int) -> str:
+    """A row of a batch for a message: its document id when known."""
+    if doc_ids is not None and row < len(doc_ids) and doc_ids[row].is_valid:
+        return f"document {doc_ids[row].as_py()!r}"
+    return f"row {row} of the batch (no document id column)"
+
+
+def vector_lists(arr: pa.Array, n_features: int, column: str, doc_ids: pa.Array | None = None,
+                 who: str = "", hint: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(offsets int64, indices int32, values float64) of an Arrow vector struct (``VectorUDT``) or
-    layout struct (``indices``, ``values``) array; every vector must have ``n_features`` entries."""
+    layout struct (``indices``, ``values``) array; every vector must have ``n_features`` entries
+    (a SchemaError naming ``who``, the column, the document of ``doc_ids`` and both sizes)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if isinstance(doc_ids, pa.ChunkedArray):
+        doc_ids = doc_ids.combine_chunks()
+    prefix = f"{who}: " if who else ""
+
+    def wrong_size(row: int, size: int) -> SchemaError:
+        return SchemaError(f"{prefix}features column {column!r}, {_row_name(doc_ids, row)}: a vector of size "
+                           f"{size}, expected {n_features}{hint}")
+
     if arr.null_count:
         row = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
-        raise SchemaError(f"features column {column!r}, row {row} of the batch: null vector")
+        raise SchemaError(f"{prefix}features column {column!r}, {_row_name(doc_ids, row)}: null vector")
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
     parts = dict(zip(names, arr.flatten(), strict=True))
     if "type" not in parts:  # the features layout
@@ -161,10 +178,7 @@ def vector_lists(arr: pa.Array, n_features: int, column: str) -> tuple[np.ndarra
         size = parts["size"].fill_null(-1).to_numpy(zero_copy_only=False)
         if size.size and np.any(size != n_features):
             row = int(np.flatnonzero(size != n_features)[0])
-            raise SchemaError(
-                f"features column {column!r}, row {row} of the batch: a vector of size {int(size[row])}, "
-                f"expected {n_features}"
-            )
+            raise wrong_size(row, int(size[row]))
         offsets, indices = _flat_list(parts["indices"])
         return offsets, indices.astype(np.int32, copy=False), values.astype(np.float64, copy=False)
     # dense vectors among them: made sparse row by row (dense input is rare for text)
@@ -183,9 +197,7 @@ def vector_lists(arr: pa.Array, n_features: int, column: str) -> tuple[np.ndarra
             n_r = int(size[r])
             i_r = ind[ioff[r]:ioff[r + 1]].astype(np.int32)
         if n_r != n_features:
-            raise SchemaError(
-                f"features column {column!r}, row {r} of the batch: a vector of size {n_r}, expected {n_features}"
-            )
+            raise wrong_size(r, n_r)
         out_i.append(i_r)
         out_v.append(np.asarray(v, dtype=np.float64))
         lengths[r] = len(i_r)
@@ -199,10 +211,12 @@ def _list_array(offsets: np.ndarray, flat: np.ndarray, typ: pa.DataType) -> pa.L
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, type=typ))
 
 
-def struct_to_batch(arr: pa.Array, n_features: int, column: str, with_counts: bool) -> SparseBatch:
+def struct_to_batch(arr: pa.Array, n_features: int, column: str, with_counts: bool,
+                    doc_ids: pa.Array | None = None, who: str = "", hint: str = "") -> SparseBatch:
     """A SparseBatch (features and, with ``with_counts``, counts) of a vector or layout struct array;
-    for vectors the counts are the vector values (give count-based models raw counts)."""
-    offsets, indices, values = vector_lists(arr, n_features, column)
+    for vectors the counts are the vector values (give count-based models raw counts). ``doc_ids``,
+    ``who`` and ``hint`` name the document, the stage and the remedy in an error."""
+    offsets, indices, values = vector_lists(arr, n_features, column, doc_ids, who, hint)
     cols: dict[str, Any] = {
         DOC_ID: pa.array(np.arange(len(offsets) - 1).astype(str)),
         INDICES: _list_array(offsets, indices, pa.int32()),
@@ -223,7 +237,9 @@ def _train_rows(batches: Iterator[pa.RecordBatch], n_features: int, column: str)
     for b in batches:
         if b.num_rows == 0:
             continue
-        offsets, indices, values = vector_lists(b.column(column), n_features, column)
+        offsets, indices, values = vector_lists(
+            b.column(column), n_features, column, b.column(DOC_ID), "HierarchicalClassifier.fit",
+            " (numFeatures, the column metadata or the first vector)")
         vals = _list_array(offsets, values.astype(np.float32), pa.float32())
         yield pa.RecordBatch.from_pydict({
             DOC_ID: b.column(DOC_ID).cast(pa.string()),

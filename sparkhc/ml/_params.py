@@ -1,15 +1,30 @@
-"""Typed Params shared by the sparkhc estimators, models and the evaluator (MLlib style)."""
+"""Typed Params shared by the sparkhc estimators, models and the evaluator (MLlib style).
+
+Every Param has a getter (``getEpochs``) on the stages that carry it and a setter (``setEpochs``)
+where setting it changes what the stage does (estimators, the evaluator; the models: the Params
+``transform`` reads), as MLlib's stages have. Values are checked when they are set: an unknown
+keyword is a :class:`TypeError` (as for an MLlib stage's keyword-only ``__init__``), a value out
+of range a :class:`~sparkhc.errors.ParamError` (a ``ValueError``) naming the Param and the valid
+values, and a failed set leaves the stage as it was. ``fit`` checks every value again:
+``copy(extra)``, which ``fit(df, params)``, ``ParamGridBuilder`` grids and Pipelines use, sets
+Params without these checks, as in MLlib.
+"""
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
-from sparkhc.errors import ConfigError, TaxonomyError
+from sparkhc.errors import ConfigError, ParamError, TaxonomyError
 from sparkhc.taxonomy import Taxonomy
+
+#: a value check: (predicate on the converted value, what a valid value is)
+Rule = tuple[Callable[[Any], bool], str]
 
 
 def to_taxonomy_spec(value: Any) -> Any:
@@ -61,7 +76,110 @@ def load_taxonomy(spec: Any, who: str) -> Taxonomy:
         raise TaxonomyError(f"{who}: Param taxonomy: {e}") from None
 
 
-class HasSparkhcColumns(Params):
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def int_at_least(low: int, note: str = "") -> Rule:
+    return (lambda v: _is_int(v) and v >= low), f"an int >= {low}{note}"
+
+
+def one_of(*values: str) -> Rule:
+    words = [repr(v) for v in values]
+    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
+    return (lambda v: v in values), text
+
+
+class CheckedParams(Params):
+    """Params checked when they are set (see the module notes). A stage lists its value checks in
+    ``_rules`` (merged along the class hierarchy) and its checks across Params in
+    :meth:`_check_together`."""
+
+    _rules: ClassVar[dict[str, Rule]] = {}
+
+    @classmethod
+    def _all_rules(cls) -> dict[str, Rule]:
+        out: dict[str, Rule] = {}
+        for c in reversed(cls.__mro__):
+            out.update(vars(c).get("_rules", {}))
+        return out
+
+    def _who(self) -> str:
+        return type(self).__name__
+
+    #: True while ``_copyValues`` fills this instance (``copy``, ``fit(df, params)``, tuning,
+    #: Pipelines): those values pass unchecked, one at a time, as in MLlib; ``fit`` checks them
+    _unchecked: bool = False
+
+    def _copyValues(self, to: Any, extra: Any = None) -> Any:
+        if not isinstance(to, CheckedParams):
+            return super()._copyValues(to, extra)
+        to._unchecked = True
+        try:
+            return super()._copyValues(to, extra)
+        finally:
+            to._unchecked = False
+
+    def _set(self, **kwargs: Any) -> Any:
+        """Set Params by name (``__init__``, ``setParams`` and every setter): unknown names are a
+        TypeError, every value and the Params together are checked; on an error nothing changes."""
+        if self._unchecked:
+            return super()._set(**kwargs)
+        unknown = [k for k in kwargs if not self.hasParam(k)]
+        if unknown:
+            names = sorted(p.name for p in self.params)
+            hint = difflib.get_close_matches(unknown[0], names, n=1)
+            raise TypeError(
+                f"{self._who()} got an unexpected keyword argument {unknown[0]!r} (not one of its Params"
+                + (f"; did you mean {hint[0]!r}?" if hint else "") + f"); its Params: {', '.join(names)}"
+            )
+        before = dict(self._paramMap)
+        try:
+            super()._set(**kwargs)
+            for name in kwargs:
+                self._check_value(name)
+            self._check_together(frozenset(kwargs))
+        except BaseException:
+            self._paramMap = before
+            raise
+        return self
+
+    def set(self, param: Param[Any], value: Any) -> None:
+        """``Params.set`` with the value check (readers and tuning call it one Param at a time, so
+        the checks across Params are left to :meth:`_set` and ``fit``)."""
+        if self._unchecked:
+            return super().set(param, value)
+        before = dict(self._paramMap)
+        super().set(param, value)
+        try:
+            self._check_value(self._resolveParam(param).name)
+        except BaseException:
+            self._paramMap = before
+            raise
+
+    def _check_value(self, name: str) -> None:
+        rule = self._all_rules().get(name)
+        if rule is None or not self.isDefined(name):
+            return
+        value = self.getOrDefault(name)
+        ok, expected = rule
+        try:
+            good = bool(ok(value))
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            raise ParamError(f"{self._who()}: Param {name} must be {expected}, got {value!r}")
+
+    def _check_together(self, names: frozenset[str]) -> None:
+        """Checks across Params after ``names`` were set (subclasses)."""
+
+    def check_values(self, names: Iterable[str] | None = None) -> None:
+        """Check every Param value (``fit`` calls it: grids and ``copy`` bypass the setters)."""
+        for name in self._all_rules() if names is None else names:
+            self._check_value(name)
+
+
+class HasSparkhcColumns(CheckedParams):
     """Input and output columns."""
 
     featuresCol: Param[str] = Param(
@@ -85,6 +203,10 @@ class HasSparkhcColumns(Params):
         Params._dummy(), "numFeatures",
         "number of features (0 = from the column metadata, e.g. CountVectorizer/HashingTF/IDF, or the first vector)",
         typeConverter=TypeConverters.toInt)
+
+    _rules: ClassVar[dict[str, Rule]] = {
+        "numFeatures": int_at_least(0, " (0 = from the column metadata or the first vector)"),
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,8 +246,11 @@ class HasSparkhcColumns(Params):
     def setDocIdCol(self, value: str) -> Any:
         return self._set(docIdCol=value)
 
+    def setNumFeatures(self, value: int) -> Any:
+        return self._set(numFeatures=value)
 
-class HasTrainingParams(Params):
+
+class HasTrainingParams(CheckedParams):
     """The model and how it is trained (the CLI's ``[train]`` and ``[model.<name>]``)."""
 
     taxonomy: Param[Any] = Param(
@@ -165,26 +290,54 @@ class HasTrainingParams(Params):
         self._setDefault(model="global", epochs=0, shards=0, seed=0, modelParams={}, handleInvalid="error",
                          calibrate="off", calibrationFolds=4)
 
+    _rules: ClassVar[dict[str, Rule]] = {
+        "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),
+        "shards": int_at_least(0, " (0 = the task slots Spark reports)"),
+        "seed": ((lambda v: _is_int(v)), "an int"),
+        "calibrate": one_of("off", "auto", "on"),
+        "calibrationFolds": int_at_least(3),
+        "C": ((lambda v: isinstance(v, float) and math.isfinite(v) and v > 0), "a finite float > 0"),
+        "handleInvalid": one_of("error", "drop"),
+    }
+
+    def getTaxonomy(self) -> Any:
+        """The Param taxonomy (a path or (parent, child) pairs; ``None`` when unset)."""
+        return self.getOrDefault(self.taxonomy) if self.isDefined(self.taxonomy) else None
+
+    def getModel(self) -> str:
+        return self.getOrDefault(self.model)
+
+    def getEpochs(self) -> int:
+        return self.getOrDefault(self.epochs)
+
+    def getShards(self) -> int:
+        return self.getOrDefault(self.shards)
+
+    def getSeed(self) -> int:
+        return self.getOrDefault(self.seed)
+
+    def getCalibrate(self) -> str:
+        return self.getOrDefault(self.calibrate)
+
+    def getCalibrationFolds(self) -> int:
+        return self.getOrDefault(self.calibrationFolds)
+
+    def getC(self) -> float | None:
+        """The Param C (``None`` when unset: the model's configured default applies)."""
+        return self.getOrDefault(self.C) if self.isDefined(self.C) else None
+
+    def getModelParams(self) -> dict[str, Any]:
+        return dict(self.getOrDefault(self.modelParams))
+
+    def getHandleInvalid(self) -> str:
+        return self.getOrDefault(self.handleInvalid)
+
+    def getScoredLabels(self) -> list[str] | None:
+        """The Param scoredLabels (``None`` when unset: every taxonomy node is scored)."""
+        return list(self.getOrDefault("scoredLabels")) if self.isDefined(self.scoredLabels) else None
+
     def check_training_params(self, who: str) -> None:
-        """Raise ConfigError naming the Param when a value is out of range (before any Spark job)."""
-        for name, low in (("epochs", 0), ("shards", 0)):
-            v = self.getOrDefault(name)
-            if v < low:
-                raise ConfigError(f"{who}: Param {name} must be an int >= {low}, got {v!r}")
-        if self.getOrDefault(self.calibrate) not in ("off", "auto", "on"):
-            raise ConfigError(f"{who}: Param calibrate must be 'off', 'auto' or 'on', got "
-                              f"{self.getOrDefault(self.calibrate)!r}")
-        if self.getOrDefault(self.calibrationFolds) < 3:
-            raise ConfigError(f"{who}: Param calibrationFolds must be an int >= 3, got "
-                              f"{self.getOrDefault(self.calibrationFolds)!r}")
-        if self.isSet(self.C) or self.hasDefault(self.C):
-            c = self.getOrDefault(self.C)
-            if not (math.isfinite(c) and c > 0):
-                raise ConfigError(f"{who}: Param C must be a finite float > 0, got {c!r}")
-        if self.getOrDefault(self.handleInvalid) not in ("error", "drop"):
-            raise ConfigError(f"{who}: Param handleInvalid must be 'error' or 'drop', got "
-                              f"{self.getOrDefault(self.handleInvalid)!r}")
-        if self.getNumFeatures() < 0:  # type: ignore[attr-defined]
-            raise ConfigError(f"{who}: Param numFeatures must be >= 0, got {self.getNumFeatures()!r}")  # type: ignore[attr-defined]
+        """Raise ParamError naming the Param when a value is out of range (before any Spark job)."""
+        self.check_values()
         if not self.isDefined(self.taxonomy):
             raise ConfigError(f"{who}: Param taxonomy is not set (a parent<TAB>child file, or (parent, child) pairs)")

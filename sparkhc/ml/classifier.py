@@ -12,6 +12,7 @@ reads to find the class).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -36,7 +37,7 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import LABELS
 from sparkhc.config import Config, from_dict, load_config
-from sparkhc.errors import ConfigError, InputDataError, ModelError
+from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
 from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
@@ -50,6 +51,16 @@ log = logging.getLogger(__name__)
 
 #: version of the Spark Param metadata kept in a saved model's ``metadata/`` folder
 ML_FORMAT_VERSION = 1
+
+
+@functools.cache
+def _placeholder_taxonomy() -> Taxonomy:
+    """Two class spaces of two classes (a tree and a valid multi-dimensional taxonomy): what the
+    model parameters are checked on when they are set, before the real taxonomy is read."""
+    return Taxonomy.from_edges([("ROOT", "a"), ("ROOT", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")],
+                               source="a placeholder taxonomy")
+
+
 # ---------------------------------------------------------------------------------------- estimator
 class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, DefaultParamsReadable,
                              DefaultParamsWritable):
@@ -68,15 +79,79 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         self._set(**kwargs)
 
     def setParams(self, **kwargs: Any) -> HierarchicalClassifier:
+        """Set several Params at once (checked together: e.g. ``model`` with its ``modelParams``)."""
         return self._set(**kwargs)
 
+    def setTaxonomy(self, value: Any) -> HierarchicalClassifier:
+        return self._set(taxonomy=value)
+
+    def setModel(self, value: str) -> HierarchicalClassifier:
+        return self._set(model=value)
+
+    def setEpochs(self, value: int) -> HierarchicalClassifier:
+        return self._set(epochs=value)
+
+    def setShards(self, value: int) -> HierarchicalClassifier:
+        return self._set(shards=value)
+
+    def setSeed(self, value: int) -> HierarchicalClassifier:
+        return self._set(seed=value)
+
+    def setCalibrate(self, value: str) -> HierarchicalClassifier:
+        return self._set(calibrate=value)
+
+    def setCalibrationFolds(self, value: int) -> HierarchicalClassifier:
+        return self._set(calibrationFolds=value)
+
+    def setC(self, value: float) -> HierarchicalClassifier:
+        return self._set(C=value)
+
+    def setModelParams(self, value: dict[str, Any]) -> HierarchicalClassifier:
+        return self._set(modelParams=value)
+
+    def setHandleInvalid(self, value: str) -> HierarchicalClassifier:
+        return self._set(handleInvalid=value)
+
+    def setScoredLabels(self, value: list[str]) -> HierarchicalClassifier:
+        return self._set(scoredLabels=value)
+
     # -- settings --------------------------------------------------------------------------------
+    def _check_together(self, names: frozenset[str]) -> None:
+        """``model``, ``modelParams`` and ``C`` together: a registered model, parameters it has, in
+        range (checked by the model on a placeholder taxonomy; what depends on the real taxonomy or
+        data is checked by ``fit``)."""
+        if not names & {"model", "modelParams", "C"}:
+            return
+        from sparkhc.spark.pipelines import model_params
+
+        who = self._who()
+        try:
+            _, cls, cfg = self._model_config(who)
+        except ParamError as e:
+            if "model" in names and self.isSet(self.modelParams) and "modelParams" not in names:
+                raise ParamError(f"{e} (to change the model and its modelParams at once: "
+                                 "setParams(model=..., modelParams=...))") from None
+            raise
+        try:
+            cls(_placeholder_taxonomy(), 1, **model_params(cls, cfg)).validate_params()
+        except ModelError:
+            pass  # about the taxonomy or the data: fit checks it on the real ones
+        except ConfigError as e:
+            via = "C" if self.isSet(self.C) and "'C' parameter" in str(e) else "modelParams"
+            raise ParamError(f"{who}: Param {via}: {e}") from None
+
     def training_config(self, who: str = "HierarchicalClassifier") -> tuple[str, Any, Config]:
         """(model name, model class, Config): the CLI defaults with ``[train]`` and
         ``[model.<name>]`` set from the Params (every value checked)."""
         self.check_training_params(who)
+        return self._model_config(who)
+
+    def _model_config(self, who: str) -> tuple[str, Any, Config]:
         name = self.getOrDefault(self.model)
-        cls = get_model_class(name)
+        try:
+            cls = get_model_class(name)
+        except ConfigError as e:
+            raise ParamError(f"{who}: Param model: {e}") from None
         data = load_config().to_dict()
         data["train"].update(model=name, epochs=int(self.getOrDefault(self.epochs)),
                              shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
@@ -85,18 +160,18 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         user = dict(self.getOrDefault(self.modelParams))
         for key in ("epochs", "seed"):
             if key in user:
-                raise ConfigError(f"{who}: modelParams may not hold {key!r}: set the Param {key} instead")
+                raise ParamError(f"{who}: modelParams may not hold {key!r}: set the Param {key} instead")
         mp = dict(data["model"].get(name, {}))
         if self.isSet(self.C):
             if "C" in user:
-                raise ConfigError(f"{who}: C is set both as the Param C and in modelParams")
+                raise ParamError(f"{who}: C is set both as the Param C and in modelParams")
             if "C" not in cls.defaults:
-                raise ConfigError(f"{who}: Param C is set, but the model {name!r} has no parameter C")
+                raise ParamError(f"{who}: Param C is set, but the model {name!r} has no parameter C")
             user["C"] = float(self.getOrDefault(self.C))
         unknown = sorted(set(user) - set(cls.defaults))
         if unknown:
-            raise ConfigError(f"{who}: modelParams {unknown} are not parameters of the model {name!r}; known: "
-                              f"{sorted(k for k in cls.defaults if k not in ('epochs', 'seed'))}")
+            raise ParamError(f"{who}: modelParams {unknown} are not parameters of the model {name!r}; "
+                             f"known: {sorted(k for k in cls.defaults if k not in ('epochs', 'seed'))}")
         mp.update(user)
         data["model"][name] = mp
         return name, cls, from_dict(data, source=f"{who} Params")
@@ -216,8 +291,13 @@ def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_fe
             if len(arr) == 0:
                 labels: list[list[str]] = []
                 scores: list[list[float]] = []
-            else:
-                labels, scores = decode_batch(model, struct_to_batch(arr, n_features, column, with_counts))
+            else:  # (features, document id): the id names the document in an error
+                feats, ids = arr.flatten()
+                batch = struct_to_batch(feats, n_features, column, with_counts, ids,
+                                        "HierarchicalClassificationModel.transform",
+                                        " (the model's number of features: use the feature pipeline it was "
+                                        "trained with)")
+                labels, scores = decode_batch(model, batch)
             lab = pa.array(labels, type=pa.list_(pa.string()))
             if with_scores:
                 yield pa.StructArray.from_arrays([lab, pa.array(scores, type=pa.list_(pa.float32()))],
@@ -295,10 +375,13 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
             warnings.simplefilter("ignore", UserWarning)
             udf = arrow_udf(fn, rtype, ArrowUDFType.SCALAR_ITER)
         md = self.prediction_metadata()
+        doc_col = self.getDocIdCol()
+        ids = F.col(doc_col).cast("string") if doc_col in dataset.columns else F.lit(None).cast("string")
+        arg = F.struct(inp.struct().alias("features"), ids.alias("doc_id"))
         if not with_scores:
-            return dataset.withColumn(pred, udf(inp.struct()).alias(pred, metadata=md))
+            return dataset.withColumn(pred, udf(arg).alias(pred, metadata=md))
         tmp = f"__sparkhc_{uuid.uuid4().hex[:8]}"
-        out = dataset.withColumn(tmp, udf(inp.struct()))
+        out = dataset.withColumn(tmp, udf(arg))
         return (out.withColumn(pred, F.col(tmp)["labels"].alias(pred, metadata=md))
                 .withColumn(scores_col, F.col(tmp)["scores"]).drop(tmp))
 

@@ -15,9 +15,9 @@ from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkhc.errors import ConfigError, InputDataError, SchemaError
+from sparkhc.errors import ConfigError, InputDataError, ParamError, SchemaError
 from sparkhc.ml._input import META_KEY, check_labels_column
-from sparkhc.ml._params import load_taxonomy, to_string_list, to_taxonomy_spec
+from sparkhc.ml._params import CheckedParams, load_taxonomy, to_string_list, to_taxonomy_spec
 from sparkhc.taxonomy import Taxonomy
 
 #: metricName -> key of the metrics of ``sparkhc evaluate`` (the keys themselves are accepted too)
@@ -42,12 +42,12 @@ def metric_key(name: str) -> str:
     """The ``sparkhc evaluate`` key of a metricName (ConfigError for an unknown name)."""
     key = METRIC_ALIASES.get(name, name if name in METRIC_ALIASES.values() else None)
     if key is None:
-        raise ConfigError(f"HierarchicalEvaluator: Param metricName {name!r} is not a metric; known: "
+        raise ParamError(f"HierarchicalEvaluator: Param metricName {name!r} is not a metric; known: "
                           f"{', '.join(METRIC_NAMES)}")
     return key
 
 
-class HierarchicalEvaluator(Evaluator, DefaultParamsReadable, DefaultParamsWritable):
+class HierarchicalEvaluator(Evaluator, CheckedParams, DefaultParamsReadable, DefaultParamsWritable):
     """Evaluates a predicted label-set column against the gold label sets.
 
     The taxonomy and the scored labels default to those the prediction column carries
@@ -80,6 +80,37 @@ class HierarchicalEvaluator(Evaluator, DefaultParamsReadable, DefaultParamsWrita
 
     def setMetricName(self, value: str) -> HierarchicalEvaluator:
         return self._set(metricName=value)
+
+    def getLabelsCol(self) -> str:
+        return self.getOrDefault(self.labelsCol)
+
+    def setLabelsCol(self, value: str) -> HierarchicalEvaluator:
+        return self._set(labelsCol=value)
+
+    def getPredictionCol(self) -> str:
+        return self.getOrDefault(self.predictionCol)
+
+    def setPredictionCol(self, value: str) -> HierarchicalEvaluator:
+        return self._set(predictionCol=value)
+
+    def getTaxonomy(self) -> Any:
+        """The Param taxonomy (``None`` when unset: the prediction column's is used)."""
+        return self.getOrDefault(self.taxonomy) if self.isDefined(self.taxonomy) else None
+
+    def setTaxonomy(self, value: Any) -> HierarchicalEvaluator:
+        return self._set(taxonomy=value)
+
+    def getScoredLabels(self) -> list[str] | None:
+        """The Param scoredLabels (``None`` when unset: the prediction column's, else every node)."""
+        return list(self.getOrDefault("scoredLabels")) if self.isDefined(self.scoredLabels) else None
+
+    def setScoredLabels(self, value: list[str]) -> HierarchicalEvaluator:
+        return self._set(scoredLabels=value)
+
+    def _check_value(self, name: str) -> None:
+        super()._check_value(name)
+        if name == "metricName":
+            metric_key(self.getMetricName())
 
     def isLargerBetter(self) -> bool:
         return metric_key(self.getMetricName()) not in SMALLER_IS_BETTER

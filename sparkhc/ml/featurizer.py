@@ -35,8 +35,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABELS, SPLIT, TEXT, TOKENS, VALUES
-from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError
+from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError, SchemaError
 from sparkhc.ml._input import META_KEY
+from sparkhc.ml._params import CheckedParams
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
 #: FeatureSpecs of the featurizer models of this driver, by fingerprint (the last few): a
@@ -59,7 +60,7 @@ def spec_of(fingerprint: str | None) -> FeatureSpec | None:
 _OUT = f"struct<{INDICES}: array<int>, {VALUES}: array<float>, {COUNTS}: array<float>>"
 
 
-class _FeaturizerParams(Params):
+class _FeaturizerParams(CheckedParams):
     inputCol: Param[str] = Param(Params._dummy(), "inputCol", "document text, string",
                                  typeConverter=TypeConverters.toString)
     tokensCol: Param[str] = Param(Params._dummy(), "tokensCol", "pre-tokenized documents, array<string> "
@@ -90,6 +91,60 @@ class _FeaturizerParams(Params):
         self._setDefault(inputCol=TEXT, tokensCol="", mode=fc.mode, weighting=fc.weighting, minDF=fc.min_df,
                          maxDF=fc.max_df, stopWords=fc.stop_words, l2Normalize=fc.l2_normalize,
                          hashBits=fc.hash_bits, tokenPattern=fc.token_pattern)
+
+    def getInputCol(self) -> str:
+        return self.getOrDefault(self.inputCol)
+
+    def getTokensCol(self) -> str:
+        return self.getOrDefault(self.tokensCol)
+
+    def getMode(self) -> str:
+        return self.getOrDefault(self.mode)
+
+    def getWeighting(self) -> str:
+        return self.getOrDefault(self.weighting)
+
+    def getMinDF(self) -> int:
+        return self.getOrDefault(self.minDF)
+
+    def getMaxDF(self) -> float:
+        return self.getOrDefault(self.maxDF)
+
+    def getStopWords(self) -> bool:
+        return self.getOrDefault(self.stopWords)
+
+    def getL2Normalize(self) -> bool:
+        return self.getOrDefault(self.l2Normalize)
+
+    def getHashBits(self) -> int:
+        return self.getOrDefault(self.hashBits)
+
+    def getTokenPattern(self) -> str:
+        return self.getOrDefault(self.tokenPattern)
+
+    def setInputCol(self, value: str) -> Any:
+        return self._set(inputCol=value)
+
+    def setTokensCol(self, value: str) -> Any:
+        return self._set(tokensCol=value)
+
+    #: Param -> the FeatureSpec parameter it sets (``[featurize]`` key)
+    SPEC_PARAMS = {"mode": "mode", "weighting": "weighting", "minDF": "min_df", "maxDF": "max_df",
+                   "stopWords": "stop_words", "l2Normalize": "l2_normalize", "hashBits": "hash_bits",
+                   "tokenPattern": "token_pattern"}
+
+    def _check_value(self, name: str) -> None:
+        super()._check_value(name)
+        if name in self.SPEC_PARAMS:
+            self.check_spec()
+
+    def check_spec(self) -> None:
+        """The FeatureSpec of the Params is valid (else a ParamError naming the Param)."""
+        try:
+            FeatureSpec.from_params(self.spec_params())
+        except ConfigError as e:
+            names = [p for p, key in self.SPEC_PARAMS.items() if f"'{key}'" in str(e)]
+            raise ParamError(f"{self._who()}: Param {' / '.join(names) or 'of the FeatureSpec'}: {e}") from None
 
     def spec_params(self) -> dict[str, Any]:
         """The FeatureSpec parameters, as ``sparkhc featurize`` builds them from ``[featurize]``
@@ -137,6 +192,30 @@ class SparkhcFeaturizer(Estimator, _FeaturizerParams, DefaultParamsReadable, Def
 
     def setParams(self, **kwargs: Any) -> SparkhcFeaturizer:
         return self._set(**kwargs)
+
+    def setMode(self, value: str) -> SparkhcFeaturizer:
+        return self._set(mode=value)
+
+    def setWeighting(self, value: str) -> SparkhcFeaturizer:
+        return self._set(weighting=value)
+
+    def setMinDF(self, value: int) -> SparkhcFeaturizer:
+        return self._set(minDF=value)
+
+    def setMaxDF(self, value: float) -> SparkhcFeaturizer:
+        return self._set(maxDF=value)
+
+    def setStopWords(self, value: bool) -> SparkhcFeaturizer:
+        return self._set(stopWords=value)
+
+    def setL2Normalize(self, value: bool) -> SparkhcFeaturizer:
+        return self._set(l2Normalize=value)
+
+    def setHashBits(self, value: int) -> SparkhcFeaturizer:
+        return self._set(hashBits=value)
+
+    def setTokenPattern(self, value: str) -> SparkhcFeaturizer:
+        return self._set(tokenPattern=value)
 
     def _fit(self, dataset: DataFrame) -> SparkhcFeaturizerModel:
         from sparkhc.spark.featurize import TOKENIZED_SCHEMA, fit_spec, tokenize_partition

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pyspark.ml import tuning as _spark_tuning
 from pyspark.ml.param import Param
-from pyspark.ml.tuning import CrossValidator, CrossValidatorModel, ParamGridBuilder
+from pyspark.ml.tuning import CrossValidatorModel, ParamGridBuilder
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.errors import ConfigError
@@ -34,6 +35,18 @@ log = logging.getLogger(__name__)
 TUNING_JSON = "tuning.json"
 TUNING_TSV = "tuning.tsv"
 TUNING_PNG = "tuning.png"
+
+
+class CrossValidator(_spark_tuning.CrossValidator):
+    """Spark's ``CrossValidator`` whose fitted model holds its metrics (``avgMetrics``,
+    ``stdMetrics``) as Python floats, as every metric of :class:`HierarchicalEvaluator` is (Spark's
+    own averages the folds with numpy and keeps ``numpy.float64``). Everything else is Spark's."""
+
+    def _fit(self, dataset: DataFrame) -> CrossValidatorModel:
+        model = super()._fit(dataset)
+        model.avgMetrics = [float(m) for m in model.avgMetrics]
+        model.stdMetrics = [float(m) for m in (model.stdMetrics or [])]
+        return model
 
 
 def load_grid(path: str | Path) -> dict[str, Any]:
@@ -172,7 +185,10 @@ def tune(
         raise ConfigError("tune: select the training documents (--split, --fold or --exclude-fold); tuning on "
                           "every document would read the test documents")
     df = select_rows(read_features(spark, features), selection)
-    est = HierarchicalClassifier(taxonomy=str(Path(features) / TAXONOMY_FILE), model=model, **dict(params or {}))
+    try:
+        est = HierarchicalClassifier(taxonomy=str(Path(features) / TAXONOMY_FILE), model=model, **dict(params or {}))
+    except TypeError as e:  # an unknown Param among the fixed ones ([params] of the grid file)
+        raise ConfigError(f"tune: fixed Params: {e}") from None
     scored = features_corpus_info(features).get("scored_labels")
     if scored is not None:
         est.set(est.scoredLabels, list(scored))

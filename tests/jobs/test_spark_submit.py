@@ -11,6 +11,7 @@ dependencies, installed offline from the wheelhouse (scripts/build_wheelhouse.sh
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import subprocess
 import sys
@@ -24,7 +25,9 @@ from tests.jobs.conftest import (
     JOBS_DIR,
     N_DOCS,
     N_TRAIN,
+    ROOT,
     build_wheelhouse,
+    job_env,
     last_json,
     make_venv,
     spark_submit,
@@ -127,3 +130,86 @@ def test_jobs_chain_from_a_clean_venv(tiny_corpus, tmp_path):
     assert where.startswith(str(tmp_path / "venv")), where
     here = run_chain(python, *tiny_corpus, tmp_path / "run")
     assert here["metrics"]["n_docs"] == N_DOCS - N_TRAIN
+
+
+# ------------------------------------------------------------------ the documented train route
+def documented_commands(job: str) -> list[tuple[str, list[str]]]:
+    """The ``spark-submit ... jobs/JOB.py ...`` commands of the README and docs/deployment.md
+    (shell blocks, continuation lines joined), as (page, argv)."""
+    import shlex
+
+    found = []
+    for page in ("README.md", "docs/deployment.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+            for cmd in block.replace("\\\n", " ").splitlines():
+                argv = shlex.split(cmd, comments=True)
+                if argv[:1] == ["spark-submit"] and f"jobs/{job}.py" in argv:
+                    found.append((page, argv))
+    return found
+
+
+def _values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def test_documented_train_route_is_the_cli_defaults():
+    """The README's and the deployment guide's spark-submit train commands train the model
+    `sparkhc train` trains: no model file (its settings are the defaults'); in local mode no
+    other setting either, and a properties file whose task slots are the CLI's (local[*], no
+    spark.default.parallelism: train.shards = 0 means the task slots)."""
+    from sparkhc.config import load_config
+
+    defaults = load_config().to_dict()
+    commands = documented_commands("train")
+    assert len(commands) >= 4, commands  # README: local and cluster; deployment: local, zip, archives
+    local = 0
+    for page, argv in commands:
+        configs = _values(argv, "--config")
+        assert not any(c.startswith("conf/models/") for c in configs), (page, argv)
+        cfg = load_config([ROOT / c for c in configs], _values(argv, "--set")).to_dict()
+        assert cfg["model"] == defaults["model"] and cfg["train"]["model"] == defaults["train"]["model"], (page, argv)
+        props_file = _values(argv, "--properties-file")
+        if props_file == ["conf/spark-defaults.local.conf"]:
+            local += 1
+            assert cfg == defaults, (page, argv)  # every setting: C = "auto", epochs = 0, shards = 0, ...
+            lines = (ROOT / props_file[0]).read_text().splitlines()
+            props = dict(line.split(None, 1) for line in lines if line.strip() and not line.startswith("#"))
+            assert props["spark.master"] == "local[*]"  # the CLI's master (sparkhc.spark.session)
+            assert "spark.default.parallelism" not in props
+            assert "--master" not in argv
+    assert local == 2  # README and docs/deployment.md
+    assert (defaults["train"]["epochs"], defaults["train"]["shards"], defaults["model"]["global"]["C"]) == \
+        (0, 0, "auto")  # what the route therefore trains (sparkhc/conf/defaults.toml)
+
+
+def _settings(model: Path) -> dict[str, object]:
+    meta = json.loads((model / "metadata.json").read_text())
+    t = meta["training"]
+    return {"model": meta["model"], "params": meta["params"], "epochs": t["epochs"], "shards": t["shards"],
+            "epoch_selection": t["epoch_selection"], "calibration": t["calibration"], "seed": t["seed"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_documented_train_route_trains_the_model_sparkhc_train_trains(tiny_corpus, tmp_path):
+    """The README's spark-submit train command and `sparkhc train` (no --config, its own local[*]
+    session) on the same features: the same settings and the same weights."""
+    docs, taxonomy = tiny_corpus
+    feats = tmp_path / "features"
+    logs = tmp_path / "logs"
+    spark_submit("featurize", ["--input", docs, "--taxonomy", taxonomy, "--out", feats], logs)
+    (page, argv), = [c for c in documented_commands("train") if c[0] == "README.md" and
+                     "conf/spark-defaults.local.conf" in c[1]]
+    args = argv[argv.index("jobs/train.py") + 1:]
+    args[args.index("--features") + 1] = str(feats)
+    args[args.index("--out") + 1] = str(tmp_path / "submitted")
+    spark_submit("train", args, logs, master="local[*]")
+    env = {k: v for k, v in job_env().items() if k != "SPARKHC_MASTER"}  # the package the jobs import
+    cli = subprocess.run([sys.executable, "-m", "sparkhc.cli", "train", "--features", str(feats), "--out",
+                          str(tmp_path / "cli")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    submitted, cli = _settings(tmp_path / "submitted"), _settings(tmp_path / "cli")
+    assert submitted == cli
+    assert cli["params"]["C"] in (0.1, 0.3, 1.0) and cli["epoch_selection"] is not None  # chosen on validation
+    assert (tmp_path / "submitted" / "state.npz").read_bytes() == (tmp_path / "cli" / "state.npz").read_bytes()

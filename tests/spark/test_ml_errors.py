@@ -63,10 +63,11 @@ def test_features_of_the_wrong_size_for_the_model(spark, toy_model):
     hashed = HashingTF(inputCol="words", outputCol="features", numFeatures=8).transform(df)
     with pytest.raises(SchemaError, match=r"features column 'features' has 8 features; the model was trained on 4"):
         toy_model.transform(hashed)
-    # size unknown up front: the decoding task names the column, the row and both sizes
+    # size unknown up front: the decoding task names the column, the document and both sizes
+    # (more in tests/spark/test_ml_params.py::test_wrong_vector_size_in_transform_names_the_document)
     bad = spark.createDataFrame([("d0", ["a1"], Vectors.sparse(6, [0], [1.0]))],
                                 _schema())
-    with pytest.raises(Exception, match=r"features column 'features', row 0 of the batch: a vector of size 6, "
+    with pytest.raises(Exception, match=r"features column 'features', document 'd0': a vector of size 6, "
                                         r"expected 4"):
         toy_model.transform(bad).collect()
 
@@ -101,8 +102,8 @@ def test_empty_dataframe(spark):
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"epochs": -1}, r"Param epochs must be an int >= 0, got -1"),  # 0 = chosen on validation
-    ({"shards": -1}, r"Param shards must be an int >= 0, got -1"),
+    ({"epochs": -1}, r"Param epochs must be an int >= 0 \(0 = chosen on a validation slice\), got -1"),
+    ({"shards": -1}, r"Param shards must be an int >= 0 \(0 = the task slots Spark reports\), got -1"),
     ({"C": -1.0}, r"Param C must be a finite float > 0, got -1.0"),
     ({"C": float("nan")}, r"Param C must be a finite float > 0"),
     ({"handleInvalid": "keep"}, r"Param handleInvalid must be 'error' or 'drop'"),

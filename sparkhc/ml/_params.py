@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
+from sparkhc.config import TrainConfig
 from sparkhc.errors import ConfigError, ParamError, TaxonomyError
 from sparkhc.taxonomy import Taxonomy
 
@@ -266,8 +267,9 @@ class HasTrainingParams(CheckedParams):
                                "0 = the task slots Spark reports (the CLI's default)", typeConverter=TypeConverters.toInt)
     seed: Param[int] = Param(Params._dummy(), "seed", "random seed (train.seed)", typeConverter=TypeConverters.toInt)
     calibrate: Param[str] = Param(
-        Params._dummy(), "calibrate", "global model: per-edge score offsets cross-fitted on inner folds of the "
-        "training documents (train.calibrate): 'off', 'auto' (applied when they help out of fold) or 'on'",
+        Params._dummy(), "calibrate", "global model: score offsets fitted on out-of-fold scores of the training "
+        "documents (train.calibrate): 'auto' (the default: on the epoch selection's validation bands, applied when "
+        "they help beyond the noise), 'on' or 'off'",
         typeConverter=TypeConverters.toString)
     calibrationFolds: Param[int] = Param(
         Params._dummy(), "calibrationFolds", "inner folds of calibrate (train.calibration_folds), >= 3",
@@ -287,8 +289,9 @@ class HasTrainingParams(CheckedParams):
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(model="global", epochs=0, shards=0, seed=0, modelParams={}, handleInvalid="error",
-                         calibrate="off", calibrationFolds=4)
+        train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml; a test ties them)
+        self._setDefault(model=train.model, epochs=train.epochs, shards=train.shards, seed=train.seed, modelParams={},
+                         handleInvalid="error", calibrate=train.calibrate, calibrationFolds=train.calibration_folds)
 
     _rules: ClassVar[dict[str, Rule]] = {
         "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),

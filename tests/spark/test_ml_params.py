@@ -40,7 +40,7 @@ CLASSIFIER_VALUES = [
     ("epochs", 3, 3),
     ("shards", 2, 2),
     ("seed", 7, 7),
-    ("calibrate", "auto", "auto"),
+    ("calibrate", "off", "off"),
     ("calibrationFolds", 5, 5),
     ("C", 0.5, 0.5),
     ("modelParams", {"bias": 0.5}, {"bias": 0.5}),  # a parameter of global and tree
@@ -91,7 +91,7 @@ def test_getters_return_the_defaults_and_none_when_unset():
     clf = HierarchicalClassifier()
     assert (clf.getModel(), clf.getEpochs(), clf.getShards(), clf.getSeed(), clf.getCalibrate(),
             clf.getCalibrationFolds(), clf.getModelParams(), clf.getHandleInvalid(), clf.getNumFeatures()) == \
-        ("global", 0, 0, 0, "off", 4, {}, "error", 0)
+        ("global", 0, 0, 0, "auto", 4, {}, "error", 0)
     assert clf.getC() is None and clf.getTaxonomy() is None and clf.getScoredLabels() is None
     ev = HierarchicalEvaluator()
     assert (ev.getMetricName(), ev.getLabelsCol(), ev.getPredictionCol(), ev.getTaxonomy(), ev.getScoredLabels()) == \
@@ -329,3 +329,18 @@ def test_catalogue_rows_name_tests_that_exist():
         for p, func in refs:
             path = p or path
             assert re.search(rf"^def {func}\(", (ROOT / path).read_text(encoding="utf-8"), re.M), (path, func)
+
+
+def test_estimator_defaults_are_the_cli_defaults():
+    """One source of defaults: the estimator's Params default to what `sparkhc train` reads from
+    sparkhc/conf/defaults.toml (load_config with no file)."""
+    from sparkhc.config import load_config
+
+    train = load_config().train
+    est = HierarchicalClassifier()
+    assert est.getOrDefault(est.calibrate) == train.calibrate == "auto"
+    assert est.getOrDefault(est.calibrationFolds) == train.calibration_folds
+    assert est.getOrDefault(est.epochs) == train.epochs
+    assert est.getOrDefault(est.shards) == train.shards
+    assert est.getOrDefault(est.seed) == train.seed
+    assert est.getOrDefault(est.model) == train.model

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Bytes the jobs mode of iterative parameter mixing ships per epoch, before and after the base
-state travels as row-sparse deltas (:class:`sparkhc.spark.ipm.BaseChain`), on 20 Newsgroups.
+state travels as row-sparse deltas (:class:`sparkhc.spark.mixing.jobs.BaseChain`), on 20 Newsgroups.
 
     python benchmarks/bench_mixing_bytes.py --features /tmp/bench/feat_20newsgroups
 
@@ -56,7 +56,8 @@ def main() -> None:
     from sparkhc.persistence import state_to_bytes
     from sparkhc.spark import pipelines
     from sparkhc.spark.io import read_features
-    from sparkhc.spark.ipm import run_epoch, shard_features, train_ipm
+    from sparkhc.spark.mixing.jobs import run_epoch, shard_features
+    from sparkhc.spark.mixing.train import train_ipm
     from sparkhc.spark.session import get_session
     from sparkhc.taxonomy import Taxonomy
 

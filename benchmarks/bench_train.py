@@ -60,7 +60,7 @@ def child(a: argparse.Namespace) -> None:
     from sparkhc.features import Selection, features_taxonomy, model_taxonomy
     from sparkhc.models import get_model_class
     from sparkhc.spark.io import read_features
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
     from sparkhc.spark.pipelines import label_combinations, select_rows
     from sparkhc.spark.session import get_session
 

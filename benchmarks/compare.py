@@ -378,7 +378,7 @@ def run_sparkhc(spark: Any, d: Data, s: Split, workdir: Path, grid: dict[str, An
     same for every corpus."""
     from sparkhc.config import load_config
     from sparkhc.persistence import load_model
-    from sparkhc.spark.ipm import resolve_shards
+    from sparkhc.spark.mixing.settings import resolve_shards
     from sparkhc.spark.pipelines import train
 
     workdir.mkdir(parents=True, exist_ok=True)

@@ -40,8 +40,8 @@ from _common import command, loadavg, machine, now, write_section  # noqa: E402
 
 STEPS = [("sparkhc.spark.small", "read_rows"), ("sparkhc.spark.io", "read_features"),
          ("sparkhc.spark.pipelines", "select_rows"), ("sparkhc.spark.pipelines", "label_combinations"),
-         ("sparkhc.spark.ipm", "select_epochs"), ("sparkhc.spark.ipm", "train_ipm"),
-         ("sparkhc.spark.ipm", "train_on_driver"),
+         ("sparkhc.spark.mixing.selection", "select_epochs"), ("sparkhc.spark.mixing.train", "train_ipm"),
+         ("sparkhc.spark.mixing.driver", "train_on_driver"),
          ("sparkhc.spark.pipelines", "save_model")]
 #: steps that run inside another step (not subtracted again for "other")
 NESTED = {"train_on_driver", "select_epochs"}  # select_epochs: its validation training is in train_ipm

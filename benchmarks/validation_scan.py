@@ -9,7 +9,7 @@ setting close it?). The test split / test fold is never read.
 Per corpus: the training part (split ``train``; cross-validation corpora: every fold but 0), less
 the product's seeded validation slice (:func:`sparkhc.spark.small.validation_ids`, 10%, seed
 ``--seed``; with ``--folds K`` each of K disjoint bands of the same hash in turn), trains each variant (``--set``-style overrides, space-separated) in the driver with
-``--shards`` shards (the product's IPM, :func:`sparkhc.spark.ipm.train_on_driver`) for
+``--shards`` shards (the product's IPM, :func:`sparkhc.spark.mixing.driver.train_on_driver`) for
 ``--epochs`` epochs, scores the slice after every epoch and reports the epoch the product's rule
 picks (:class:`sparkhc.epochs.EarlyStopping`: first maximum of the 3-epoch trailing mean of hF +
 macro-F1 over every real node) with its smoothed metrics (LB metrics over the corpus's scored labels, as
@@ -102,7 +102,9 @@ def main() -> None:
     from sparkhc.config import load_config
     from sparkhc.epochs import EarlyStopping, validation_score
     from sparkhc.features import Selection, features_corpus_info, features_taxonomy, read_features_local
-    from sparkhc.spark import ipm, small
+    from sparkhc.spark import small
+    from sparkhc.spark.mixing.driver import train_on_driver
+    from sparkhc.spark.mixing.settings import Hooks, MixingSettings
     from sparkhc.spark.pipelines import new_model
 
     variants = a.variant if a.variant else [""]
@@ -141,8 +143,8 @@ def main() -> None:
 
                 model.set_state(model.init_state())
                 t0 = time.perf_counter()
-                ipm.train_on_driver(model, fit, a.epochs, 0, a.shards, a.seed, None, None, None, None,
-                                    on_epoch_state=on_epoch, threads=2)
+                train_on_driver(model, fit, MixingSettings(epochs=a.epochs, shards=a.shards, seed=a.seed), 0,
+                                Hooks(on_epoch_state=on_epoch), threads=2)
                 secs = time.perf_counter() - t0
                 r = np.array(raw)
                 best = stop.best

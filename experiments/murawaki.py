@@ -163,7 +163,7 @@ def run(
     """Run the comparison; write ``<out>/<corpus>.md``, ``.json`` and the figures (``quick``: a
     smoke run on one round, files ``<corpus>_quick.*``)."""
     from sparkhc.corpus import registry
-    from sparkhc.spark.ipm import resolve_shards
+    from sparkhc.spark.mixing.settings import resolve_shards
 
     S = resolve_shards(spark, cfg.train.shards)
     # the paper's fixed 10 epochs where the configuration leaves them to validation (train.epochs = 0)

@@ -16,7 +16,7 @@ divided by the shard count), is not cut on a plateau it would leave, while a fas
 ``patience`` epochs after its best (docs/benchmarks.md, "mixing-shards-default": with a wait of
 10 epochs flat, 10 shards stopped 2.8 points of validation score short on rcv1v2_subset).
 
-Pure numpy: the Spark and driver paths of :func:`sparkhc.spark.ipm.select_epochs` share it.
+Pure numpy: the Spark and driver paths of :func:`sparkhc.spark.mixing.selection.select_epochs` share it.
 """
 
 from __future__ import annotations

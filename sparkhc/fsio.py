@@ -9,7 +9,7 @@ writes a file so that no reader ever sees part of it (:func:`write_atomic`):
   its upload completes, so a successful write is published whole; a write that fails is deleted
   before the error propagates (pyarrow completes the upload when a stream is closed, even on an
   error). Readers that must never meet even that short-lived object wait for a marker written
-  after the data (the write-once naming of :mod:`sparkhc.spark.ipm`'s exchange).
+  after the data (the write-once naming of :class:`sparkhc.spark.mixing.exchange.Exchange`).
 
 S3 settings come from the URI's query (pyarrow's ``S3FileSystem`` options:
 ``?endpoint_override=host:port&scheme=http&region=...``; credentials as ``s3://KEY:SECRET@bucket/...``)

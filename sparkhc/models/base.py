@@ -3,7 +3,7 @@
 ``ModelState`` is the one way model parameters travel: named numpy arrays plus integer/float
 counters and a combine rule. *mean* (PA / perceptron weights: iterative parameter mixing,
 Murawaki 2013 Alg. 6) or *sum* (naive Bayes / EM sufficient statistics). Mixing on Spark, saving
-and loading are written once against it (``sparkhc.spark.ipm``, ``sparkhc.persistence``).
+and loading are written once against it (``sparkhc.spark.mixing``, ``sparkhc.persistence``).
 """
 
 from __future__ import annotations

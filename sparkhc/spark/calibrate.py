@@ -92,7 +92,8 @@ def cross_fit_offsets(
     in the driver) the trainings run in this process (:func:`sparkhc.spark.ipm.train_on_driver`,
     bit-identical to the Spark path), and ``features`` is not used."""
     from sparkhc.models import get_model_class
-    from sparkhc.spark.ipm import train_ipm, validation_split
+    from sparkhc.spark.mixing.selection import validation_split
+    from sparkhc.spark.mixing.train import train_ipm
 
     if not supports(model):
         raise ModelError(

@@ -1,4 +1,4 @@
-"""Sparse per-partition deltas for iterative parameter mixing (:mod:`sparkhc.spark.ipm`).
+"""Sparse per-partition deltas for iterative parameter mixing (:mod:`sparkhc.spark.mixing`).
 
 A shard-local epoch of the structured PA writes only into the rows of ``W`` of the features of the
 documents it updated, and in each of those rows only into the edges of the symmetric differences
@@ -146,7 +146,7 @@ def encode_values(state: ModelState, base: dict[str, np.ndarray]) -> ModelState 
     own dtype (CSR, explicit zeros kept: every stored entry is an assignment), plus the counters
     of ``state``: what :func:`apply_values` needs to rebuild ``state`` from ``base`` exactly, by
     assignment. For float32 arrays 8 bytes per changed entry instead of :func:`encode`'s 12 (the
-    jobs mode's broadcast of the mixed state, :class:`sparkhc.spark.ipm.BaseChain`). ``None``
+    jobs engine's broadcast of the mixed state, :class:`sparkhc.spark.mixing.jobs.BaseChain`). ``None``
     when the state is not supported (:func:`supports`)."""
     d = encode(state, base)
     if d is None:

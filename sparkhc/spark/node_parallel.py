@@ -4,7 +4,7 @@ The Cesa-Bianchi learners H-SVM, SVM, H-RLS (and AH-BAY, which has H-RLS's weigh
 and H-PERC with ``mistake="node"`` train node ``i`` only from the examples where ``i`` is
 eligible (a root of the forest or its parent gold-positive; every example for the flat models)
 and from the gold bit ``y_i``: no node looks at another node's weights. So instead of mixing
-parameters (:mod:`sparkhc.spark.ipm`, which is approximate for these models), each node is
+parameters (:mod:`sparkhc.spark.mixing`, which is approximate for these models), each node is
 trained once, in its own task, on exactly the examples serial training would give it::
 
     label sets --groupBy--> eligible examples per node --> nodes assigned to tasks (LPT)
@@ -19,9 +19,9 @@ The ranks come from the same execution of the sort as the examples (the count ro
 the data), so they are consistent even though Spark samples the sort's range bounds anew on every
 execution; nothing is cached or checkpointed.
 
-**Global order.** Serial training (``fit``/``partial_fit`` on a batch, or :func:`train_ipm` with one
+**Global order.** Serial training (``fit``/``partial_fit`` on a batch, or :func:`~sparkhc.spark.mixing.train.train_ipm` with one
 shard) processes documents in the batch order; the product's batches are sorted by ``doc_id``
-(:func:`sparkhc.spark.ipm.shard_features`), so the global order here is ``doc_id`` ascending (Spark's
+(:func:`sparkhc.spark.mixing.jobs.shard_features`), so the global order here is ``doc_id`` ascending (Spark's
 string order, i.e. Unicode code point order), and the example clock that H-RLS's sampling threshold
 uses is ``t = t0 + epoch * n + position + 1``. With ``shuffle=True`` each epoch's positions are the
 inverse of :func:`~sparkhc.models.base.shuffled_order` ``(n, seed, epoch)``, as in ``fit``. The

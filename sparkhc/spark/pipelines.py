@@ -32,7 +32,7 @@ from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import json_text, load_model, read_metadata, save_model
 from sparkhc.spark.hfs import OutputFs
-from sparkhc.spark.ipm import RUN_FIGURES
+from sparkhc.spark.mixing.engine import RUN_FIGURES
 from sparkhc.spark.small import SessionLike
 from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy

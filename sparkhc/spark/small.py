@@ -14,8 +14,8 @@ about 0.8 s is the epochs themselves). Here the same training runs in the driver
 * the shards are the barrier mode's: shard ``pmod(hash(doc_id), shards)`` with Spark's own
   ``hash`` (:func:`spark_hash`, Murmur3 as Spark computes it), each sorted by doc id;
 * every epoch runs each shard from the epoch's base state with the barrier mode's code
-  (:func:`sparkhc.spark.ipm.shard_epoch`; the shards run in threads, the compiled kernels release
-  the GIL) and mixes their deltas in shard order (:func:`sparkhc.spark.ipm.mix_deltas`), so the
+  (:func:`sparkhc.spark.mixing.mix.shard_epoch`; the shards run in threads, the compiled kernels release
+  the GIL) and mixes their deltas in shard order (:func:`sparkhc.spark.mixing.mix.mix_deltas`), so the
   weights are bit-identical to the Spark path's (tests/spark/test_small.py);
 * checkpoints, progress records and the model metadata are those of the Spark path.
 
@@ -147,7 +147,7 @@ def validation_bands(fraction: float) -> int:
 
 
 def validation_ids(doc_ids: Sequence[str] | np.ndarray, fraction: float, seed: int, band: int = 0) -> np.ndarray:
-    """Which documents :func:`sparkhc.spark.ipm.validation_split` holds out (a bool per id):
+    """Which documents :func:`sparkhc.spark.mixing.selection.validation_split` holds out (a bool per id):
     ``band * cut <= pmod(hash(doc_id, seed + 17), 10000) < (band + 1) * cut`` with
     ``cut = validation_cut(fraction)``, as Spark SQL computes it (band 0: the first ``fraction``)."""
     cut = validation_cut(fraction)

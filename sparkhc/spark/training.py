@@ -81,14 +81,13 @@ class TrainingResult:
 
 
 def _mixing(job: TrainingJob) -> tuple[int, int | None]:
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.settings import MixingSettings
+    from sparkhc.spark.mixing.train import train_ipm
 
-    train_ipm(
-        job.spark, job.df, job.model, epochs=job.epochs, shards=job.train.shards, seed=job.train.seed,
-        checkpoint_dir=job.checkpoint_dir, progress=job.progress, fault_hook=job.fault_hook,
-        warm_start=job.warm_start, with_counts=job.model.needs_counts, checkpoint_key=job.checkpoint_key,
-        mixing=job.train.mixing, exchange_dir=job.train.exchange_dir or None, rows=job.rows,
-    )
+    settings = MixingSettings.from_train(job.train, job.epochs, with_counts=job.model.needs_counts,
+                                         checkpoint_dir=job.checkpoint_dir, checkpoint_key=job.checkpoint_key,
+                                         warm_start=job.warm_start)
+    train_ipm(job.spark, job.df, job.model, settings, rows=job.rows, progress=job.progress, fault_hook=job.fault_hook)
     return job.epochs, job.train.shards
 
 
@@ -215,7 +214,8 @@ def fit_model(
     ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
     """
     from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
-    from sparkhc.spark.ipm import resolve_shards, select_epochs
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import resolve_shards
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
     if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and hasattr(model, "fit_open"))):

@@ -103,10 +103,10 @@ def test_save_load_round_trip_predicts_identically(name: str, slices: dict[str, 
 
 @pytest.mark.parametrize("name", MIXING_MODELS)
 def test_mixing_identical_states_changes_nothing(name: str, slices: dict[str, Slice]) -> None:
-    """The product's mixing rule (``sparkhc.spark.ipm.mix``, run by both Spark mixing modes) over two
+    """The product's mixing rule (``sparkhc.spark.mixing.mix.mix``, run by both Spark mixing modes) over two
     shards that return the same state: the mean of two copies (exact in any float type), or for
     summed statistics the sum minus the one extra copy of the shared start."""
-    from sparkhc.spark.ipm import mix
+    from sparkhc.spark.mixing.mix import mix
 
     model, data = _fitted(name, slices)
     state = model.get_state()  # type: ignore[attr-defined]

@@ -196,13 +196,14 @@ def test_AT_07_checkpoint_crash_keeps_previous_epoch(tmp_path, monkeypatch):
     """A crash while writing the epoch-2 checkpoint leaves the epoch-1 checkpoint, which a resume
     then loads (the driver-death resume itself: tests/reliability/test_faults.py)."""
     from sparkhc.models.murawaki import GlobalPA
-    from sparkhc.spark import ipm
+    from sparkhc.spark.mixing import checkpoints
 
     tax = Taxonomy.from_tsv_text(TAXONOMY_TSV, source="tax.tsv")
     model = GlobalPA(tax, 8)
     model.set_state(model.init_state())
     ckpt = tmp_path / "ckpt"
-    ipm._save_checkpoint(ckpt, model, 0, seed=0, shards=2)
+    ckpt_of = checkpoints.Checkpoint(ckpt, seed=0, shards=2)
+    ckpt_of.save(model, 0)
     before = {p.name: p.read_bytes() for p in (ckpt / "latest").iterdir()}
     st = model.get_state()
     for v in st.arrays.values():
@@ -212,12 +213,12 @@ def test_AT_07_checkpoint_crash_keeps_previous_epoch(tmp_path, monkeypatch):
     def crash(*a, **k):
         raise OSError("killed while writing the checkpoint (simulated)")
 
-    monkeypatch.setattr(ipm, "write_json_atomic", crash)
+    monkeypatch.setattr(checkpoints, "write_json_atomic", crash)
     with pytest.raises(OSError, match="simulated"):
-        ipm._save_checkpoint(ckpt, model, 1, seed=0, shards=2)
+        ckpt_of.save(model, 1)
     assert {p.name: p.read_bytes() for p in (ckpt / "latest").iterdir()} == before
     assert leftovers(ckpt) == []
     fresh = GlobalPA(tax, 8)
     fresh.set_state(fresh.init_state())
-    assert ipm._load_checkpoint(ckpt, fresh, seed=0, shards=2) == 0
+    assert checkpoints.Checkpoint(ckpt, seed=0, shards=2).load(fresh) == 0
     assert json.loads((ckpt / "latest" / "checkpoint.json").read_text())["epoch"] == 0

@@ -48,7 +48,7 @@ from sparkhc.spark.session import get_session
 spark = get_session(app_name="sparkhc-faults", master="local[2,3]",
                     extra_conf={"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"})
 from sparkhc.config import load_config
-from sparkhc.spark import ipm, pipelines
+from sparkhc.spark import pipelines
 from sparkhc.spark import reclassify as rc
 
 cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false",
@@ -213,19 +213,19 @@ def test_FT_worker_kill_retry_and_driver_death_resume(spark, tmp_path):
     # resume in this process (another session, another master: the shards do not depend on it)
     epochs: list[int] = []
     cfg = load_config(overrides=["train.epochs=3", "train.shards=2", "train.checkpoint=false", "train.mixing=jobs"])
-    from sparkhc.spark import ipm
+    from sparkhc.spark.mixing import jobs
 
-    real_run_epoch = ipm.run_epoch
+    real_run_epoch = jobs.run_epoch
 
     def counting(spark_, shards_df, model, seed, epoch, *a, **k):
         epochs.append(epoch)
         return real_run_epoch(spark_, shards_df, model, seed, epoch, *a, **k)
 
-    ipm.run_epoch = counting
+    jobs.run_epoch = counting
     try:
         pipelines.train(spark, cfg, feats, work / "resumed", checkpoint_dir=work / "ckpt")
     finally:
-        ipm.run_epoch = real_run_epoch
+        jobs.run_epoch = real_run_epoch
     assert epochs == [2], "only the last epoch is run again"
     assert (work / "resumed" / "state.npz").read_bytes() == (work / "ref" / "state.npz").read_bytes()
     assert pq.read_table(feats / "features").num_rows == 60

@@ -54,7 +54,7 @@ def _stats_equal(a, b) -> None:
 
 
 def test_counting_on_three_shards_equals_local_and_predict_df_gives_local_scores(spark):
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _table()
     df = spark.createDataFrame(table.to_pandas())
@@ -84,7 +84,7 @@ def test_counting_on_three_shards_equals_local_and_predict_df_gives_local_scores
 
 
 def test_warm_start_and_extra_epochs_on_several_shards_count_each_document_once(spark):
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _table(80, 6)
     ids = np.array(table.column("doc_id").to_pylist())

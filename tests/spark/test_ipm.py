@@ -56,7 +56,7 @@ def _model(tax: Taxonomy, name: str = "global", v: int = V, **params):
 @pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"}), ("flat", {}),
                                          ("global", {"branching": True, "average": True})])
 def test_one_partition_equals_serial(spark, name, params, mixing):
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
@@ -73,7 +73,7 @@ def test_one_partition_equals_serial(spark, name, params, mixing):
 
 @pytest.mark.parametrize("params", [{"branching": True}, {"branching": True, "average": True}])
 def test_several_partitions_equal_mean_of_local_shards(spark, params):
-    from sparkhc.spark.ipm import run_epoch, shard_features
+    from sparkhc.spark.mixing.jobs import run_epoch, shard_features
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
@@ -108,7 +108,7 @@ def test_several_partitions_equal_mean_of_local_shards(spark, params):
 
 
 def test_checkpoint_resume_gives_same_model(spark, tmp_path):
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _data(80)
     df = spark.createDataFrame(table.to_pandas())
@@ -145,7 +145,8 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_pat
     """Every epoch in one barrier stage (5 shards on the 2 task slots of local[2]: tasks run
     several shards each) gives the mixture of one Spark job per epoch, whose epochs the test
     above checks against shard results computed locally; counters and epoch records agree."""
-    from sparkhc.spark.ipm import RUN_FIGURES, mixing_mode, train_ipm
+    from sparkhc.spark.mixing.engine import RUN_FIGURES
+    from sparkhc.spark.mixing.train import mixing_mode, train_ipm
 
     tax, table = _data()
     df = spark.createDataFrame(table.to_pandas())
@@ -166,7 +167,7 @@ def test_barrier_mixing_equals_one_job_per_epoch(spark, shards, average, tmp_pat
 
 
 def test_auto_mixing_falls_back_to_jobs_for_summed_states(spark):
-    from sparkhc.spark.ipm import mixing_mode
+    from sparkhc.spark.mixing.train import mixing_mode
 
     tax, _ = _data(10)
     assert mixing_mode(spark, "auto", _model(tax, "global")) == "barrier"  # local mode
@@ -194,7 +195,7 @@ def test_label_combinations_and_self_leaves(spark):
 
 
 def test_auto_shards_are_the_task_slots(spark):
-    from sparkhc.spark.ipm import resolve_shards
+    from sparkhc.spark.mixing.settings import resolve_shards
 
     assert resolve_shards(spark, 0) == spark.sparkContext.defaultParallelism == 2  # local[2]
     assert resolve_shards(spark, 7) == 7
@@ -226,7 +227,7 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     maximum of hF + macro-F1; the held-out documents are a seeded share of the documents given (the
     training part), the same every run, and the same in the driver (rows read there) as on Spark."""
     from sparkhc.spark import small
-    from sparkhc.spark.ipm import select_epochs, validation_split
+    from sparkhc.spark.mixing.selection import select_epochs, validation_split
 
     tax, table = _data(n=160, seed=5)
     df = spark.createDataFrame(table.to_pandas())
@@ -262,7 +263,7 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
     """With patience p the validation curve is the full curve's prefix that ends max(p, ceil(0.5 x
     best)) epochs after its running best (computed from the full curve here), and the choice is that
     prefix's first best."""
-    from sparkhc.spark.ipm import select_epochs
+    from sparkhc.spark.mixing.selection import select_epochs
 
     tax, table = _data(n=160, seed=5)
     df = spark.createDataFrame(table.to_pandas())
@@ -299,7 +300,8 @@ def test_jobs_mode_delta_broadcasts_equal_full_broadcasts(spark, average):
     run_epoch does without a chain), and after the first epoch the broadcast is smaller (5,000
     features, 6 words per document: an epoch changes a few hundred rows of W)."""
     from sparkhc.persistence import state_to_bytes
-    from sparkhc.spark.ipm import run_epoch, shard_features, train_ipm
+    from sparkhc.spark.mixing.jobs import run_epoch, shard_features
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _data(v=5000)
     df = spark.createDataFrame(table.to_pandas())
@@ -341,12 +343,12 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
     """A worker that built epoch e's base applies only the new patch; a fresh worker applies the
     whole chain; both give the driver's state bit for bit; a chain whose patches would pass
     max_patches times the state restarts from a full state."""
-    from sparkhc.spark import ipm
+    from sparkhc.spark.mixing import jobs
 
     tax, table = _data(60, v=5000)
     batch = SparseBatch.from_arrow(table, 5000)
     m = _model(tax, "global", v=5000, branching=True, average=True)
-    chain = ipm.BaseChain(_FakeContext())
+    chain = jobs.BaseChain(_FakeContext())
     chain.start(m.get_state())
     states = [m.get_state().copy()]
     for e in range(3):
@@ -354,13 +356,13 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
         chain.advance(states[-1], m.get_state())
         states.append(m.get_state().copy())
         assert len(chain.links) == e + 2  # still patches: each is far smaller than the state
-    ipm._BASE_CACHE.clear()
+    jobs._BASE_CACHE.clear()
     for n in range(1, 5):  # a worker that follows the epochs: the cache advances one link at a time
-        got = ipm._task_base(chain.token, chain.links[:n])
+        got = jobs._task_base(chain.token, chain.links[:n])
         for k, v in states[n - 1].arrays.items():
             np.testing.assert_array_equal(got.arrays[k], v, err_msg=f"{k} after {n} links")
-    ipm._BASE_CACHE.clear()  # a fresh worker: full state plus every delta
-    fresh = ipm._task_base(chain.token, chain.links)
+    jobs._BASE_CACHE.clear()  # a fresh worker: full state plus every delta
+    fresh = jobs._task_base(chain.token, chain.links)
     for k, v in states[-1].arrays.items():
         np.testing.assert_array_equal(fresh.arrays[k], v, err_msg=k)
     assert fresh.counters == states[-1].counters
@@ -369,17 +371,17 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
     m.partial_fit(batch, seed=9, epoch=3)
     chain.advance(states[-1], m.get_state())
     assert len(chain.links) == 1 and chain.token != token
-    again = ipm._task_base(chain.token, chain.links)
+    again = jobs._task_base(chain.token, chain.links)
     for k, v in m.get_state().arrays.items():
         np.testing.assert_array_equal(again.arrays[k], v, err_msg=k)
-    ipm._BASE_CACHE.clear()
+    jobs._BASE_CACHE.clear()
 
 
 def test_barrier_stages_of_stop_chunk_epochs_stop_after_the_callback_asks(spark, tmp_path):
     """Barrier mixing with ``stop_chunk=3`` and a callback that asks to stop after epoch 4 runs two
     stages (epochs 1-3, 4-6) and no more: 6 epoch records, the states of epochs 1-4 scored equal to
     those of one 12-epoch stage, and the model holds the 6-epoch state of a single stage."""
-    from sparkhc.spark.ipm import train_ipm
+    from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _data(n=120, seed=7)
     df = spark.createDataFrame(table.to_pandas())
@@ -416,7 +418,7 @@ def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
     from sparkhc.batch import label_matrix
     from sparkhc.metrics import MetricCounts
     from sparkhc.spark import small
-    from sparkhc.spark.ipm import select_epochs, validation_split
+    from sparkhc.spark.mixing.selection import select_epochs, validation_split
 
     tax, table = _data(n=200, seed=7)
     df = spark.createDataFrame(table.to_pandas())

@@ -17,7 +17,7 @@ def _digest(model) -> str:
 
 
 def test_barrier_mixing_through_s3_equals_local_directory(spark, s3_server, tmp_path):
-    from sparkhc.spark.ipm import mixing_mode, train_ipm
+    from sparkhc.spark.mixing.train import mixing_mode, train_ipm
 
     s3_server["make_bucket"]("exchange")
     uri = s3_server["uri"]("exchange", "runs/ipm")

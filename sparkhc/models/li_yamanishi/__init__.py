@@ -20,7 +20,7 @@ Training is counting
     (:attr:`SparseBatch.counts`, the ``counts`` column of the features), ``word_total``
     (features,), ``category_docs`` (leaves,), ``n_docs`` (1,). :meth:`partial_fit` *adds* its
     batch's statistics to the current state, so one pass over the shards followed by the sum of the
-    partition states (:func:`sparkhc.spark.ipm.train_ipm` with ``epochs = 1``) is exactly the
+    partition states (:func:`sparkhc.spark.mixing.train.train_ipm` with ``epochs = 1``) is exactly the
     counting of the whole training set, in any partitioning (the counts are integers: float64 sums
     are exact). Counting is one pass: calls with ``epoch > 0`` change nothing.
 

@@ -1,0 +1,184 @@
+"""Epoch selection: the number of epochs (and the global model's C) chosen on validation bands
+carved out of the training documents (:func:`select_epochs`), cut by a seeded hash of the doc id
+(:func:`validation_split` on Spark, :func:`sparkhc.spark.small.validation_ids` in the driver:
+the same documents)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkhc.batch import DOC_ID, SparseBatch
+from sparkhc.models.base import HierModel, ModelState
+from sparkhc.spark import small
+
+log = logging.getLogger(__name__)
+
+
+def validation_split(features: DataFrame, fraction: float, seed: int, band: int = 0) -> tuple[DataFrame, DataFrame]:
+    """(fit, validation): a seeded share ``fraction`` of the documents by a hash of their id
+    (band ``b``: ``b * cut <= pmod(hash(doc_id, seed + 17), 10000) < (b + 1) * cut``, ``cut =
+    fraction * 10000``; band 0 is the first ``fraction``), the same rows on every run; disjoint
+    bands are the inner folds of :func:`select_epochs`."""
+    cut = small.validation_cut(fraction)
+    if not 0 <= int(band) < small.validation_bands(fraction):
+        raise ValueError(f"validation band {band} out of range for the fraction {fraction}")
+    h = f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000)"
+    val = F.expr(f"{h} < {cut}" if int(band) == 0 else f"{h} >= {int(band) * cut} AND {h} < {(int(band) + 1) * cut}")
+    return features.where(~val), features.where(val)
+
+
+def select_epochs(
+    spark: small.SessionLike,
+    features: DataFrame | None,
+    model: HierModel,
+    max_epochs: int,
+    shards: int,
+    seed: int = 0,
+    fraction: float = 0.1,
+    with_counts: bool = False,
+    mixing: str = "auto",
+    exchange_dir: str | Path | None = None,
+    patience: int = 0,
+    rows: SparseBatch | None = None,
+    folds: int = 1,
+    c_grid: Sequence[float] | None = None,
+    c_default: float | None = None,
+) -> dict[str, Any]:
+    """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
+    data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
+    driver; nothing else is read).
+
+    For each candidate C (``c_grid``; None: the model's own parameters) and each of ``folds``
+    disjoint validation bands (inner folds: :func:`validation_split`,
+    :func:`sparkhc.spark.small.validation_ids`, the same documents on both paths), a fresh copy of
+    ``model`` is trained by :func:`sparkhc.spark.mixing.train.train_ipm` on the other documents for at most ``max_epochs``
+    epochs and scored on its band after every epoch by :func:`sparkhc.epochs.validation_score`
+    (hF + LB macro-F1 over the model taxonomy's real nodes); each fold stops early after
+    ``max(patience, ceil(0.5 x best))`` epochs without a better score of its own
+    (:class:`sparkhc.epochs.EarlyStopping`; patience 0: never). The folds' count tables are pooled
+    epoch by epoch (:class:`sparkhc.epochs.PooledCurve`: out-of-fold scores of every held-out
+    document) and the candidate and epoch count with the best smoothed pooled score win
+    (:func:`sparkhc.epochs.choose`); with ``c_default`` (one of the grid), another C is taken only
+    when it beats that one by more than the standard error of their paired difference over the
+    folds (:func:`sparkhc.epochs.paired_gain`, :func:`sparkhc.epochs.prefer_default`: the
+    one-standard-error rule). One fold and no grid is the single validation slice of earlier
+    versions, exactly.
+
+    Returns ``{"epochs", "validation_score", "validation_hF", "validation_macro_F1",
+    "validation_documents", "fraction", "folds", "max_epochs", "epochs_run", "patience",
+    "patience_growth", "criterion", "stopped_early"}`` for the chosen candidate (its pooled
+    curves), plus ``"C"``, ``"C_grid"`` and ``"C_scores"`` with a grid. With ``rows`` the training
+    runs in this process (bit-identical to the Spark path's, :func:`sparkhc.spark.mixing.driver.train_on_driver`) and
+    ``features`` is not used."""
+    from sparkhc.batch import label_matrix, leaf_matrix
+    from sparkhc.epochs import (
+        EarlyStopping,
+        PooledCurve,
+        choose,
+        paired_gain,
+        prefer_default,
+        validation_score,
+    )
+    from sparkhc.metrics import MetricCounts
+    from sparkhc.models import get_model_class
+    from sparkhc.spark.mixing.train import train_ipm
+
+    folds = int(folds)
+    if not 1 <= folds <= small.validation_bands(fraction):
+        raise ValueError(f"select_epochs: {folds} inner folds of {fraction} each do not fit in the training part")
+    tax = model.taxonomy
+    cls = get_model_class(model.name)
+    cands: list[dict[str, Any]] = [{}] if c_grid is None else [{"C": float(c)} for c in c_grid]
+    if not cands:
+        raise ValueError("select_epochs: an empty C grid")
+    splits: list[tuple[SparseBatch | None, DataFrame | None, SparseBatch]] = []
+    for band in range(folds):
+        if rows is not None:
+            held = small.validation_ids(rows.doc_ids, fraction, seed, band)
+            fit_rows: SparseBatch | None = rows.subset(np.flatnonzero(~held))
+            val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+            fit_df: DataFrame | None = None
+        else:
+            assert features is not None
+            fit_df, val_df = validation_split(features, fraction, seed, band)
+            fit_rows = None
+            val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts)
+        if len(val) == 0:
+            raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document"
+                             + (f" in band {band}" if folds > 1 else ""))
+        splits.append((fit_rows, fit_df, val))
+    n_val = sum(len(v) for _, _, v in splits)
+    curves: list[PooledCurve] = []
+    fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
+    for cand in cands:
+        params = {**model.params, **cand}
+        pooled = PooledCurve()
+        stoppers: list[EarlyStopping] = []
+        for band, (fit_rows, fit_df, val) in enumerate(splits):
+            gold = label_matrix(val.labels or [], tax)
+            probe = cls(tax, model.n_features, **params)
+            stopper = EarlyStopping(int(patience))
+            stoppers.append(stopper)
+
+            tag = "".join(f"{k}={v:g} " for k, v in cand.items()) + (f"fold {band + 1}/{folds}, " if folds > 1 else "")
+
+            def score(epoch: int, state: ModelState, probe: Any = probe, gold: Any = gold, val: SparseBatch = val,
+                      stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag) -> bool:
+                probe.set_state(state)
+                counts = MetricCounts(tax)
+                counts.add(gold, leaf_matrix(probe.decode(val, return_scores=False)[0], tax))
+                pooled.add(epoch, counts)
+                m = counts.compute_selection()
+                stop = stopper.add(validation_score(m))
+                log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
+                         f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
+                return stop
+
+            fresh = cls(tax, model.n_features, **params)
+            train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
+                      mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows,
+                      stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
+            pooled.end_fold()
+        curves.append(pooled)
+        fold_stoppers.append(stoppers)
+    metrics = [c.metrics() for c in curves]
+    scores = [[validation_score(m) for m in ms] for ms in metrics]
+    i, epochs, _ = choose(scores)
+    gain: tuple[float, float] | None = None
+    if c_grid is not None and c_default is not None and i != list(c_grid).index(c_default):
+        j = list(c_grid).index(c_default)
+        e_j = choose([scores[j]])[1]
+        gain = paired_gain([s.smoothed for s in fold_stoppers[i]], epochs,
+                           [s.smoothed for s in fold_stoppers[j]], e_j)
+        if prefer_default(gain):
+            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on the inner folds: within the noise, "
+                     "C=%g kept", c_grid[i], c_default, gain[0], gain[1], c_default)
+            i, epochs = j, e_j
+    stoppers = fold_stoppers[i]
+    summary = {**(stoppers[0].summary() if folds == 1 else {}),
+               "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
+               "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers)}
+    if folds > 1:
+        sm = EarlyStopping(0)
+        for v in scores[i]:
+            sm.add(v)
+        summary.update({"patience_growth": stoppers[0].growth, "window": stoppers[0].window,
+                        "criterion": stoppers[0].summary()["criterion"], "smoothed_score": sm.smoothed,
+                        "fold_epochs_run": curves[i].epochs_run})
+    out = {**summary, "validation_score": scores[i], "validation_hF": [float(m["hF"]) for m in metrics[i]],
+           "validation_macro_F1": [float(m["LBMaF"]) for m in metrics[i]], "validation_documents": n_val,
+           "fraction": float(fraction), "folds": folds, "max_epochs": int(max_epochs)}
+    if c_grid is not None:
+        out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
+                    "C_scores": [float(choose([s])[2]) for s in scores],
+                    "C_epochs": [int(choose([s])[1]) for s in scores],
+                    "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]]})
+    return out
+

@@ -1,0 +1,82 @@
+"""What one mixing training is asked to do (:class:`MixingSettings`) and the driver-side callbacks
+it reports to (:class:`Hooks`); ``train.shards`` resolved to a number (:func:`resolve_shards`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkhc.models.base import ModelState
+from sparkhc.spark import small
+
+if TYPE_CHECKING:
+    from sparkhc.config import TrainConfig
+
+#: ``train.mixing``: auto (barrier in local mode or with a shared exchange URI), barrier, jobs
+MIXING_MODES = ("auto", "barrier", "jobs")
+
+
+@dataclass(frozen=True)
+class MixingSettings:
+    """The settings of one training by iterative parameter mixing (pure data: they pickle to the
+    barrier stage's tasks).
+
+    ``epochs``: train epochs ``0..epochs-1`` (a resumed checkpoint skips the done ones);
+    ``shards``: 0 = auto (:func:`resolve_shards`; :func:`sparkhc.spark.mixing.train.train_ipm`
+    resolves it before any engine runs); ``seed``: the shards' shuffles (``seed + 1000003 *
+    shard``); ``with_counts``: the shards carry raw term counts (``HierModel.needs_counts``);
+    ``mixing``: :data:`MIXING_MODES` (``train.mixing``); ``exchange_dir``: barrier mixing's
+    exchange location (None: a local temp directory); ``checkpoint_dir``: per-epoch checkpoints
+    and resume (:class:`sparkhc.spark.mixing.checkpoints.Checkpoint`), ``checkpoint_key``: what the
+    checkpoint must also match (the training data); ``warm_start``: continue from the model's
+    state; ``stop_chunk``: with an ``on_epoch_state`` hook, barrier mixing runs stages of that many
+    epochs (0: one stage), so that an early stop saves the later epochs.
+    """
+
+    epochs: int
+    shards: int = 0
+    seed: int = 0
+    with_counts: bool = False
+    mixing: str = "auto"
+    exchange_dir: str | Path | None = None
+    checkpoint_dir: str | Path | None = None
+    checkpoint_key: dict[str, Any] | None = None
+    warm_start: bool = False
+    stop_chunk: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mixing not in MIXING_MODES:
+            raise ValueError(f"mixing must be 'auto', 'barrier' or 'jobs', not {self.mixing!r}")
+
+    @classmethod
+    def from_train(cls, train: TrainConfig, epochs: int, **fields: Any) -> MixingSettings:
+        """The settings of ``[train]`` (shards, seed, mixing, exchange_dir) for ``epochs`` epochs,
+        with ``fields`` (the other fields) given by the caller."""
+        return cls(epochs=int(epochs), shards=train.shards, seed=train.seed, mixing=train.mixing,
+                   exchange_dir=train.exchange_dir or None, **fields)
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Callbacks of one mixing training. ``progress(info)``: each epoch's record on the driver, in
+    order; ``on_epoch_state(epoch, state)``: the mixed state after each epoch on the driver, True
+    to stop after it (an early stop); ``fault_hook(shard, epoch)``: called in the task after each
+    shard-local epoch (fault injection in tests; pickled to the tasks)."""
+
+    progress: Callable[[dict[str, Any]], None] | None = None
+    on_epoch_state: Callable[[int, ModelState], bool | None] | None = None
+    fault_hook: Callable[[int, int], None] | None = None
+
+
+def resolve_shards(spark: small.SessionLike, shards: int) -> int:
+    """The number of shards of ``train.shards``: itself when positive; 0 (auto): the task slots
+    Spark reports (``defaultParallelism``: the executors' cores, or N of ``local[N]``). Shards
+    beyond the slots do not run at the same time, so they add no speed, and every extra shard costs
+    accuracy per epoch: the mixed model moves by the mean of the shards' changes, so each
+    document's correction reaches it divided by the number of shards (docs/benchmarks.md,
+    "Accuracy against the number of shards")."""
+    if int(shards) < 0:
+        raise ValueError(f"shards must be >= 0 (0 = auto), not {shards}")
+    return int(shards) if int(shards) > 0 else max(1, small.task_slots(spark))

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch
-from sparkhc.errors import ConfigError, NotFittedError
+from sparkhc.errors import ConfigError, ModelError, NotFittedError
 from sparkhc.taxonomy import Taxonomy
 
 Combine = Literal["mean", "sum"]
@@ -171,6 +171,35 @@ class HierModel:
     #: skip (and count) documents with an empty label set; False: they are data (unlabelled
     #: documents of semi-supervised EM, the all-negative examples of the H-loss learners)
     requires_labels: ClassVar[bool] = False
+
+    # -- optional capabilities (declared here; the Spark layer reads them, never probes) -------
+    #: the state arrays with one row per feature (feature-major) of which a shard-local epoch
+    #: writes only the rows that :attr:`touched_rows_` marks, when it sets it: the row-sparse
+    #: deltas of parameter mixing then compare only those rows (:meth:`changed_rows`)
+    touched_arrays: ClassVar[tuple[str, ...]] = ()
+    #: after :meth:`partial_fit`: a bool per row of the :attr:`touched_arrays`, True for the rows
+    #: the epoch may have written; None: any row may have changed
+    touched_rows_: np.ndarray | None = None
+    #: :meth:`fit_open` is implemented: the exact batch fit with the rows held by a pair solver
+    #: elsewhere (the MDC models: ``sparkhc.spark.mdc`` runs it in the driver or on Spark)
+    fits_open: ClassVar[bool] = False
+
+    def changed_rows(self) -> dict[str, np.ndarray | None]:
+        """Per array of :attr:`touched_arrays`, the rows the last :meth:`partial_fit` may have
+        changed (:attr:`touched_rows_`; None: any), for :func:`sparkhc.spark.deltas.encode`."""
+        return {name: self.touched_rows_ for name in self.touched_arrays}
+
+    def supports_edge_offsets(self) -> bool:
+        """Whether this instance can carry per-edge score offsets (``train.calibrate``): a model
+        that returns True implements ``shift_edges(offsets)``, which adds ``offsets[e]`` to the
+        score of edge ``e`` for every document and leaves an ordinary state."""
+        return False
+
+    def fit_open(self, counts: list[np.ndarray], open_blocks: Any) -> HierModel:
+        """The exact fit where the rows never come to this process (models with :attr:`fits_open`):
+        ``counts`` are the class counts, ``open_blocks(solver, active)`` opens the model's pair
+        solver on the blocks built where the rows are."""
+        raise ModelError(f"model {self.name!r} has no open fit (fits_open is False)")
 
     def node_parallel(self) -> bool:
         """Whether the node learners are independent given the gold labels, so that each node can

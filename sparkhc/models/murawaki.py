@@ -280,6 +280,9 @@ class _PAModel(HierModel):
     defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0,
                                           "normalize": "off"}
     requires_labels: ClassVar[bool] = True
+    #: the compiled epochs mark the rows of ``W`` they write in ``touched_rows_``; the averaged
+    #: weights ``Wa`` are written in the same rows
+    touched_arrays: ClassVar[tuple[str, ...]] = ("W", "Wa")
 
     # -- parameters ------------------------------------------------------------------------------
     def validate_params(self) -> None:
@@ -821,6 +824,10 @@ class GlobalPA(_PAModel):
         """The branching weights the model decodes with (averaged with ``average``; None without
         branching features)."""
         return self.averaged_arrays().get("bf") if self._R is not None else None
+
+    def supports_edge_offsets(self) -> bool:
+        """Per-edge offsets live in the bias weights: with a bias feature (``bias > 0``)."""
+        return float(self.params.get("bias", 0.0)) > 0
 
     def shift_edges(self, offsets: np.ndarray) -> None:
         """Add ``offsets[e]`` to the score of edge ``e`` for every document, through the bias

@@ -98,6 +98,6 @@ def predict_df(features: DataFrame, model: HierModel, version: str) -> DataFrame
     sc = features.sparkSession.sparkContext
     bc = sc.broadcast(state_to_bytes(model.get_state()))
     # models that read raw term counts (e.g. fmm, hcm, wbm, cos) get the features' counts column too
-    with_counts = bool(getattr(model, "needs_counts", False))
+    with_counts = model.needs_counts
     fn = make_predict_fn(model.name, model.params, model.taxonomy, model.n_features, bc, version, with_counts)
     return features.mapInArrow(fn, PRED_DDL)

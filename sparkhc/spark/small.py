@@ -314,7 +314,7 @@ def can_train(model: HierModel, train: TrainConfig) -> bool:
     from sparkhc.spark import deltas
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
-    if strategy == "local" or (strategy == "batch" and hasattr(model, "fit_open")):
+    if strategy == "local" or (strategy == "batch" and model.fits_open):
         return True  # fitted on the driver anyway, or the MDC models' pair blocks (sparkhc.spark.mdc.fit_mdc_driver)
     if strategy != "mixing":
         return False

@@ -218,7 +218,7 @@ def fit_model(
     from sparkhc.spark.mixing.settings import resolve_shards
 
     strategy = model.training_strategy(node_parallel=train.node_parallel)
-    if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and hasattr(model, "fit_open"))):
+    if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and model.fits_open)):
         rows = None
     spark_needed = rows is None
     if df is None and spark_needed:

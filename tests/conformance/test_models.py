@@ -6,7 +6,9 @@ passes the same checks on a small slice of a real corpus.
   no duplicates; one class per class space for multi-dimensional models);
 - a save/load round trip predicts identically;
 - for models trained by mixing, mixing identical shard states changes nothing;
-- the same seed gives the same model.
+- the same seed gives the same model;
+- its declared optional capabilities (``fits_open``, ``touched_arrays``, ``supports_edge_offsets``)
+  match what it implements: the Spark layer reads the declarations and never probes.
 
 The Spark check (one partition on Spark equals serial training) is in ``test_models_spark.py``.
 Hierarchical models train on the first documents (by id) of RCV1-v2 (depth-4 tree, internal nodes
@@ -21,7 +23,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkhc.models import get_model_class, names
-from sparkhc.models.base import TRAINING_STRATEGIES, ModelState, StateSum
+from sparkhc.models.base import TRAINING_STRATEGIES, HierModel, ModelState, StateSum
 from sparkhc.persistence import load_model, save_model
 from tests.conformance.slices import Slice, hier_slice, mdc_slice, new_model
 
@@ -122,3 +124,27 @@ def test_same_seed_gives_the_same_model(name: str, slices: dict[str, Slice]) -> 
     a, _ = _fitted(name, slices)
     b, _ = _fitted(name, slices)
     _same_state(a.get_state(), b.get_state())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_declared_capabilities_match_the_model(name: str, slices: dict[str, Slice]) -> None:
+    """``fits_open`` exactly when the class has its own ``fit_open``; ``touched_arrays`` only on
+    models trained by mixing, naming feature-major arrays of the state whose rows ``touched_rows_``
+    (when set after an epoch) has one flag for each; a model that accepts per-edge offsets
+    implements ``shift_edges``."""
+    cls = get_model_class(name)
+    assert cls.fits_open == (cls.fit_open is not HierModel.fit_open)
+    assert isinstance(cls.touched_arrays, tuple)
+    assert not cls.touched_arrays or cls.training == "mixing"
+    model, _ = _fitted(name, slices)
+    assert isinstance(model, HierModel)
+    if model.supports_edge_offsets():
+        assert callable(getattr(model, "shift_edges", None))
+    rows = model.touched_rows_
+    if rows is not None:
+        arrays = model.get_state().arrays
+        named = [k for k in cls.touched_arrays if k in arrays]
+        assert named, (cls.touched_arrays, sorted(arrays))
+        for k in named:
+            assert arrays[k].shape[0] == len(rows), k
+    assert set(model.changed_rows()) == set(cls.touched_arrays)

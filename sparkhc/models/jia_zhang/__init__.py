@@ -62,6 +62,7 @@ class M3MDCModel(HierModel):
     """
 
     name: ClassVar[str] = "m3mdc"
+    fits_open: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
         "lambda1": 0.1,
         "lambda2": 0.001,

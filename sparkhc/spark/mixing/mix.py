@@ -31,16 +31,9 @@ def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: i
         fault_hook(shard, epoch)
     out = model.get_state()
     out.counters = {c: float(v) for c, v in counters.items()}
-    delta = deltas.encode(out, base.arrays, _touched(model))
+    delta = deltas.encode(out, base.arrays, model.changed_rows())
     model.state_ = None
     return delta if delta is not None else out
-
-
-def _touched(model: HierModel) -> dict[str, Any]:
-    """The rows the epoch may have changed, per feature-major array (``W`` and, for averaged
-    weights, ``Wa``, written together), for :func:`deltas.encode`."""
-    rows = getattr(model, "touched_rows_", None)
-    return {"W": rows, "Wa": rows}
 
 
 def mix(

@@ -190,3 +190,15 @@ def test_product_never_imports_scikit_learn() -> None:
         if name.split(".")[0] in FORBIDDEN_IN_PRODUCT
     )
     assert bad == []
+
+
+def test_the_architecture_page_and_the_package_docstring_list_every_mixing_module() -> None:
+    """docs/architecture.md's table of ``sparkhc/spark/mixing/`` and the package docstring name
+    every module of the package (the picture a newcomer reads stays the code's)."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    pkg = ROOT / "sparkhc" / "spark" / "mixing"
+    doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text(encoding="utf-8"))) or ""
+    found = sorted(f.stem for f in pkg.glob("*.py") if f.name != "__init__.py")
+    assert found
+    assert [m for m in found if f"| `{m}.py` |" not in page] == []
+    assert [m for m in found if f":mod:`.{m}`" not in doc] == []

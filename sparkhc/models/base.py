@@ -195,6 +195,11 @@ class HierModel:
         score of edge ``e`` for every document and leaves an ordinary state."""
         return False
 
+    def shift_edges(self, offsets: np.ndarray) -> None:
+        """Add ``offsets[e]`` to the score of edge ``e`` for every document (models whose
+        :meth:`supports_edge_offsets` is True implement it)."""
+        raise ModelError(f"model {self.name!r} cannot carry per-edge score offsets (train.calibrate)")
+
     def fit_open(self, counts: list[np.ndarray], open_blocks: Any) -> HierModel:
         """The exact fit where the rows never come to this process (models with :attr:`fits_open`):
         ``counts`` are the class counts, ``open_blocks(solver, active)`` opens the model's pair

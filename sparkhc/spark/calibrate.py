@@ -2,7 +2,7 @@
 
 The training documents are split into ``train.calibration_folds`` seeded folds by a hash of their
 id; per fold a fresh copy of the model (same class, taxonomy and parameters) is trained by
-:func:`sparkhc.spark.ipm.train_ipm` on the other folds (same epochs, shards, seed and mixing as the
+:func:`sparkhc.spark.mixing.train.train_ipm` on the other folds (same epochs, shards, seed and mixing as the
 real training) and scores the fold's documents on the driver (one fold's rows are collected, as
 the validation slice of ``train.select_epochs``). :func:`sparkhc.calibration.cross_fit` turns the
 out-of-fold scores into offsets; :func:`sparkhc.spark.training.fit_model` adds them to the model
@@ -43,7 +43,7 @@ def fold_ids(doc_ids: Any, k: int, seed: int) -> np.ndarray:
 
 def supports(model: HierModel) -> bool:
     """Whether ``model`` can carry per-edge offsets (the global model with a bias feature)."""
-    return callable(getattr(model, "shift_edges", None)) and float(model.params.get("bias", 0.0)) > 0
+    return model.supports_edge_offsets()
 
 
 def not_applicable(model: HierModel, strategy: str, warm_start: bool) -> str:
@@ -85,11 +85,11 @@ def cross_fit_offsets(
 
     The scored folds are either ``folds`` inner folds cut by :func:`fold_ids` (one training each),
     or, with ``bands = (k, fraction)``, the ``k`` validation bands the epoch selection held out
-    (:func:`sparkhc.spark.small.validation_ids`, :func:`sparkhc.spark.ipm.validation_split`: the
+    (:func:`sparkhc.spark.small.validation_ids`, :func:`sparkhc.spark.mixing.selection.validation_split`: the
     same documents and the same trainings, ``epochs`` being the chosen count, so each band's model
     is the selection's at that epoch). Fewer than :data:`LEAST_FOLDS` bands are cut into parts by
     :func:`fold_ids` (each part still scored out of sample). With ``rows`` (the same documents read
-    in the driver) the trainings run in this process (:func:`sparkhc.spark.ipm.train_on_driver`,
+    in the driver) the trainings run in this process (:func:`sparkhc.spark.mixing.driver.train_on_driver`,
     bit-identical to the Spark path), and ``features`` is not used."""
     from sparkhc.models import get_model_class
     from sparkhc.spark.mixing.selection import validation_split

@@ -317,7 +317,7 @@ def fit_model(
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
     if calib is not None and calib.applied:
-        model.shift_edges(calib.offsets)  # type: ignore[attr-defined]
+        model.shift_edges(calib.offsets)
     return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
                           calib.summary() if calib is not None else calib_skipped)
 

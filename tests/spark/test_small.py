@@ -284,7 +284,10 @@ def test_c_auto_is_chosen_on_inner_folds_and_recorded(spark, rcv1, tmp_path):
     from sparkhc.epochs import AUTO_C_GRID
     from sparkhc.persistence import load_model
 
-    sets = ["train.execution=driver", "train.max_epochs=8", "train.patience=2", "train.shards=2"]
+    # calibrate off: the score offsets of calibrate = auto (tests/spark/test_calibrate.py) would be
+    # added to the auto model only, not to the one with C and the epochs fixed
+    sets = ["train.execution=driver", "train.max_epochs=8", "train.patience=2", "train.shards=2",
+            "train.calibrate=off"]
     info = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "auto", split=None, exclude_fold=0)
     sel = _epoch_selection(tmp_path / "auto")
     assert sel["folds"] == 6 and sel["C_grid"] == list(AUTO_C_GRID) and len(sel["C_scores"]) == 3

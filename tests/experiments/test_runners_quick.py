@@ -130,6 +130,7 @@ def test_li_yamanishi_quick(spark, data_dir, tmp_path):
     _in_range(beps, 0, 1)
 
 
+@pytest.mark.slow  # about 60 s: the M3MDC experiment runner end to end (CI time)
 def test_m3mdc_quick(spark, data_dir, tmp_path):
     _experiment(spark, data_dir, tmp_path, "m3mdc")
     (doc,) = _check_stamps(tmp_path, ["results.json", "table3.md", "correlation_edm.png", "convergence_edm.png",

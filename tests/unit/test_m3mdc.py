@@ -432,6 +432,7 @@ def test_real_flare1_loading():
     assert X[0, 2] == 1.0 and X[0, 7 + 2] == 1.0  # mod_zurich_class = C, largest_spot_size = S
 
 
+@pytest.mark.slow  # about 60 s: the M3MDC experiment runner end to end (CI time)
 def test_experiment_runner_on_a_tiny_staged_data_set(tmp_path):
     rng = np.random.default_rng(0)
     schema = {

@@ -80,3 +80,18 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def refuse_existing(out: str | os.PathLike[str], overwrite: bool) -> None:
+    """Before any work (no input read, no Spark started): an existing output folder on the local
+    file system (a path or a ``file:`` URI) is refused unless ``--overwrite``; other URI schemes
+    are checked by the writer, which refuses them the same way."""
+    from sparkhc.errors import SparkhcError
+
+    text = os.fspath(out)
+    if "://" in text and not text.startswith("file://"):
+        return
+    local = text[len("file://"):] if text.startswith("file://") else text
+    if not overwrite and os.path.lexists(local):
+        raise SparkhcError(f"{text} already exists; pass --overwrite to replace it")
+

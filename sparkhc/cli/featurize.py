@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparkhc.cli._common import common_flags, config, data_flags, print_json, session
+from sparkhc.cli._common import common_flags, config, data_flags, print_json, refuse_existing, session
 
 HELP = "tokenize a corpus into sparse Parquet features"
 
@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
+    refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
     cfg = config(args)  # a bad configuration fails before Spark starts
     summary = pipelines.featurize(
         session(args, spark), cfg, out=args.out, corpus=args.corpus, input_path=args.input,

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparkhc.cli._common import common_flags, config, print_json, selection_flags, selection_of, session
+from sparkhc.cli._common import (
+    common_flags,
+    config,
+    print_json,
+    refuse_existing,
+    selection_flags,
+    selection_of,
+    session,
+)
 
 HELP = "decode documents with a saved model (Parquet output)"
 
@@ -23,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
+    refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
     cfg = config(args)  # a bad configuration fails before Spark starts
     result = pipelines.predict(session(args, spark), cfg, model_dir=args.model, features=args.features,
                                out=args.out, overwrite=args.overwrite, **selection_of(args))

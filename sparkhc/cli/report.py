@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sparkhc.cli._common import print_json, verbose_flag
-from sparkhc.errors import SparkhcError
+from sparkhc.cli._common import print_json, refuse_existing, verbose_flag
 
 HELP = "HTML and Markdown report of an evaluation, with plots"
 
@@ -26,8 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     out = Path(args.out) if args.out is not None else Path(args.predictions) / "report"
-    if out.exists() and not args.overwrite:  # before any work: the report is not replaced silently
-        raise SparkhcError(f"{out} already exists; pass --overwrite to replace it")
+    refuse_existing(out, args.overwrite)  # before any work: the report is not replaced silently
     from sparkhc.report import build_report
 
     res = build_report(args.predictions, out=args.out, model_dir=args.model, features=args.features,

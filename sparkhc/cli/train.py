@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparkhc.cli._common import common_flags, config, print_json, selection_flags, selection_of, session
+from sparkhc.cli._common import (
+    common_flags,
+    config,
+    print_json,
+    refuse_existing,
+    selection_flags,
+    selection_of,
+    session,
+)
 
 HELP = "train a model on featurized documents"
 
@@ -25,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
+    refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
     cfg = config(args)  # a bad configuration fails before Spark starts
     result = pipelines.train(  # a training in the driver (train.execution) never starts Spark
         session(args, spark, deferred=True), cfg, features=args.features, out=args.out, model_name=args.model,

@@ -223,13 +223,13 @@ def test_FZ_32_unknown_corpus(base, tmp_path, capsys):
 
 
 def test_FZ_33_output_exists_without_overwrite(base, tmp_path, capsys):
-    """Checked after the input was read (a large corpus is read before the user hears of it)."""
+    """Checked before the input is read or Spark starts, naming the flag (issue 31)."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "keep").write_text("old")
     docs = write_jsonl(tmp_path / "docs.jsonl", tiny_records(4))
     expect_user_error(capsys, ["featurize", "--input", docs, "--taxonomy", base.taxonomy, "--out", out],
-                      r"o: output directory exists; pass overwrite=True to replace it")
+                      r"o already exists; pass --overwrite to replace it")
     assert (out / "keep").read_text() == "old"
 
 

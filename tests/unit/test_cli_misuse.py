@@ -131,3 +131,41 @@ def test_report_with_overwrite_or_a_new_folder_runs(tmp_path, capsys, no_report_
     code, _, err = _run(["report", "--predictions", str(preds), "--out", str(tmp_path / "new")], capsys)
     assert code == 0 and err == ""
     assert [c["out"] for c in no_report_work] == [None, str(tmp_path / "new")]
+
+
+# ---------------------------------------------------------------- existing outputs, before any work
+@pytest.fixture
+def no_pipeline_work(monkeypatch):
+    """Every pipeline verb and the session replaced by a recorder: a refused output must reach none
+    of them (no input read, no Spark started)."""
+    import sparkhc.spark.pipelines as pipelines
+    from sparkhc.cli import _common
+
+    calls: list[str] = []
+    for name in ("featurize", "train", "predict"):
+        monkeypatch.setattr(pipelines, name, lambda *a, _n=name, **k: calls.append(_n) or {})
+    monkeypatch.setattr(_common, "session", lambda *a, **k: calls.append("session"))
+    for verb in ("featurize", "train", "predict"):
+        monkeypatch.setattr(f"sparkhc.cli.{verb}.session", lambda *a, **k: calls.append("session"))
+    return calls
+
+
+@pytest.mark.parametrize("argv", [
+    ["featurize", "--corpus", "20newsgroups", "--out", "{out}"],
+    ["featurize", "--input", "docs.jsonl", "--taxonomy", "tax.tsv", "--out", "file://{out}"],
+    ["train", "--features", "feats", "--out", "{out}"],
+    ["predict", "--model", "m", "--features", "feats", "--out", "{out}"],
+])
+def test_writing_verbs_refuse_an_existing_output_before_any_work(tmp_path, capsys, no_pipeline_work, argv):
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "keep.txt").write_text("previous")
+    code, stdout, err = _run([a.format(out=out) for a in argv], capsys)
+    assert code == 2 and stdout == ""
+    shown = argv[argv.index("--out") + 1].format(out=out)
+    assert err == f"sparkhc: error: {shown} already exists; pass --overwrite to replace it\n"
+    assert no_pipeline_work == []  # neither the input read nor Spark started
+    assert (out / "keep.txt").read_text() == "previous"
+    # with --overwrite the verb goes on to its work
+    code, _, _ = _run([*[a.format(out=out) for a in argv], "--overwrite"], capsys)
+    assert code == 0 and no_pipeline_work[-1] == argv[0]

@@ -34,6 +34,11 @@ class ParamError(ConfigError, ValueError):
     stages catches it; a :class:`ConfigError` for the CLI's one-line exit 2."""
 
 
+class LocationError(SparkhcError, ValueError):
+    """A path or URI that no file system here can open (a scheme without its connector, a
+    malformed URI); also a :class:`ValueError`, as before it had a class of its own."""
+
+
 class ModelError(SparkhcError):
     """A saved model is missing, truncated, of a newer format, or does not match the data."""
 

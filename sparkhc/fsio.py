@@ -98,8 +98,22 @@ def resolve(location: str | Path) -> tuple[pafs.FileSystem, str]:
     try:
         fs, path = pafs.FileSystem.from_uri(s)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
-        raise ValueError(f"{redact(location)}: not a file system location pyarrow can open ({e})") from None
+        from sparkhc.errors import LocationError
+
+        hint = CONNECTOR_HINTS.get(parts.scheme, "")
+        raise LocationError(f"{redact(location)}: " + (hint or "not a file system location pyarrow can open")
+                            + f" ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     return fs, path.rstrip("/")
+
+
+#: what a URI scheme needs on this machine when pyarrow cannot open it (the first line of the error)
+CONNECTOR_HINTS: dict[str, str] = {
+    "hdfs": ("hdfs:// needs the Hadoop client and a configured cluster: a Java runtime, HADOOP_HOME, "
+             "CLASSPATH=$(hadoop classpath --glob) and libhdfs (ARROW_LIBHDFS_DIR); see docs/deployment.md"),
+    "viewfs": "viewfs:// needs the Hadoop client as hdfs:// does; see docs/deployment.md",
+    "gs": "gs:// needs pyarrow's GCS file system and Google credentials; see docs/deployment.md",
+    "s3": "s3:// (s3a://) needs pyarrow's S3 file system and AWS credentials or AWS_ENDPOINT_URL; see docs/deployment.md",
+}
 
 
 def child(location: str | Path, name: str) -> str:

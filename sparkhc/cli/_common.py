@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 from typing import Any
 
 DEFAULT_DATA_DIR = os.environ.get("SPARKHC_DATA_DIR")
@@ -69,6 +70,8 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
     (:func:`sparkhc.spark.small.deferred_session`)."""
     if spark is not None:
         return spark
+    check_master(args.master if args.master is not None else (os.environ.get("SPARKHC_MASTER") or None),
+                 "--master" if args.master is not None else "$SPARKHC_MASTER")
     if deferred:
         from sparkhc.spark.small import deferred_session
 
@@ -94,4 +97,19 @@ def refuse_existing(out: str | os.PathLike[str], overwrite: bool) -> None:
     local = text[len("file://"):] if text.startswith("file://") else text
     if not overwrite and os.path.lexists(local):
         raise SparkhcError(f"{text} already exists; pass --overwrite to replace it")
+
+
+#: the forms of a Spark master URL (Spark's SparkContext.createTaskScheduler)
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]|"
+                     r"spark://[^/\s]+(,[^/\s]+)*|yarn|k8s://\S+|mesos://\S+")
+
+
+def check_master(master: str | None, where: str = "--master") -> None:
+    """A master URL Spark cannot use is refused before Spark starts (Spark's own error is a Java
+    stack after the JVM came up); None (spark-submit's or the default) passes."""
+    from sparkhc.errors import ConfigError
+
+    if master is not None and not _MASTER.fullmatch(master.strip()):
+        raise ConfigError(f"{where} {master!r} is not a Spark master URL: use local, local[N], local[*], "
+                          "spark://HOST:PORT, yarn or k8s://https://HOST:PORT")
 

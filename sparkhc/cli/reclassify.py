@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkhc.cli._common import MODELS_ENV, master_flag, print_json, setup_logging, verbose_flag
+from sparkhc.cli._common import MODELS_ENV, check_master, master_flag, print_json, setup_logging, verbose_flag
 from sparkhc.errors import SparkhcError
 
 HELP = "classify new partitions of a date-partitioned document collection"
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         models_root = os.environ.get(MODELS_ENV)
         if not models_root:
             raise SparkhcError(f"no model: pass --models ROOT (or set ${MODELS_ENV}) or --model DIR")
+    if spark is None:
+        check_master(args.master)  # before any work, as every verb
     # spark=None: the session starts only when there is something to classify
     summary = reclassify(
         spark, args.input, args.out, models_root=models_root, model_version=args.model_version,

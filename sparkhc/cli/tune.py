@@ -34,15 +34,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.cli._common import session
     from sparkhc.errors import ConfigError
     from sparkhc.ml.tuning import load_grid, tune
-    from sparkhc.spark.session import get_session
 
     grid = load_grid(args.grid)
     fixed = grid.pop("params", {})
     if not isinstance(fixed, dict):
         raise ConfigError(f"{args.grid}: [params] must be a table of fixed Params")
-    spark = spark or get_session(app_name="sparkhc-tune", master=args.master)
+    spark = session(args, spark)
     split = None if args.split in (None, "all") else args.split
     result = tune(spark, args.features, args.out, grid, model=args.model, metric=args.metric, num_folds=args.folds,
                   seed=args.seed, parallelism=args.parallelism, split=split, fold=args.fold,

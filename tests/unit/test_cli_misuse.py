@@ -139,14 +139,14 @@ def no_pipeline_work(monkeypatch):
     """Every pipeline verb and the session replaced by a recorder: a refused output must reach none
     of them (no input read, no Spark started)."""
     import sparkhc.spark.pipelines as pipelines
-    from sparkhc.cli import _common
+    import sparkhc.spark.session
+    import sparkhc.spark.small
 
     calls: list[str] = []
     for name in ("featurize", "train", "predict"):
         monkeypatch.setattr(pipelines, name, lambda *a, _n=name, **k: calls.append(_n) or {})
-    monkeypatch.setattr(_common, "session", lambda *a, **k: calls.append("session"))
-    for verb in ("featurize", "train", "predict"):
-        monkeypatch.setattr(f"sparkhc.cli.{verb}.session", lambda *a, **k: calls.append("session"))
+    monkeypatch.setattr(sparkhc.spark.session, "get_session", lambda *a, **k: calls.append("session"))
+    monkeypatch.setattr(sparkhc.spark.small, "deferred_session", lambda *a, **k: calls.append("session"))
     return calls
 
 
@@ -168,4 +168,43 @@ def test_writing_verbs_refuse_an_existing_output_before_any_work(tmp_path, capsy
     assert (out / "keep.txt").read_text() == "previous"
     # with --overwrite the verb goes on to its work
     code, _, _ = _run([*[a.format(out=out) for a in argv], "--overwrite"], capsys)
-    assert code == 0 and no_pipeline_work[-1] == argv[0]
+    assert code == 0 and no_pipeline_work == ["session", argv[0]]
+
+
+# ---------------------------------------------------------------- master and URI schemes
+@pytest.mark.parametrize("verb", [
+    ["featurize", "--corpus", "20newsgroups", "--out", "{tmp}/f"],
+    ["train", "--features", "feats", "--out", "{tmp}/m"],
+    ["predict", "--model", "m", "--features", "feats", "--out", "{tmp}/p"],
+])
+def test_a_bad_master_is_one_line_before_spark_starts(tmp_path, capsys, no_pipeline_work, verb):
+    code, out, err = _run([*[a.format(tmp=tmp_path) for a in verb], "--master", "nonsense"], capsys)
+    assert code == 2 and out == ""
+    assert err == ("sparkhc: error: --master 'nonsense' is not a Spark master URL: use local, local[N], local[*], "
+                   "spark://HOST:PORT, yarn or k8s://https://HOST:PORT\n")
+    assert no_pipeline_work == []
+
+
+def test_valid_master_urls_pass_the_check(monkeypatch):
+    from sparkhc.cli._common import check_master
+
+    for m in ("local", "local[2]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]", "spark://h:7077",
+              "spark://a:7077,b:7077", "yarn", "k8s://https://h:443", None):
+        check_master(m)
+    for m in ("nonsense", "local[0]", "local[]", "spark:/h", ""):
+        with pytest.raises(ConfigError, match="is not a Spark master URL"):
+            check_master(m)
+
+
+def test_a_scheme_without_its_connector_is_named(tmp_path):
+    """hdfs:// without libhdfs/the Hadoop client here: one line naming what it needs, a LocationError
+    (a SparkhcError, so the CLI exits 2, and a ValueError as before)."""
+    from sparkhc import fsio
+    from sparkhc.errors import LocationError, SparkhcError
+
+    with pytest.raises(LocationError) as e:
+        fsio.resolve("hdfs://namenode:8020/x/features")
+    msg = str(e.value)
+    assert msg.startswith("hdfs://namenode:8020/x/features: hdfs:// needs the Hadoop client and a configured "
+                          "cluster") and "\n" not in msg
+    assert isinstance(e.value, SparkhcError) and isinstance(e.value, ValueError)

@@ -72,6 +72,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from experiments import harness
+from experiments.significance import CONTRADICTED, REPRODUCED, VERDICT_RULE, combine, untested
+from experiments.significance import verdict as rule
 from sparkhc.batch import SparseBatch
 from sparkhc.config import Config
 from sparkhc.errors import DataUnavailableError, InputDataError
@@ -348,10 +350,11 @@ def compute_findings(splits: list[dict[str, Any]], summary: dict[str, dict[str, 
                      corpus: str = "rcv1v2_subset") -> dict[str, Any]:
     """Each finding of :data:`FINDINGS` checked on every loss: the two models' mean losses, the
     mean difference with its spread (standard deviation over folds, or standard error over
-    documents), the paired test's p and whether the paper's direction holds; then a verdict:
-    *reproduced* (holds on all four losses), *partly* (on some), *not* (on none), or *not
-    testable* when the two models lose the same on every test document and loss (e.g. H-SVM and
-    SVM on a flat taxonomy). The paper's figures are those of ``corpus``'s paper table."""
+    documents), the paired test's p and whether the paper's direction holds; then a verdict by the
+    one rule of every results page (:func:`experiments.significance.verdict` per loss, combined over
+    the four by :func:`experiments.significance.combine`; "close" claims are untested gap sizes), or
+    *not testable* when the two models lose the same on every test document and loss (e.g. H-SVM
+    and SVM on a flat taxonomy). The paper's figures are those of ``corpus``'s paper table."""
     test, values = _paired_units(splits)
     paper_name, paper_table = PAPER_TABLES[corpus]
     docs = [s.get("_doc_losses") for s in splits]
@@ -380,11 +383,21 @@ def compute_findings(splits: list[dict[str, Any]], summary: dict[str, dict[str, 
                 holds = not (s[a] > s[other] and p < ALPHA)
             else:  # close
                 holds = abs(s[a] - s[other]) <= CLOSE * s[other]
+            # the one verdict rule (experiments.significance.verdict) on this loss: lower is better,
+            # so A's advantage is -diff; "not worse" fails only on a significant loss; "close" is a
+            # size of gap no test applies to
+            if kind in ("best", "better"):
+                part = rule(1.0, -diff, p)
+            elif kind == "not_worse":
+                part = CONTRADICTED if not holds else REPRODUCED
+            else:
+                part = untested(int(holds))
             paper_vals = {r: paper_table[r][[k for k, _ in LOSSES].index(key)][0] for r in (a, other)}
             losses[key] = {"a": s[a], "b": s[other], "b_row": other, "diff": diff, "spread": spread, "p": p,
-                           "holds": bool(holds), "paper_a": paper_vals[a], "paper_b": paper_vals[other]}
+                           "holds": bool(holds), "verdict": part, "paper_a": paper_vals[a], "paper_b": paper_vals[other]}
         n_hold = sum(v["holds"] for v in losses.values())
-        verdict = "reproduced" if n_hold == len(LOSSES) else ("partly" if n_hold else "not reproduced")
+        verdict = (untested(n_hold, len(LOSSES)) if kind == "close"
+                   else combine([v["verdict"] for v in losses.values()]))
         b_rows = {v["b_row"] for v in losses.values()}
         if len(b_rows) == 1 and same(a, next(iter(b_rows))):
             verdict = "not testable (identical losses on every document)"
@@ -416,8 +429,8 @@ def render_findings(findings: dict[str, Any]) -> list[str]:
                      + "<br>".join(ours) + " | " + "<br>".join(sig) + f" | **{f['verdict']}** |")
     lines += [
         "",
-        f"Verdicts: *reproduced* when the paper's direction holds on all four losses, *partly* on some, "
-        f"*not reproduced* on none (✗ marks a loss where it does not hold); *not testable* when the two "
+        VERDICT_RULE + " Here per loss (paired t-test), combined over the four (✗ marks a loss where the "
+        "paper's direction does not hold); *not testable* when the two "
         "models have the same losses on every test document. \"Best\": lowest mean loss of "
         f"the six paper rows (tested against the next best); \"not worse\": A is not worse with p < "
         f"{findings['alpha']}; \"close\": |A − B| ≤ {100 * findings['close']:.0f} % of B (the paper's "

@@ -48,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from experiments import harness
+from experiments.significance import VERDICT_RULE, verdict
 from sparkhc.config import Config
 from sparkhc.errors import DataUnavailableError
 from sparkhc.metrics import break_even_point, pr_curve
@@ -518,12 +519,10 @@ def _fmt(x: float | None) -> str:
     return "–" if x is None or not np.isfinite(x) else f"{x:.2f}"
 
 
-def _verdict(ours_diff: float, p_greater: float) -> str:
-    if ours_diff > 0 and p_greater < 0.05:
-        return "reproduced"
-    if ours_diff > 0:
-        return "partly (direction only)"
-    return "not"
+def _verdict(ours_diff: float, p_two_sided: float) -> str:
+    """A claim "A beats B" (the paper's direction is always A ahead here): the one rule of every
+    results page (:func:`experiments.significance.verdict`) on the two-sided Wilcoxon p."""
+    return verdict(1.0, ours_diff, p_two_sided)
 
 
 def _pc(t: dict[str, Any], a: str, b: str) -> str:
@@ -551,7 +550,7 @@ def findings_rows(results: dict[str, Any]) -> list[str]:
         diff = m[a]["bep"] - m[b]["bep"]
         rows.append(f"| {text} (paper-faithful) | {pa:.2f} vs {pb:.2f} ({pa - pb:+.2f}) | {m[a]['bep']:.3f} vs "
                     f"{m[b]['bep']:.3f} ({diff:+.3f}); {t['mean_a']:.3f} ± {t['std_a']:.3f} vs {t['mean_b']:.3f} ± "
-                    f"{t['std_b']:.3f} | {_pc(t, a, b)} | {_verdict(diff, t['p_greater'])} |")
+                    f"{t['std_b']:.3f} | {_pc(t, a, b)} | {_verdict(diff, t['p_two_sided'])} |")
     for setting in SETTINGS:
         inv = lew.get(setting, {}).get("investigation")
         if not inv:
@@ -565,7 +564,7 @@ def findings_rows(results: dict[str, Any]) -> list[str]:
                     f"{PAPER_BEP[setting]['WBM']:.2f} | FMM ({sel['scheme']}, γ = {sel['gamma']:g}, s = "
                     f"{sel['n_iter']}) {te['fmm_selected']['bep']:.3f} vs WBM (α = {w['alpha']:g}) "
                     f"{te['wbm_selected']['bep']:.3f} ({diff:+.3f}); {t['mean_a']:.3f} ± {t['std_a']:.3f} vs "
-                    f"{t['mean_b']:.3f} ± {t['std_b']:.3f} | {_pc(t, 'FMM', 'WBM')} | {_verdict(diff, t['p_greater'])} |")
+                    f"{t['mean_b']:.3f} ± {t['std_b']:.3f} | {_pc(t, 'FMM', 'WBM')} | {_verdict(diff, t['p_two_sided'])} |")
     return rows
 
 
@@ -732,8 +731,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "extension rows choose FMM's γ, s and cluster scheme and WBM's smoothing on validation data carved "
         "from the training documents. The paper names no significance test; the test here is the Wilcoxon "
         "signed-rank test over the evaluated categories' break-even points (9 on set 1, 10 on set 2). "
-        "Verdict: *reproduced* when the difference goes the paper's way with one-sided p < 0.05, *partly* "
-        "when only the direction holds, *not* when it goes the other way.",
+        + VERDICT_RULE,
         "",
         *findings_rows(results),
         "",

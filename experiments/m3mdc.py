@@ -28,6 +28,7 @@ import scipy.stats
 
 from experiments import harness
 from experiments import mdc_baselines as mb
+from experiments.significance import VERDICT_RULE, untested, verdict
 from sparkhc.models.jia_zhang.data import FeatureScaler, MDCDataset, load_mdc, resolve_mdc_dir
 from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM, PairSolver, mdc_metrics
 
@@ -399,30 +400,12 @@ def _plot_grid(ds_results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _verdict(paper_diff: float, ours: float, p_greater: float | None, p_two_sided: float | None,
-             alpha: float = 0.05) -> str:
+def _verdict(paper_diff: float, ours: float, p_greater: float | None, p_two_sided: float | None) -> str:
     """The verdict on a paper claim "A better than / level with / worse than B" from our mean
-    difference ``ours`` (A - B) and the Wilcoxon p-values over folds.
-
-    Level (``paper_diff == 0``): reproduced when there is no significant difference. Otherwise
-    reproduced when ours goes the paper's way significantly (one-sided p < alpha; for "worse than"
-    the one-sided p in that direction is ``1 - p_greater``, approximated by ``p_two_sided / 2``
-    when ours < 0), partly when only the direction holds, and "not" split by what we see instead:
-    no significant difference, or significantly the other way.
-    """
-    if paper_diff == 0:
-        return "reproduced" if p_two_sided is None or p_two_sided >= alpha else "not"
-    sign = 1.0 if paper_diff > 0 else -1.0
-    d = sign * ours
-    if paper_diff > 0:
-        p_way = p_greater
-    else:
-        p_way = None if p_two_sided is None else (p_two_sided / 2 if ours < 0 else 1.0)
-    if d > 1e-12:
-        return "reproduced" if p_way is not None and p_way < alpha else "partly (direction only)"
-    if p_two_sided is None or p_two_sided >= alpha:
-        return "not (no significant difference)"
-    return "not (significantly the other way)"
+    difference ``ours`` (A - B) and the two-sided Wilcoxon p over folds: the one rule of every
+    results page (:func:`experiments.significance.verdict`); ``p_greater`` is shown, not used."""
+    del p_greater
+    return verdict(float(np.sign(paper_diff)), ours, p_two_sided)
 
 
 def findings(results: dict[str, Any]) -> list[dict[str, str]]:
@@ -471,7 +454,7 @@ def findings(results: dict[str, Any]) -> list[dict[str, str]]:
                     f"λ1 = {best['lambda1']:g}, λ2 = {best['lambda2']:g} (default {gap:.3f} below); HS spread over "
                     f"λ2 ≤ 1 at λ1 = 0.1: {spread:.3f}",
             "significance": "none (a sensitivity plot; the best cell is read off the test folds, so it is no selection)",
-            "verdict": "reproduced" if gap <= 0.01 else ("partly" if gap <= 0.03 else "not"),
+            "verdict": untested(2 if gap <= 0.01 else (1 if gap <= 0.03 else 0), 2),
         })
     return rows
 
@@ -541,8 +524,7 @@ def _table3(results: dict[str, Any]) -> str:
         "paper's settings (LIBSVM linear kernel with its default C = 1; ensembles of 10 members on 67 % samples, "
         "majority vote). The paper's test is the Wilcoxon signed-rank test over its 10 data sets per metric; "
         "with two data sets here it is applied over the 10 folds of each data set (one-sided: M3MDC better). "
-        "Verdict: *reproduced* when the difference goes the paper's way with one-sided p < 0.05, *partly* when "
-        "only the direction holds, *not* when it goes the other way (for a claim of a loss: the direction only). "
+        + VERDICT_RULE + " "
         "No extension (tuned setting) is used in these rows; nothing here was chosen on test folds.",
         "",
         *_findings_table(rows),

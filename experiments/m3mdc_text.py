@@ -31,6 +31,8 @@ from pyspark.sql import SparkSession
 from experiments import harness
 from experiments import mdc_baselines as mb
 from experiments.m3mdc import wilcoxon_test
+from experiments.significance import VERDICT_RULE
+from experiments.significance import verdict as rule
 from sparkhc.config import Config
 from sparkhc.features import CORPUS_FILE, features_taxonomy
 from sparkhc.models.jia_zhang.solver import mdc_metrics
@@ -229,14 +231,7 @@ def findings(doc: dict[str, Any]) -> list[str]:
             p1, p2 = mc["p_greater"], mc["p_two_sided"]
             sig = (f"exact McNemar: {mc['m3mdc_only']} documents only M3MDC gets right, {mc['other_only']} only "
                    f"{other}; one-sided p = {p1:.3g}, two-sided p = {p2:.3g}")
-        if paper.startswith("tie"):
-            verdict = "reproduced" if p2 >= 0.05 else "not"
-        elif ours > 0 and p1 < 0.05:
-            verdict = "reproduced"
-        elif ours > 0:
-            verdict = "partly (direction only)"
-        else:
-            verdict = "not"
+        verdict = rule(0.0 if paper.startswith("tie") else 1.0, ours, p2)
         rows.append(f"| M3MDC {'level with' if paper.startswith('tie') else 'better than'} {other} in "
                     f"{LABELS[metric]} | {paper} (over 10 data sets) | {s['M3MDC']['metrics'][metric]:.4f} vs "
                     f"{s[other]['metrics'][metric]:.4f} ({ours:+.4f}) | {sig} | {verdict} |")
@@ -265,8 +260,7 @@ def table(doc: dict[str, Any]) -> str:
         "over its 10 data sets) are restated here for Reuters topic × place. One train / test split (ModApte), "
         "so the significance tests are paired over the test documents. Paper-faithful rows: M3MDC at the "
         "paper's defaults against the baselines at LIBSVM's default C = 1; nothing was chosen on the test split. "
-        "Verdict: *reproduced* when the difference goes the paper's way with one-sided p < 0.05 (for a tie: "
-        "two-sided p ≥ 0.05), *partly* when only the direction holds, *not* otherwise.",
+        + VERDICT_RULE,
         "",
         *findings(doc),
         "",

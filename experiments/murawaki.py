@@ -13,9 +13,11 @@ Two blocks of rows:
   Alg. 5 (prediction-based updates, no bias) mixed over 10 shards, R = 3.
 * **sparkhc** (run configuration and extensions, fixed before these runs; none is chosen here):
   the same systems at the run's shard count (``train.shards = 0``: the task slots), DP-GT-BF-CA
-  (sparkhc's default global model: cost-augmented updates with a per-edge Hamming margin and a bias
-  feature, selected on validation data, docs/benchmarks.md) and a one-vs-rest LinearSVC
-  (LIBLINEAR, C = 1) reference row.
+  (cost-augmented updates with one per-edge Hamming margin and a bias feature, at this page's
+  pinned C = 1 and 10 epochs), ``sparkhc defaults`` (the product's shipped configuration, what
+  ``sparkhc train`` gives: C and the epochs chosen on validation bands of the training part,
+  label-frequency-aware margins, calibration) and a one-vs-rest LinearSVC (LIBLINEAR, C = 1)
+  reference row.
 
 Besides the paper's Table 1 the page has: the findings table (paper claim, ours, significance,
 verdict), paired significance tests (:mod:`experiments.significance`), Table 2 (scores on the
@@ -40,11 +42,15 @@ from pyspark.sql import SparkSession
 
 from experiments import harness
 from experiments.significance import (
+    VERDICT_RULE,
     approximate_randomization,
+    combine,
     micro_f,
     paired_t_over_folds,
     per_document_counts,
     sign_test,
+    untested,
+    verdict,
 )
 from sparkhc.config import Config
 from sparkhc.features import (
@@ -69,6 +75,9 @@ AUTO = 0  # the run's shard count (train.shards; 0 = the task slots)
 PAPER_SHARDS = 10  # Sect. 5: "we evenly split the training data into 10 shards"
 PAPER_EPOCHS = 10  # Sect. 5: 10 epochs (train.epochs = 0, the validation choice, is sparkhc's default, not the paper's)
 PAPER_C = 1.0  # the global model's C of these pages (model.global.C = 0.3, a validation choice, is sparkhc's default since)
+#: Table 2's claim is about the other systems overfitting: it holds only where DP-GT-BF itself fits the
+#: training data (training hF at least this), not where the gap is DP-GT-BF underfitting
+FITS = 0.95
 # the paper's document features: frequency-valued content words, not normalized (Sect. 5)
 TF_FEATURES: dict[str, Any] = {"weighting": "tf", "l2_normalize": False}
 
@@ -82,6 +91,9 @@ class Spec:
     params: dict[str, Any] = field(default_factory=dict)
     shards: int = AUTO
     features: str = "default"
+    #: True: the product's current defaults (the run's configuration as given: epochs and C chosen on
+    #: validation, calibration), nothing of this page pinned
+    product: bool = False
 
 
 # name -> spec; the paper's Table 1 systems with the paper's settings
@@ -94,12 +106,17 @@ PAPER: dict[str, Spec] = {
     "DP-GT": Spec("global", {"branching": False, **PAPER_GT}, PAPER_SHARDS),
     "DP-GT-BF": Spec("global", {"branching": True, **PAPER_GT}, PAPER_SHARDS),
 }
+DEFAULTS_ROW = "sparkhc defaults"
 # sparkhc's rows: the run's shard count ("auto" is replaced by the number in the names) and extensions
 EXT: dict[str, Spec] = {
     **{f"{name} (auto shards)": replace(spec, shards=AUTO) for name, spec in PAPER.items()},
-    # sparkhc's default global model (extension): cost-augmented updates with a per-edge Hamming
-    # margin and a bias feature (GlobalPA ``update="cost_augmented"``, conf/models/global-bf-ca.toml)
+    # cost-augmented updates with one per-edge Hamming margin and a bias feature (GlobalPA
+    # ``update="cost_augmented"``) at this page's pinned C = 1 and 10 epochs: the extension as these
+    # pages first measured it, not the product's current defaults (the next row)
     "DP-GT-BF-CA": Spec("global", {"branching": True, **CA_GT}, AUTO),
+    # what a user gets: `sparkhc train` with the shipped configuration (C and the epochs chosen on
+    # validation bands of the training part, label-frequency-aware margins, calibration)
+    DEFAULTS_ROW: Spec("global", {}, AUTO, product=True),
     "DP-GT-BF-CA (10 shards)": Spec("global", {"branching": True, **CA_GT}, PAPER_SHARDS),
 }
 SVM_ROW = "SVM (LIBLINEAR 1-vs-rest)"
@@ -112,7 +129,7 @@ PAIRS = [
     ("FLAT", "LS-ALL"), ("LS-ALL", "LS-SIB"), ("DP-ALL", "DP-SIB"),
     ("DP-GT-BF (auto shards)", "DP-GT (auto shards)"), ("DP-ALL (auto shards)", "DP-ALL"),
     ("FLAT (auto shards)", "FLAT"), ("DP-GT-BF-CA", "DP-GT-BF"), ("DP-GT-BF-CA", "DP-ALL"),
-    ("DP-GT-BF-CA", SVM_ROW),
+    ("DP-GT-BF-CA", SVM_ROW), (DEFAULTS_ROW, "DP-GT-BF"), (DEFAULTS_ROW, "DP-GT-BF-CA"), (DEFAULTS_ROW, SVM_ROW),
 ]
 
 
@@ -139,7 +156,7 @@ def _train_key(spec: Spec, shards: int) -> str:
     """Systems with the same key share one trained model (LS/DP over the same edge classifiers,
     the auto-shard row when the run's shard count is the paper's, the grid and the table)."""
     params = {k: v for k, v in sorted(spec.params.items()) if k != "decoder"}
-    tag = "-".join(f"{k}={v}" for k, v in params.items())
+    tag = "defaults" if spec.product else "-".join(f"{k}={v}" for k, v in params.items())
     return f"{spec.model}-{tag}-s{shards}-{spec.features}".replace(" ", "")
 
 
@@ -166,6 +183,7 @@ def run(
     from sparkhc.spark.mixing.settings import resolve_shards
 
     S = resolve_shards(spark, cfg.train.shards)
+    product_cfg = replace(cfg, train=replace(cfg.train, shards=S))  # the defaults row: as given
     # the paper's fixed 10 epochs where the configuration leaves them to validation (train.epochs = 0)
     cfg = replace(cfg, train=replace(cfg.train, shards=S, epochs=cfg.train.epochs or PAPER_EPOCHS))
     out = Path(out)
@@ -220,7 +238,7 @@ def run(
         train_scores: dict[str, dict[str, float]] = {}
         impact: dict[str, dict[str, float]] = {}
         for name, (spec, _block) in table.items():
-            key, mdir, secs = _train_once(spark, cfg, spec, feats, rdir, sel_train, trained)
+            key, mdir, secs = _train_once(spark, product_cfg if spec.product else cfg, spec, feats, rdir, sel_train, trained)
             model = _loaded(spec, mdir)
             train_b, test_b = splits[spec.features]
             results[name], counts = _evaluate(model, tax, scored, test_b, secs)
@@ -235,7 +253,7 @@ def run(
             log.info("round %d %s: %s", r, name, {k: round(v, 4) for k, v in results[name].items() if k in F_KEYS})
         grid_rows: dict[str, dict[str, Any]] = {}
         for name, spec in grid.items():
-            key, mdir, secs = _train_once(spark, cfg, spec, feats, rdir, sel_train, trained)
+            key, mdir, secs = _train_once(spark, product_cfg if spec.product else cfg, spec, feats, rdir, sel_train, trained)
             model = _loaded(spec, mdir)
             train_b, test_b = splits[spec.features]
             test_m, _ = _evaluate(model, tax, scored, test_b, secs)
@@ -309,7 +327,7 @@ def _train_once(spark: SparkSession, cfg: Config, spec: Spec, feats: dict[str, P
     key = _train_key(spec, shards)
     if key not in trained:
         mdir = rdir / f"model-{key}"
-        pinned = {"C": PAPER_C} if spec.model == "global" else {}
+        pinned = {"C": PAPER_C} if spec.model == "global" and not spec.product else {}
         syscfg = replace(cfg, model={**cfg.model, spec.model: {**cfg.model_params(spec.model), **pinned, **spec.params}},
                          train=replace(cfg.train, shards=shards))
         t0 = time.perf_counter()
@@ -535,6 +553,18 @@ def _sig_cell(s: dict[str, Any] | None) -> str:
 
 
 # ------------------------------------------------------------------------------ findings
+def _tested(s: dict[str, Any] | None, dh: float, de: float | None = None, sign: int = 1) -> str:
+    """The verdict of a claim tested on this pair (:func:`experiments.significance.verdict`): on hF
+    by the approximate randomization test, and, with ``de``, on EBF by the sign test too (both parts
+    combined). ``dh`` / ``de``: the differences oriented the claim's way; ``sign`` 0: a claim of parity."""
+    if s is None:
+        return verdict(sign, dh, None)
+    parts = [verdict(sign, dh, s["ar_hF"]["p"])]
+    if de is not None:
+        parts.append(verdict(sign, de, s["sign_EBF"]["p"]))
+    return combine(parts)
+
+
 def _mean(doc: dict[str, Any], system: str, key: str, part: str = "summary") -> float:
     return float(doc[part][system][key][0])
 
@@ -553,16 +583,20 @@ def _pm(mean: float, std: float, n: int, scale: float = 100.0, digits: int = 2, 
 
 def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
     """The findings table: the paper's claims (Sect. 5-6, Tables 1-2, Figures 2-3) against this
-    run, each with its significance and a verdict (reproduced / partly / not). Paper-faithful
-    rows compare the paper-faithful systems; sparkhc rows the run configuration and extensions."""
+    run, each with its significance and a verdict by the one rule of every results page
+    (:func:`experiments.significance.verdict`: a tested claim is reproduced / a tie / contradicted by
+    the approximate randomization test on hF, and the sign test on EBF where the claim names it, at
+    p < 0.05; a claim no test applies to, a size or a figure's shape, holds / holds in part / does not
+    hold, marked untested). Paper-faithful rows compare the paper-faithful systems; sparkhc rows the
+    run configuration and extensions."""
     S = int(doc["shards"])
     n = len(doc["per_round"])
     summ = doc["summary"]
     rows: list[dict[str, str]] = []
 
-    def add(block: str, finding: str, paper: str, ours: str, sig: str, verdict: str) -> None:
+    def add(block: str, finding: str, paper: str, ours: str, sig: str, v: str) -> None:
         rows.append({"block": block, "finding": finding, "paper": paper, "ours": ours, "significance": sig,
-                     "verdict": verdict})
+                     "verdict": v})
 
     paper = [s for s in PAPER if s in summ]
     if {"DP-GT-BF", "FLAT", "DP-ALL", "DP-GT"} <= set(paper):
@@ -572,30 +606,28 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
         k_bf = wins.get("DP-GT-BF", 0)
         add("paper", "DP-GT-BF performs best", "best in 5 of the 12 measures (the most of any system)",
             f"DP-GT-BF best in {k_bf} of 12; most: {top} ({wins[top]})", "—",
-            "reproduced" if top == "DP-GT-BF" else ("partly" if k_bf else "not"))
+            untested(2 if top == "DP-GT-BF" else (1 if k_bf else 0), 2))
         for base in ("FLAT", "DP-ALL", "DP-GT"):
             s = _sig(doc, "DP-GT-BF", base)
             dh, sh = _diff(doc, "DP-GT-BF", base, "hF")
             de, se = _diff(doc, "DP-GT-BF", base, "EBF")
-            ok = s is not None and dh > 0 and de > 0 and s["sign_EBF"]["p"] < 0.01 and s["ar_hF"]["p"] < 0.01
             add("paper", f"DP-GT-BF significantly better than {base}", "p < 0.01",
-                f"ΔhF {_pm(dh, sh, n)}, ΔEBF {_pm(de, se, n)}", _sig_cell(s),
-                "reproduced" if ok else ("partly" if (dh > 0 or de > 0) else "not"))
+                f"ΔhF {_pm(dh, sh, n)}, ΔEBF {_pm(de, se, n)}", _sig_cell(s), _tested(s, dh, de))
         better = [k for k in F_KEYS if summ["DP-GT-BF"][k][0] > summ["DP-GT"][k][0]]
+        s = _sig(doc, "DP-GT-BF", "DP-GT")
         add("paper", "Branching features consistently improve the F measures (DP-GT-BF vs DP-GT)",
-            "all F measures up", f"{len(better)} of 4 up ({', '.join(better) or 'none'})",
-            _sig_cell(_sig(doc, "DP-GT-BF", "DP-GT")),
-            "reproduced" if len(better) == 4 else ("partly" if better else "not"))
+            "all F measures up", f"{len(better)} of 4 up ({', '.join(better) or 'none'})", _sig_cell(s),
+            _tested(s, _diff(doc, "DP-GT-BF", "DP-GT", "hF")[0], _diff(doc, "DP-GT-BF", "DP-GT", "EBF")[0]))
     if {"FLAT", "LS-ALL"} <= set(paper):
         k = sum(1 for m in TABLE_KEYS if summ["FLAT"][m][0] > summ["LS-ALL"][m][0])
         add("paper", "Top-down local search is generally outperformed by FLAT (FLAT vs LS-ALL)",
             "FLAT ahead in most measures", f"FLAT ahead in {k} of 12", _sig_cell(_sig(doc, "FLAT", "LS-ALL")),
-            "reproduced" if k > 6 else ("partly" if k >= 4 else "not"))
+            _tested(_sig(doc, "FLAT", "LS-ALL"), _diff(doc, "FLAT", "LS-ALL", "hF")[0]))
     if {"DP-ALL", "LS-ALL"} <= set(paper):
         k = sum(1 for m in TABLE_KEYS if summ["DP-ALL"][m][0] > summ["LS-ALL"][m][0])
         add("paper", "DP-ALL outperforms LS-ALL", "in 11 of 12 measures", f"in {k} of 12",
             _sig_cell(_sig(doc, "DP-ALL", "LS-ALL")),
-            "reproduced" if k >= 11 else ("partly" if k > 6 else "not"))
+            _tested(_sig(doc, "DP-ALL", "LS-ALL"), _diff(doc, "DP-ALL", "LS-ALL", "hF")[0]))
     if {"DP-SIB", "LS-ALL", "LS-SIB"} <= set(paper):
         others = [s for s in paper if s != "DP-SIB"]
         low = [m for m in ("EBF", "hF") if summ["DP-SIB"][m][0] < min(summ[s][m][0] for s in others)]
@@ -605,38 +637,40 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
             "DP-SIB far below the rest; LS-ALL ≈ LS-SIB",
             f"DP-SIB the lowest on {' and '.join(low) if low else 'neither EBF nor hF'} (hF {100 * gap:+.2f} vs "
             f"the mean of the others); LS-ALL − LS-SIB hF {_pm(dls, sls, n)}",
-            _sig_cell(_sig(doc, "DP-ALL", "DP-SIB")),
-            "reproduced" if len(low) == 2 and abs(dls) < 0.01 else ("partly" if low else "not"))
+            _sig_cell(_sig(doc, "DP-ALL", "DP-SIB")) + "; LS-ALL vs LS-SIB: " + _sig_cell(_sig(doc, "LS-ALL", "LS-SIB")),
+            combine([_tested(_sig(doc, "DP-ALL", "DP-SIB"), _diff(doc, "DP-ALL", "DP-SIB", "hF")[0]),
+                     _tested(_sig(doc, "LS-ALL", "LS-SIB"), dls, sign=0)]))
     if {"DP-ALL", "DP-GT-BF"} <= set(paper):
         dh, sh = _diff(doc, "DP-ALL", "DP-GT-BF", "hF")
         s = _sig(doc, "DP-GT-BF", "DP-ALL")
-        level = abs(dh) <= 0.01 or (s is not None and s["ar_hF"]["p"] >= 0.05)
         add("paper", "DP-ALL is competitive with DP-GT-BF (but below it)", "close, DP-GT-BF ahead",
-            f"DP-ALL − DP-GT-BF hF {_pm(dh, sh, n)}", _sig_cell(s),
-            "reproduced" if level and dh <= 0 else ("partly" if level else "not"))
+            f"DP-ALL − DP-GT-BF hF {_pm(dh, sh, n)}", _sig_cell(s), _tested(s, -dh))
     if {"DP-ALL", "DP-GT", "DP-GT-BF"} <= set(paper):
         ra = summ["DP-GT"]["model_size"][0] / summ["DP-ALL"]["model_size"][0]
         rb = summ["DP-GT-BF"]["model_size"][0] / summ["DP-ALL"]["model_size"][0]
         add("paper", "Global training gives much smaller models than DP-ALL", "GT models much smaller",
             f"size / DP-ALL: DP-GT {ra:.2f}, DP-GT-BF {rb:.2f}", "—",
-            "reproduced" if max(ra, rb) < 0.8 else ("partly" if min(ra, rb) < 1 else "not"))
+            untested(2 if max(ra, rb) < 0.8 else (1 if min(ra, rb) < 1 else 0), 2))
         rbf = summ["DP-GT-BF"]["model_size"][0] / summ["DP-GT"]["model_size"][0]
         add("paper", "Branching features make the model smaller (DP-GT-BF vs DP-GT)", "smaller",
             f"size DP-GT-BF / DP-GT {rbf:.2f} ({summ['DP-GT-BF']['model_size'][0]:,.0f} vs "
-            f"{summ['DP-GT']['model_size'][0]:,.0f})", "—", "reproduced" if rbf < 1 else "not")
+            f"{summ['DP-GT']['model_size'][0]:,.0f})", "—", untested(int(rbf < 1)))
     if {"DP-GT-BF", "FLAT"} <= set(paper):
         r = summ["DP-GT-BF"]["model_size"][0] / summ["FLAT"]["model_size"][0]
         add("paper", "DP-GT-BF is smaller than FLAT", "16 % smaller", f"{100 * (r - 1):+.0f} %", "—",
-            "reproduced" if r < 1 else "not")
+            untested(int(r < 1)))
     tr = doc.get("train_summary", {})
     if {"FLAT", "DP-ALL", "DP-GT-BF"} <= set(tr):
-        # "much higher": at least one point on both hF and EBF; higher by less: partly
+        # "much higher": at least one point on both hF and EBF, for each of FLAT and DP-ALL; and the
+        # claim is about the others fitting the training data, so DP-GT-BF must fit it itself
+        # (training hF >= FITS): a gap made by DP-GT-BF underfitting is not the paper's overfitting
         gaps = {s: min(tr[s][k][0] - tr["DP-GT-BF"][k][0] for k in ("hF", "EBF")) for s in ("FLAT", "DP-ALL")}
+        fits = tr["DP-GT-BF"]["hF"][0] >= FITS
         add("paper", "Table 2: FLAT and DP-ALL score much higher on the training data than DP-GT-BF (overfitting)",
             "both much higher", "training hF FLAT {:.2f}, DP-ALL {:.2f}, DP-GT-BF {:.2f}".format(
-                *(100 * tr[s]["hF"][0] for s in ("FLAT", "DP-ALL", "DP-GT-BF"))), "—",
-            "reproduced" if all(g >= 0.01 for g in gaps.values())
-            else ("partly" if any(g > 0 for g in gaps.values()) else "not"))
+                *(100 * tr[s]["hF"][0] for s in ("FLAT", "DP-ALL", "DP-GT-BF")))
+            + ("" if fits else f" (DP-GT-BF underfits: training hF below {100 * FITS:.0f})"), "—",
+            untested(sum(g >= 0.01 for g in gaps.values()) if fits else min(1, sum(g >= 0.01 for g in gaps.values())), 2))
     lv = doc.get("levels", {})
     if {"DP-ALL", "DP-GT-BF"} <= set(lv):
         dec = [s for s in ("DP-ALL", "DP-GT-BF") if _decreasing(lv[s]["weights_per_edge"])]
@@ -646,7 +680,7 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
                 f"{s} " + " / ".join(f"{v:,.0f}" for _, v in sorted(lv[s]['weights_per_edge'].items(),
                                                                       key=lambda kv: int(kv[0])))
                 for s in ("DP-ALL", "DP-GT-BF")), "—",
-            "reproduced" if len(dec) == 2 else ("partly" if dec else "not"))
+            untested(len(dec), 2))
     if {"DP-SIB", "DP-GT-BF"} <= set(lv):
         sib, gt = lv["DP-SIB"]["weights_per_edge"], lv["DP-GT-BF"]["weights_per_edge"]
         ds = sorted(int(d) for d in sib if d in gt)
@@ -656,15 +690,14 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
             "compact at depth 1, larger below",
             f"depth 1: DP-GT-BF {gt[str(ds[0])]:,.0f} vs DP-SIB {sib[str(ds[0])]:,.0f} weights per edge; larger "
             f"below at {len(below)} of {len(ds) - 1} depths", "—",
-            "reproduced" if top and len(below) == len(ds) - 1 else ("partly" if top or below else "not"))
+            untested(int(top) + (2 if len(below) == len(ds) - 1 else int(bool(below))), 3))
     if all(s in lv and "impact" in lv[s] for s in ("DP-ALL", "DP-GT-BF")):
         ratio = {s: _top_over_bottom(lv[s]["impact"]) for s in FIGURE2 if s in lv and "impact" in lv[s]}
         smallest = min(ratio, key=lambda s: ratio[s])
         add("paper", "Figure 2 (d-f): higher-level edges have larger impact, least so in DP-GT-BF",
             "impact falls with depth; flattest in DP-GT-BF",
             "mean absolute edge score, depth 1 / deepest depth: " + ", ".join(f"{s} {v:.2f}" for s, v in ratio.items()), "—",
-            "reproduced" if all(v > 1 for v in ratio.values()) and smallest == "DP-GT-BF"
-            else ("partly" if all(v > 1 for v in ratio.values()) else "not"))
+            untested(int(all(v > 1 for v in ratio.values())) + int(smallest == "DP-GT-BF"), 2))
     if "bf_weights" in doc:
         mean_rows = {k: v for k, v in doc["bf_weights"].items() if k.startswith("depth")}
         neg = all(x < 0 for v in mean_rows.values() for x in v)
@@ -672,7 +705,7 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
         add("paper", "Figure 3: branching weights (mean over parents) all negative, penalty growing with k",
             "all negative, monotone", f"all negative: {'yes' if neg else 'no'}; monotone in {mono} of "
             f"{len(mean_rows)} depths (see _bf_weights.md)", "—",
-            "reproduced" if neg and mono == len(mean_rows) else ("partly" if mono else "not"))
+            untested(int(neg) + int(mono == len(mean_rows)), 2))
 
     # sparkhc: run configuration and extensions
     for base in ("FLAT", "DP-ALL"):
@@ -687,11 +720,14 @@ def findings(doc: dict[str, Any]) -> list[dict[str, str]]:
         r = summ[a]["model_size"][0] / summ[b]["model_size"][0]
         add("sparkhc", f"Branching features at {S} shards", "better and smaller",
             f"ΔhF {_pm(dh, sh, n)}; size ratio {r:.2f}", _sig_cell(_sig(doc, a, b)), "—")
-    for base in ("DP-GT-BF", "DP-ALL", SVM_ROW):
-        if "DP-GT-BF-CA" in summ and base in summ:
-            dh, sh = _diff(doc, "DP-GT-BF-CA", base, "hF")
-            add("sparkhc", f"DP-GT-BF-CA (sparkhc default, {S} shards) vs {base}", "—",
-                f"ΔhF {_pm(dh, sh, n)}", _sig_cell(_sig(doc, "DP-GT-BF-CA", base)), "—")
+    for a, base in (("DP-GT-BF-CA", "DP-GT-BF"), ("DP-GT-BF-CA", "DP-ALL"), ("DP-GT-BF-CA", SVM_ROW),
+                    (DEFAULTS_ROW, "DP-GT-BF"), (DEFAULTS_ROW, "DP-GT-BF-CA"), (DEFAULTS_ROW, SVM_ROW)):
+        if a in summ and base in summ:
+            dh, sh = _diff(doc, a, base, "hF")
+            what = ("DP-GT-BF-CA (C = 1, 10 epochs, one margin)" if a == "DP-GT-BF-CA"
+                    else "sparkhc defaults (C and epochs chosen on validation, calibration)")
+            add("sparkhc", f"{what}, {S} shards, vs {base}", "—",
+                f"ΔhF {_pm(dh, sh, n)}", _sig_cell(_sig(doc, a, base)), "—")
     return rows
 
 
@@ -746,10 +782,14 @@ def _markdown(doc: dict[str, Any], tag: str) -> str:
         "trained on all the training data (one shard), DP-GT / DP-GT-BF trained by Alg. 5 "
         "(prediction-based updates, cost 1 − example F, no bias) mixed over 10 shards, R = 3. "
         f"sparkhc rows: the same systems mixed over the run's {S} shards (`train.shards = 0`, the task "
-        "slots) and sparkhc's extensions, fixed before these runs (none chosen on these test scores): "
-        "DP-GT-BF-CA, sparkhc's default global model (cost-augmented updates, margin 1, bias 0.3; "
-        "selected on validation data carved out of the training parts, docs/benchmarks.md \"The default "
-        "model re-derived on validation data\"), and LIBLINEAR one-vs-rest.",
+        "slots) and sparkhc's extensions: DP-GT-BF-CA (cost-augmented updates, margin 1, one margin for "
+        "every edge, bias 0.3, at this page's pinned C = 1 and 10 epochs; not the product's current "
+        "defaults. Its settings were first chosen on test scores and later re-derived on validation data "
+        "carved out of the training parts, which picked the same: docs/benchmarks.md \"The default model "
+        "re-derived on validation data\"); **sparkhc defaults**, the product's shipped configuration "
+        "(what `sparkhc train` gives: C and the epochs chosen on validation bands of the training part, "
+        "label-frequency-aware margins, calibration; nothing chosen on these test scores); and "
+        "LIBLINEAR one-vs-rest.",
         "",
         "## Findings",
         "",
@@ -759,6 +799,8 @@ def _markdown(doc: dict[str, Any], tag: str) -> str:
         "randomization** test over documents on hF (9,999 shuffles, seed 0; every document of every "
         "test fold once)" + (", and the two-sided **paired t-test over the folds** on hF" if n > 1 else "")
         + " (`experiments/significance.py`).",
+        "",
+        VERDICT_RULE,
         "",
         "| | finding | paper | ours | significance | verdict |",
         "|---|---|---|---|---|---|",
@@ -867,7 +909,7 @@ def _headline(doc: dict[str, Any]) -> str:
     if "DP-GT-BF-CA" in summ:
         d2, s2 = _diff(doc, "DP-GT-BF-CA", "DP-ALL", "hF")
         s3 = _sig(doc, "DP-GT-BF-CA", "DP-ALL")
-        txt += (f" sparkhc's default DP-GT-BF-CA − DP-ALL hF = {_pm(d2, s2, n)} points"
+        txt += (f" DP-GT-BF-CA (C = 1, 10 epochs) − DP-ALL hF = {_pm(d2, s2, n)} points"
                 + (f" (AR p = {_p(s3['ar_hF']['p'])})." if s3 else "."))
     return txt
 

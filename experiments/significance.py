@@ -124,3 +124,65 @@ def paired_t_over_folds(a: list[float] | np.ndarray, b: list[float] | np.ndarray
     res = ttest_rel(a, b)
     return {"test": "paired t-test over folds", "folds": int(a.size), "t": float(res.statistic),
             "p": float(res.pvalue)}
+
+
+# ------------------------------------------------------------------------------ the verdict rule
+#: significance level of every findings table's verdicts
+ALPHA = 0.05
+#: the verdicts of a tested claim (:func:`verdict`)
+REPRODUCED, TIE, CONTRADICTED = "reproduced", "tie", "contradicted"
+#: the verdicts of a claim no test applies to (a model size, a figure's shape: :func:`untested`)
+HOLDS, HOLDS_IN_PART, DOES_NOT_HOLD = "holds (untested)", "holds in part (untested)", "does not hold (untested)"
+
+
+#: the rule as every findings table states it
+VERDICT_RULE = (
+    "Verdicts, one rule on every results page (`experiments.significance.verdict`): a claim a paired test "
+    "applies to is **reproduced** when our difference goes the paper's way with p < 0.05, a **tie** when "
+    "p >= 0.05 whatever its sign, **contradicted** when it goes the other way with p < 0.05 (a claim of "
+    "parity: reproduced when p >= 0.05); a claim of several parts combines them (mixed when they differ). "
+    "A claim no test applies to (a model size, a count of measures, a figure's shape) holds, holds in "
+    "part or does not hold, marked *untested*."
+)
+
+
+def verdict(paper_sign: float, ours: float, p_two_sided: float | None, alpha: float = ALPHA) -> str:
+    """The one verdict rule of every results page, for a claim "A better than / level with / worse
+    than B" (``paper_sign`` > 0 / == 0 / < 0) given our mean difference ``ours`` (A - B, oriented so
+    that positive is better for A) and the two-sided p of a paired test of it:
+
+    * a directional claim: **reproduced** = our difference goes the paper's way with p < alpha;
+      **tie** = p >= alpha whatever the sign of our difference (also when no test could be run);
+      **contradicted** = the opposite way with p < alpha;
+    * a claim of parity (``paper_sign == 0``): **reproduced** when p >= alpha (no significant
+      difference), **contradicted** otherwise.
+    """
+    significant = p_two_sided is not None and math.isfinite(p_two_sided) and p_two_sided < alpha
+    if paper_sign == 0:
+        return CONTRADICTED if significant else REPRODUCED
+    if not significant or ours == 0:
+        return TIE
+    return REPRODUCED if (ours > 0) == (paper_sign > 0) else CONTRADICTED
+
+
+def combine(verdicts: list[str]) -> str:
+    """One verdict from the verdicts of a claim's parts (several measures or losses): reproduced when
+    every part is, contradicted when a part is and none is reproduced, tie when every part is a tie,
+    else "mixed (r reproduced, t tie, c contradicted)"."""
+    r, t, c = (sum(v == k for v in verdicts) for k in (REPRODUCED, TIE, CONTRADICTED))
+    if verdicts and r == len(verdicts):
+        return REPRODUCED
+    if verdicts and t == len(verdicts):
+        return TIE
+    if c and not r:
+        return CONTRADICTED
+    return f"mixed ({r} reproduced, {t} tie, {c} contradicted)"
+
+
+def untested(parts_holding: int, parts: int = 1) -> str:
+    """The verdict of a descriptive claim no significance test applies to (a size ratio, a count of
+    measures, the shape of a figure): whether it holds in all, some or none of its ``parts``; the
+    label says it is untested, so it is never read as a reproduction."""
+    if parts_holding >= parts:
+        return HOLDS
+    return HOLDS_IN_PART if parts_holding > 0 else DOES_NOT_HOLD

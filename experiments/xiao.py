@@ -44,6 +44,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from experiments import harness
+from experiments.significance import VERDICT_RULE
+from experiments.significance import verdict as rule
 from sparkhc.batch import SparseBatch, label_matrix
 from sparkhc.config import Config
 from sparkhc.models import make_model
@@ -1312,8 +1314,8 @@ _COLS = {("labeled", "micro"): 0, ("labeled", "macro"): 1, ("dataless", "micro")
 
 def _verdict(paper_diff: float, d: np.ndarray) -> tuple[str, str]:
     """(significance text, verdict) of the paired differences ``d`` (ours) against the paper's sign:
-    reproduced = same sign and paired t-test p < 0.05; partly = same sign, not significant;
-    not = the other sign."""
+    the one rule of every results page (:func:`experiments.significance.verdict`) on the two-sided
+    paired t-test over the runs."""
     from scipy.stats import ttest_1samp
 
     p = float("nan")
@@ -1321,9 +1323,7 @@ def _verdict(paper_diff: float, d: np.ndarray) -> tuple[str, str]:
         with np.errstate(all="ignore"):
             p = float(ttest_1samp(d, 0.0).pvalue)
     sig = f"paired t-test over {d.size} runs: p = {p:.3g}" if np.isfinite(p) else "-"
-    same = np.sign(d.mean()) == np.sign(paper_diff)
-    verdict = "reproduced" if same and np.isfinite(p) and p < 0.05 else ("partly" if same else "not")
-    return sig, verdict
+    return sig, rule(float(np.sign(paper_diff)), float(d.mean()), p if np.isfinite(p) else None)
 
 
 def _finding_row(text: str, paper: dict[str, tuple[float, float, float, float]], summ: dict[str, Any], rate: float,
@@ -1352,8 +1352,7 @@ def findings_table(name: str, summ: dict[str, Any], cfg: dict[str, Any]) -> list
     lines = ["## Findings", "",
              f"At {100 * rate:g}% labeled documents. Ours: mean over the {cfg['reps']} runs of the two methods, and the "
              "mean ± standard deviation of their per-run difference; significance: paired t-test of the per-run "
-             "differences (scipy `ttest_1samp` of the differences = `ttest_rel`); reproduced = the paper's sign and "
-             "p < 0.05, partly = the paper's sign without significance, not = the other sign. "
+             "differences (scipy `ttest_1samp` of the differences = `ttest_rel`). " + VERDICT_RULE + " "
              + ("The paper's figures are on Song & Roth's single-label RCV1 subset, not this one: compare signs, "
                 "not levels. " if name != "20newsgroups" else "")
              + "\"Best\" compares with the best other method of our runs (by mean).", "",

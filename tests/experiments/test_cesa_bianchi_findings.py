@@ -44,6 +44,8 @@ def test_verdicts_on_made_up_folds() -> None:
     f = compute_findings(splits, _summary(splits))
     assert f["test"] == "paired t-test over the 5 folds (two-sided)"
     verdicts = {row["finding"]: row["verdict"] for row in f["rows"]}
+    close = "H-RLS comes close to H-SVM"  # a gap size no test applies to
+    assert verdicts.pop(close) == "holds (untested)"
     assert set(verdicts.values()) == {"reproduced"}
     best = f["rows"][0]
     assert best["losses"]["zero_one"]["b_row"] == "H-RLS"  # tested against the next best
@@ -53,9 +55,9 @@ def test_verdicts_on_made_up_folds() -> None:
     worse = [_fold({**{r: s["rows"][r]["zero_one"] for r in ROWS}, "H-RLS": 0.70 + 0.001 * i})
              for i, s in enumerate(splits)]
     verdicts = {row["finding"]: row["verdict"] for row in compute_findings(worse, _summary(worse))["rows"]}
-    assert verdicts["H-RLS (one epoch) is not worse than SVM"] == "not reproduced"
-    assert verdicts["H-RLS comes close to H-SVM"] == "not reproduced"
-    assert verdicts["AH-BAY is worse than H-RLS"] == "not reproduced"
+    assert verdicts["H-RLS (one epoch) is not worse than SVM"] == "contradicted"
+    assert verdicts["H-RLS comes close to H-SVM"] == "does not hold (untested)"
+    assert verdicts["AH-BAY is worse than H-RLS"] == "contradicted"  # significantly the other way
     assert verdicts["H-SVM is the best model"] == "reproduced"
 
 
@@ -92,13 +94,15 @@ def test_identical_models_are_not_testable_and_ohsumed_uses_its_paper_table() ->
     verdicts = {row["finding"]: row for row in f["rows"]}
     assert verdicts["H-SVM beats the flat SVM"]["verdict"].startswith("not testable")
     assert verdicts["AH-BAY beats H-PERC"]["verdict"].startswith("not testable") is False
-    # AH-BAY 0.75 vs H-PERC 1.0 on every loss: reproduced; H-RLS 0.5 vs AH-BAY 0.75: reproduced
-    assert verdicts["AH-BAY beats H-PERC"]["verdict"] == "reproduced"
-    assert verdicts["AH-BAY is worse than H-RLS"]["verdict"] == "reproduced"
+    # AH-BAY 0.75 vs H-PERC 1.0 on every loss, H-RLS 0.5 vs AH-BAY 0.75: the paper's direction,
+    # but one document of four apart (paired t-test p = 0.39): ties under the one verdict rule
+    assert verdicts["AH-BAY beats H-PERC"]["verdict"] == "tie"
+    assert verdicts["AH-BAY is worse than H-RLS"]["verdict"] == "tie"
+    assert all(v["holds"] for v in verdicts["AH-BAY beats H-PERC"]["losses"].values())
     # the paper's OHSUMED figures (Table 1): H-SVM 0/1 loss 0.759, SVM 0.784
     zo = verdicts["H-SVM beats the flat SVM"]["losses"]["zero_one"]
     assert (zo["paper_a"], zo["paper_b"]) == (0.759, 0.784)
     # "best" is tested against the next best row that is not H-SVM's twin: H-RLS (0.5, ties count)
     best = verdicts["H-SVM is the best model"]
     assert {v["b_row"] for v in best["losses"].values()} == {"H-RLS"}
-    assert best["verdict"] == "reproduced"
+    assert best["verdict"] == "tie"  # level with H-RLS: "best" only by the tie rule of `holds`

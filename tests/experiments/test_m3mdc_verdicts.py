@@ -7,22 +7,22 @@ from experiments.m3mdc import _gain_sentence, _verdict
 
 def test_better_claim() -> None:
     assert _verdict(0.059, 0.138, 0.00195, 0.00391) == "reproduced"
-    assert _verdict(0.020, 0.013, 0.375, 0.75) == "partly (direction only)"
-    assert _verdict(0.02, -0.01, 0.9, 0.4) == "not (no significant difference)"
-    assert _verdict(0.02, -0.05, 0.999, 0.004) == "not (significantly the other way)"
+    assert _verdict(0.020, 0.013, 0.375, 0.75) == "tie"
+    assert _verdict(0.02, -0.01, 0.9, 0.4) == "tie"
+    assert _verdict(0.02, -0.05, 0.999, 0.004) == "contradicted"
 
 
 def test_worse_claim_tie_is_not_significantly_other_way() -> None:
     # the committed Edm ECP exact-match row: a tie, not a reversal
-    assert _verdict(-0.058, 0.001, 0.496, 0.992) == "not (no significant difference)"
-    assert _verdict(-0.058, -0.04, 0.99, 0.01) == "reproduced"  # one-sided 0.005
-    assert _verdict(-0.058, -0.04, 0.9, 0.2) == "partly (direction only)"
-    assert _verdict(-0.058, 0.05, 0.002, 0.004) == "not (significantly the other way)"
+    assert _verdict(-0.058, 0.001, 0.496, 0.992) == "tie"
+    assert _verdict(-0.058, -0.04, 0.99, 0.01) == "reproduced"
+    assert _verdict(-0.058, -0.04, 0.9, 0.2) == "tie"
+    assert _verdict(-0.058, 0.05, 0.002, 0.004) == "contradicted"
 
 
 def test_level_claim() -> None:
     assert _verdict(0.0, 0.01, 0.3, 0.6) == "reproduced"
-    assert _verdict(0.0, 0.05, 0.01, 0.02) == "not"
+    assert _verdict(0.0, 0.05, 0.01, 0.02) == "contradicted"
 
 
 def test_gain_sentence() -> None:

@@ -477,3 +477,35 @@ def test_fmm_gamma0_clusters_are_category_distributions():
 # The runner (experiments/li_yamanishi.py) reads the corpus through the product since the move onto
 # the product data path: its smoke test is tests/experiments/test_runners_quick.py, the Lewis and
 # TOPICS selections with the paper's Table 14 counts are in tests/unit/test_corpus.py.
+
+
+def test_literal_word_total_lets_nested_categories_share_words() -> None:
+    """Issue 32, point 5: the paper's f(w) is the word's total frequency. Three documents, the first
+    in both categories (wheat ⊂ grain): word 0 occurs 4 + 1 times, 5 in c1 and 4 in c2. With f(w) =
+    Σ_c f(w|c) = 9 its shares are 5/9 and 4/9, so at γ = 0.5 it is in c1's cluster only; with the
+    literal f(w) = 5 they are 1.0 and 0.8: in both (hand-computed for every word below)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from sparkhc.models.li_yamanishi.classifiers import FMM, assign_clusters, distribute_frequencies
+
+    X = sp.csr_matrix(np.array([[4, 1, 2, 1, 0, 2], [0, 0, 0, 3, 2, 2], [1, 1, 0, 0, 0, 0]], dtype=np.float32))
+    Y = np.array([[1, 1], [0, 1], [1, 0]])
+    summed = FMM(gamma=0.5).fit(X, Y).membership_[0].astype(int)
+    literal = FMM(gamma=0.5, word_total="corpus").fit(X, Y).membership_[0].astype(int)
+    # f(w|c1) = [5, 2, 2, 1, 0, 2], f(w|c2) = [4, 1, 2, 4, 2, 4], f(w) = [5, 2, 2, 4, 2, 4]
+    np.testing.assert_array_equal(summed, [[1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1]])
+    np.testing.assert_array_equal(literal, [[1, 1, 1, 0, 0, 0], [1, 0, 1, 1, 1, 1]])
+    G = np.array([[5.0, 2, 2, 1, 0, 2], [4, 1, 2, 4, 2, 4]])
+    fw = np.array([[5.0, 2, 2, 4, 2, 4]])
+    np.testing.assert_array_equal(assign_clusters(G, 0.5, fw), literal.astype(bool))
+    # word 0 in both clusters: its total 5 split 5:4 between them
+    D = distribute_frequencies(G, literal.astype(bool), fw)
+    np.testing.assert_allclose(D[:, 0], [5 * 5 / 9, 5 * 4 / 9])
+    # the default reading is unchanged, and saved parameters name the literal one only when used
+    assert "word_total" not in FMM(gamma=0.5).fit(X, Y)._params()
+    assert FMM(gamma=0.5, word_total="corpus").fit(X, Y)._params()["word_total"] == "corpus"
+    from sparkhc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="word_total"):
+        FMM(word_total="total").fit(X, Y)

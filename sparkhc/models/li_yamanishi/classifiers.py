@@ -164,34 +164,44 @@ def _check_statistics(stats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.n
 # clusters (paper Section 4) and estimators
 
 
-def _shares(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``f(w|c_i) / f(w)`` with ``f(w) = Σ_i f(w|c_i)`` (sum over axis -2 of G), and ``f(w)``."""
-    fw = G.sum(axis=-2, keepdims=True)
+#: readings of the paper's ``f(w)`` in the cluster rule (FMM ``word_total``): "categories" =
+#: ``Σ_i f(w|c_i)`` (a word of a document in two categories counts twice), "corpus" = the word's
+#: total frequency in the training documents (the paper's definition, literally)
+WORD_TOTALS = ("categories", "corpus")
+
+
+def _shares(G: np.ndarray, fw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``f(w|c_i) / f(w)`` and ``f(w)``: by default ``f(w) = Σ_i f(w|c_i)`` (sum over axis -2 of G);
+    ``fw`` (broadcastable to G's rows, e.g. ``(1, V)``): the given totals."""
+    fw = G.sum(axis=-2, keepdims=True) if fw is None else np.broadcast_to(np.asarray(fw, np.float64), G.shape[:-2] + (1, G.shape[-1]))
     S = np.divide(G, fw, out=np.zeros_like(G), where=fw > 0)
     return S, fw
 
 
-def assign_clusters(G: np.ndarray, gamma: float) -> np.ndarray:
+def assign_clusters(G: np.ndarray, gamma: float, fw: np.ndarray | None = None) -> np.ndarray:
     """Soft clusters, one per row of ``G``: ``w ∈ k_i`` iff ``f(w|c_i) / f(w) > γ`` (paper Eq. 12).
 
     ``G`` is the (n_categories, V) table of ``f(w|c)``; ``f(w)`` is its column sum (the word's total
     frequency over the categories, as in the paper's Table 1). Returns a bool (n_categories, V)
     membership matrix; words with ``f(w) = 0`` are in no cluster. With ``γ ≥ 0.5`` every word is in
     at most one cluster (the shares sum to 1). A stack of tables (…, n, V) is handled table by table.
+    ``fw``: the word totals to divide by instead (the literal reading, :data:`WORD_TOTALS`: the
+    corpus frequency, with which nested categories such as wheat ⊂ grain can both pass γ ≥ 0.5).
     """
-    S, _ = _shares(np.asarray(G, dtype=np.float64))
+    S, _ = _shares(np.asarray(G, dtype=np.float64), fw)
     return S > gamma
 
 
-def distribute_frequencies(G: np.ndarray, member: np.ndarray) -> np.ndarray:
+def distribute_frequencies(G: np.ndarray, member: np.ndarray, fw: np.ndarray | None = None) -> np.ndarray:
     """Split each word's total frequency among its clusters (paper Section 4, Table 7).
 
     A word in one cluster gives it its whole total frequency ``f(w)``; a word in several clusters is
-    split in proportion to its frequencies in the clusters' related categories.
+    split in proportion to its frequencies in the clusters' related categories. ``fw``: the word
+    totals distributed (default ``Σ_i f(w|c_i)``; :func:`assign_clusters`).
     """
     G = np.asarray(G, dtype=np.float64)
     Gm = np.where(member, G, 0.0)
-    fw = G.sum(axis=-2, keepdims=True)
+    fw = _shares(G, fw)[1]
     denom = Gm.sum(axis=-2, keepdims=True)
     scale = np.divide(fw, denom, out=np.zeros_like(fw), where=denom > 0)
     return Gm * scale
@@ -539,6 +549,12 @@ class FMM(_Base):
         Early stop when no weight moves more than ``tol`` in an update.
     theta_floor : float
         Lower bound for ``P(k|c)`` after each update (see :func:`helmbold_em`).
+    word_total : {"categories", "corpus"}
+        The ``f(w)`` of the cluster rule and of the frequencies distributed to clusters
+        (:data:`WORD_TOTALS`): ``"categories"`` (default) ``Σ_c f(w|c)``; ``"corpus"`` the word's total
+        frequency in the training documents, the paper's definition read literally. The two differ
+        only where a document has several categories, and only for ``scheme="global"`` (``{c, c̄}``
+        partitions the documents).
     scheme : {"global", "binary"}
         ``"global"`` (default): one cluster per category of ``Y`` (``m = n``, paper Section 4);
         the model of ``c`` and of its complement ``c̄`` (all training documents not in ``c``) are
@@ -582,6 +598,7 @@ class FMM(_Base):
         tol: float = 1e-10,
         theta_floor: float = 1e-10,
         scheme: str = "global",
+        word_total: str = "categories",
         categories: Sequence[str] | None = None,
         empty_score: float = float("-inf"),
     ) -> None:
@@ -592,6 +609,7 @@ class FMM(_Base):
         self.tol = tol
         self.theta_floor = theta_floor
         self.scheme = scheme
+        self.word_total = word_total
 
     def _validate_params(self) -> None:
         g = self.gamma
@@ -604,12 +622,13 @@ class FMM(_Base):
         )
         _check_param("FMM", "theta_floor", self.theta_floor, 0 <= self.theta_floor < 1e-2, "in [0, 0.01)")
         _check_param("FMM", "scheme", self.scheme, self.scheme in SCHEMES, f"one of {SCHEMES}")
+        _check_param("FMM", "word_total", self.word_total, self.word_total in WORD_TOTALS, f"one of {WORD_TOTALS}")
 
     def _problem(
-        self, G: np.ndarray, model_freqs: np.ndarray
+        self, G: np.ndarray, model_freqs: np.ndarray, fw: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        member = assign_clusters(G, self.gamma)
-        P = cluster_word_distributions(distribute_frequencies(G, member))
+        member = assign_clusters(G, self.gamma, fw)
+        P = cluster_word_distributions(distribute_frequencies(G, member, fw))
         theta, hist = helmbold_em(
             model_freqs,
             P,
@@ -625,7 +644,8 @@ class FMM(_Base):
         n, V = F.shape
         C = np.maximum(T[None, :] - F, 0.0)  # f(w|c̄): training documents not in c
         if self.scheme == "global":
-            member, P, theta, hist = self._problem(F, np.vstack([F, C]))
+            fw = T[None, :] if self.word_total == "corpus" else None
+            member, P, theta, hist = self._problem(F, np.vstack([F, C]), fw)
             self.membership_ = member[None]
             self.cluster_word_prob_ = P[None]
             self.theta_, self.theta_complement_ = theta[:n], theta[n:]
@@ -657,6 +677,7 @@ class FMM(_Base):
             tol=float(self.tol),
             theta_floor=float(self.theta_floor),
             scheme=str(self.scheme),
+            **({"word_total": "corpus"} if self.word_total == "corpus" else {}),
         )
         return p
 

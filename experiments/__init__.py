@@ -18,10 +18,11 @@ from sparkhc.errors import SparkhcError
 
 log = logging.getLogger(__name__)
 
-NAMES = ("murawaki", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc")
+NAMES = ("murawaki", "murawaki-curve", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc")
 
 DEFAULT_OUT = {
     "murawaki": "docs/results/murawaki",
+    "murawaki-curve": "docs/results/murawaki",
     "cesa-bianchi": "docs/results/cesa_bianchi",
     "xiao": "docs/results/xiao",
     "li-yamanishi": "docs/results/li_yamanishi",
@@ -32,6 +33,8 @@ DEFAULT_OUT = {
 SOURCES: dict[str, dict[str | None, list[str]]] = {
     "murawaki": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"],
                  "20newsgroups": ["20newsgroups"]},
+    "murawaki-curve": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"],
+                       "20newsgroups": ["20newsgroups"]},
     "cesa-bianchi": {"rcv1v2_subset": ["rcv1v2_subset"], "reuters21578": ["reuters21578"],
                      "ohsumed23": ["ohsumed23"]},
     "xiao": {"20newsgroups": ["20newsgroups"], "rcv1v2_subset": ["rcv1v2_subset"]},
@@ -84,6 +87,12 @@ def _run(name: str, corpus: str | None, data_dir: str | None, out_dir: Path, cfg
         doc = murawaki.run(_spark(name, master, spark), cfg, str(corpus), data_dir, out_dir,
                            rounds=[0] if quick else None, quick=quick)
         return murawaki.print_table(doc)
+    if name == "murawaki-curve":
+        from experiments import murawaki_curve
+
+        murawaki_curve.run(_spark(name, master, spark), cfg, str(corpus), data_dir, out_dir,
+                           fractions=(0.5, 1.0) if quick else murawaki_curve.FRACTIONS, quick=quick)
+        return out_dir / f"{corpus}_learning_curve{'_quick' if quick else ''}.md"
     if data_dir is None:
         raise SparkhcError(f"experiment {name} needs --data-dir (the folder with the staged corpora)")
     data = Path(data_dir)

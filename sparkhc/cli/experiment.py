@@ -16,7 +16,7 @@ HELP = "reproduce a paper's comparison"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", choices=["murawaki", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc", "all"],
+    p.add_argument("name", choices=["murawaki", "murawaki-curve", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc", "all"],
                    help="a paper's experiment, or all: regenerate every page of docs/results (with --quick: "
                    "every experiment on tiny staged slices, into --out)")
     p.add_argument("--corpus", default=None, help="run on this corpus (default: the experiment's own)")

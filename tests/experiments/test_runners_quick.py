@@ -86,6 +86,17 @@ def test_murawaki_quick(spark, data_dir, tmp_path):
         assert heading in page
 
 
+def test_murawaki_curve_quick(spark, data_dir, tmp_path):
+    _experiment(spark, data_dir, tmp_path, "murawaki-curve", "reuters21578")
+    (doc,) = _check_stamps(tmp_path, ["reuters21578_learning_curve_quick.json",
+                                      "reuters21578_learning_curve_quick.md"])
+    sizes = [r["train_docs"] for r in doc["rows"]]
+    assert len(sizes) == 2 and sizes[0] < sizes[1] and doc["shards"] == 1
+    _in_range([s["hF"] for r in doc["rows"] for s in r["systems"].values()], 0, 1)
+    _in_range([t["p"] for r in doc["rows"] for t in r["tests"].values()], 0, 1)
+    assert [f["verdict"] in VERDICTS for f in doc["findings"]] == [True, True]
+
+
 def test_cesa_bianchi_quick(spark, data_dir, tmp_path):
     _experiment(spark, data_dir, tmp_path, "cesa-bianchi", "rcv1v2_subset")
     (doc,) = _check_stamps(tmp_path, ["results_rcv1v2_subset_quick.json", "table1_rcv1v2_subset_quick.md"])
@@ -170,8 +181,10 @@ def test_regenerate_all_quick(spark, data_dir, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         {"murawaki", "cesa_bianchi", "xiao", "li_yamanishi", "m3mdc"})
     for name, corpus in JOBS:
-        folder = tmp_path / {"cesa-bianchi": "cesa_bianchi", "li-yamanishi": "li_yamanishi"}.get(name, name)
-        expected = {"murawaki": f"{corpus}_quick.md", "cesa-bianchi": f"table1_{corpus}_quick.md",
+        folder = tmp_path / {"cesa-bianchi": "cesa_bianchi", "li-yamanishi": "li_yamanishi",
+                             "murawaki-curve": "murawaki"}.get(name, name)
+        expected = {"murawaki": f"{corpus}_quick.md", "murawaki-curve": f"{corpus}_learning_curve_quick.md",
+                    "cesa-bianchi": f"table1_{corpus}_quick.md",
                     "xiao": f"table2_{corpus}_quick.md", "li-yamanishi": "bep.md",
                     "m3mdc": "reuters21578.md" if corpus else "table3.md"}[name]
         assert (folder / expected).is_file(), f"{name} {corpus}: {expected} not written"

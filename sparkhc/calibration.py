@@ -107,6 +107,8 @@ class Calibration:
     kind: str = ""
     #: where the scored folds came from ("" when not said): "calibration folds" or "validation bands"
     source: str = ""
+    #: how many scored folds (validation bands or inner folds) the offsets were fitted on (0: not said)
+    bands: int = 0
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able record (model metadata, logs)."""
@@ -118,6 +120,8 @@ class Calibration:
             "nonzero_offsets": int(np.count_nonzero(self.offsets)),
             "validation": {k: round(float(v), 6) for k, v in self.validation.items()},
         }
+        if self.bands:
+            out["bands"] = int(self.bands)
         return {**out, "source": self.source} if self.source else out
 
 

@@ -70,6 +70,9 @@ class TrainConfig:
     # carry offsets) | on (always applied; with fixed epochs cross-fitted on calibration_folds)
     calibrate: str = "auto"
     calibration_folds: int = 4
+    # calibrate with an epoch selection: when the offsets pay on its validation bands, more bands are
+    # scored (one training each) until they hold this many documents (at most every band); 0 = never
+    calibration_documents: int = 5000
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"
@@ -106,6 +109,7 @@ _MINIMUM = {
     ("train", "patience"): 0,  # 0 = no early stopping
     ("train", "shards"): 0,  # 0 = auto
     ("train", "calibration_folds"): 3,
+    ("train", "calibration_documents"): 0,  # 0 = only the selection's bands
     ("train", "validation_folds"): 0,  # 0 = auto
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
 }

@@ -13,6 +13,7 @@ rows read in the driver (small inputs, ``train.execution``) the folds train in t
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def cross_fit_offsets(
     exchange_dir: str | Path | None = None,
     rows: SparseBatch | None = None,
     bands: tuple[int, float] | None = None,
+    documents: int = 0,
 ) -> calibration.Calibration:
     """The offsets of :func:`sparkhc.calibration.cross_fit` for ``model`` (not trained or changed
     here) from out-of-fold scores of ``features`` (the training documents).
@@ -90,7 +92,14 @@ def cross_fit_offsets(
     is the selection's at that epoch). Fewer than :data:`LEAST_FOLDS` bands are cut into parts by
     :func:`fold_ids` (each part still scored out of sample). With ``rows`` (the same documents read
     in the driver) the trainings run in this process (:func:`sparkhc.spark.mixing.driver.train_on_driver`,
-    bit-identical to the Spark path), and ``features`` is not used."""
+    bit-identical to the Spark path), and ``features`` is not used.
+
+    ``documents`` (``train.calibration_documents``; with ``bands``): when the offsets fitted on the
+    selection's bands are applied (they pay on this data), more bands of the same split are scored,
+    one training each, until they hold ``documents`` documents (at most every band: full
+    cross-validation, as SCut fits its thresholds), and the offsets are fitted again, with the same
+    nested rule, on all of them: the per-edge line searches of rare labels then see more of their
+    documents. Where nothing is applied on the selection's bands nothing more is trained."""
     from sparkhc.models import get_model_class
     from sparkhc.spark.mixing.selection import validation_split
     from sparkhc.spark.mixing.train import train_ipm
@@ -106,8 +115,10 @@ def cross_fit_offsets(
     # the driver path builds no Spark column: no session need be running
     fold = fold_column(n, seed) if rows is None and bands is None else None
     of = fold_ids(rows.doc_ids, n, seed) if rows is not None and bands is None else None
-    scores, ids = [], []
-    for f in range(n):
+    scores: list[calibration.FoldScores] = []
+    ids: list[np.ndarray] = []
+
+    def score(f: int, of_n: int) -> None:
         fit_rows: SparseBatch | None = None
         fit_df: DataFrame | None = None
         if rows is not None:
@@ -133,12 +144,40 @@ def cross_fit_offsets(
         scores.append(calibration.fold_scores(fresh, val))
         ids.append(val.doc_ids)
         log.info("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",
-                 f + 1, n, len(val))
-    if len(scores) < LEAST_FOLDS:
-        m = -(-LEAST_FOLDS // len(scores))
-        scores = calibration.split_folds(scores, [fold_ids(i, m, seed) for i in ids])
-    R = int(model.params.get("R", 3))
-    result = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), R, mode=mode)
-    result.source = "calibration folds" if bands is None else "validation bands"
+                 f + 1, of_n, len(val))
+
+    def fit() -> calibration.Calibration:
+        folds = scores
+        if len(folds) < LEAST_FOLDS:
+            m = -(-LEAST_FOLDS // len(folds))
+            folds = calibration.split_folds(folds, [fold_ids(i, m, seed) for i in ids])
+        R = int(model.params.get("R", 3))
+        out = calibration.cross_fit(tree_index(tax), folds, calibration.scored_columns(tax), R, mode=mode)
+        out.source = "calibration folds" if bands is None else "validation bands"
+        out.bands = len(scores) if bands is not None else 0
+        return out
+
+    for f in range(n):
+        score(f, n)
+    result = fit()
+    more = 0 if bands is None or not (result.applied or mode == "on") else more_bands(
+        n, sum(len(i) for i in ids), int(documents), bands[1])
+    if more:
+        log.info("calibrate: offsets pay on %d validation band(s); %d more band(s) scored to fit them on %d "
+                 "documents or more (train.calibration_documents)", n, more, int(documents))
+        for f in range(n, n + more):
+            score(f, n + more)
+        result = fit()
     log.info("calibrate: %s", result.summary())
     return result
+
+
+def more_bands(n: int, held: int, documents: int, fraction: float) -> int:
+    """How many validation bands to score after the first ``n`` (holding ``held`` documents) so
+    that the bands hold ``documents`` documents in all, at most every band of ``fraction`` (0 when
+    ``documents`` is 0 or already held)."""
+    if documents <= 0 or held >= documents or n <= 0:
+        return 0
+    per = held / n
+    want = min(small.validation_bands(fraction), max(n, math.ceil(documents / max(per, 1.0))))
+    return max(0, want - n)

@@ -303,7 +303,8 @@ def fit_model(
         calib = cross_fit_offsets(
             spark if cal_rows is not None else active(spark), df, model, epochs, train.shards, mode=train.calibrate,
             folds=train.calibration_folds, seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, rows=cal_rows, bands=bands)
+            exchange_dir=train.exchange_dir or None, rows=cal_rows, bands=bands,
+            documents=train.calibration_documents)
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:

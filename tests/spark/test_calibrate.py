@@ -92,12 +92,14 @@ def test_calibrate_needs_the_global_model_with_a_bias(spark):
 
 
 @pytest.mark.parametrize("path", ["spark", "driver"])
-@pytest.mark.parametrize("folds", [1, 3])
-def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path, folds):
+@pytest.mark.parametrize("folds,documents", [(1, 0), (3, 0), (3, 5000), (2, 100)])
+def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path, folds, documents):
     """With the default epoch selection, ``calibrate = "auto"`` scores the selection's validation
     bands with each band's model at the chosen epoch (retrained serially here: the reference), cuts
-    fewer than 3 bands into hash parts, and applies the offsets only by the one-SE rule; the final
-    model is the serial training on every document plus those offsets."""
+    fewer than 3 bands into hash parts, and applies the offsets only by the one-SE rule; when they
+    are applied and ``calibration_documents`` asks for more documents than the bands hold, more
+    bands are scored (at most all 5 of fraction 0.2) and the offsets fitted again on all of them;
+    the final model is the serial training on every document plus those offsets."""
     from sparkhc.spark import small
     from sparkhc.spark.calibrate import fold_ids
     from sparkhc.spark.training import fit_model
@@ -106,7 +108,7 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
     df = spark.createDataFrame(table.to_pandas())
     train = dataclasses.replace(TrainConfig(), epochs=0, max_epochs=6, patience=2, shards=1, seed=5,
                                 calibrate="auto", validation_folds=folds, validation_fraction=0.2,
-                                checkpoint=False)
+                                checkpoint=False, calibration_documents=documents)
     model = _model(tax, "global", **PARAMS)
     rows = SparseBatch.from_arrow(table, V)
     result = (fit_model(spark, None, model, train, rows=rows) if path == "driver"
@@ -119,16 +121,25 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
     def part(mask: np.ndarray) -> SparseBatch:
         return SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(mask))).sort_by("doc_id"), V)
 
-    scores, parts = [], []
-    for b in range(folds):
-        held = small.validation_ids(ids, 0.2, 5, b)
-        scores.append(calibration.fold_scores(_serial(part(~held), tax, e, 5), part(held)))
-        parts.append(fold_ids(np.sort(ids[held]), 3, 5))
-    if folds < 3:
-        scores = calibration.split_folds(scores, parts)
-        assert len(scores) == 3
-    ref = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), 3, mode="auto")
-    ref.source = "validation bands"
+    def reference(bands: int) -> calibration.Calibration:
+        scores, parts = [], []
+        for b in range(bands):
+            held = small.validation_ids(ids, 0.2, 5, b)
+            scores.append(calibration.fold_scores(_serial(part(~held), tax, e, 5), part(held)))
+            parts.append(fold_ids(np.sort(ids[held]), -(-3 // bands), 5))  # fewer than 3: cut into parts
+        if bands < 3:
+            scores = calibration.split_folds(scores, parts)
+            assert len(scores) >= 3
+        out = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), 3, mode="auto")
+        out.source, out.bands = "validation bands", bands
+        return out
+
+    ref = reference(folds)
+    held = sum(int(small.validation_ids(ids, 0.2, 5, b).sum()) for b in range(folds))
+    if ref.applied and documents > held:  # 40 documents a band: 5000 asks for all 5, 100 for 3
+        ref = reference(5 if documents == 5000 else 3)
+    # these data: the offsets pay on 3 bands (so 5000 scores all 5), not on 1 or 2
+    assert ref.bands == {(3, 5000): 5}.get((folds, documents), folds)
     assert result.calibration == ref.summary()
     v = ref.validation
     assert ref.applied == (v["gain"] > 1e-12 and v["fold_gain_mean"] > v["fold_gain_se"])
@@ -137,6 +148,17 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
         expect.shift_edges(ref.offsets)
     for k, val in expect.get_state().arrays.items():
         np.testing.assert_array_equal(model.get_state().arrays[k], val, err_msg=k)
+
+
+def test_more_bands_arithmetic():
+    from sparkhc.spark.calibrate import more_bands
+
+    assert more_bands(1, 1131, 5000, 0.1) == 4  # 20NG-sized band: 5 bands hold 5,655
+    assert more_bands(1, 2000, 5000, 0.1) == 2
+    assert more_bands(7, 1036, 5000, 0.1) == 3  # every band of a small training part
+    assert more_bands(1, 6000, 5000, 0.1) == 0  # a large band already holds them
+    assert more_bands(2, 400, 0, 0.1) == 0  # 0: only the selection's bands
+    assert more_bands(1, 100, 5000, 0.25) == 3  # at most the 4 bands of 25 %
 
 
 def test_auto_with_fixed_epochs_skips_and_says_why(spark):

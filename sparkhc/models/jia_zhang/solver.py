@@ -81,9 +81,9 @@ the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equa
 method of multipliers, the same KKT stopping rule as SMO. Its sub-problem tolerance follows the
 relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at ``gap_tol``
 (default 1e-6, relative) — the certificate is the W step's duality gap whatever the sub-solver.
-Its final objective equals the exact SMO solver's within that tolerance, with the same
-predictions (checked by ``tests/unit/test_m3mdc_dcd.py``; ``docs/benchmarks.md``, section
-design-notes). It is what scales in rows (``docs/benchmarks.md``, section mdc).
+Its final objective equals the exact SMO solver's to about that tolerance, with the same
+predictions (``docs/benchmarks.md``, section design-notes; ``tests/unit/test_m3mdc_dcd.py``
+checks it within 1e-4 relative). It is what scales in rows (``docs/benchmarks.md``, section mdc).
 ``"smo"``: SMO with second-order working-set selection (described next) on the pair's own Gram
 matrix ``X_i X_iᵀ`` (``8 n_i²`` bytes, computed once per block and process, never pickled).
 

@@ -153,3 +153,20 @@ def test_every_section_named_next_to_the_page_is_found_on_it() -> None:
                         continue  # the reference names the archive itself
                     missing.append(f"{path.relative_to(ROOT)}:{i + 1}: {name!r}")
     assert not missing, missing
+
+
+def test_rerun_on_a_copy_of_the_real_page(tmp_path: Path) -> None:
+    """On the page as it is: a rerun of a current section (smalljobs-20ng) changes that section
+    only, where it stands; a rerun under an archived name (featurize) is appended at the end."""
+    common = _common()
+    page = tmp_path / "benchmarks.md"
+    page.write_text(PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    before = _sections(page.read_text(encoding="utf-8"))
+    common.write_section("smalljobs-20ng", "Where one training's time goes (smalljobs-20ng)", "rerun", doc=page)
+    after = _sections(page.read_text(encoding="utf-8"))
+    assert list(after) == list(before)
+    assert {k for k in before if before[k] != after[k]} == {"smalljobs-20ng"} and "rerun" in after["smalljobs-20ng"]
+    assert "featurize" not in before and "featurize" in _sections(ARCHIVE.read_text(encoding="utf-8"))
+    common.write_section("featurize", "Featurize throughput (featurize)", "new run", doc=page)
+    again = _sections(page.read_text(encoding="utf-8"))
+    assert list(again) == [*before, "featurize"] and "new run" in again["featurize"]

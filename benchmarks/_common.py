@@ -16,6 +16,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
+#: superseded sections, moved there verbatim by hand (newest first); never written by the scripts
+ARCHIVE = ROOT / "docs" / "archive" / "benchmarks-history.md"
+#: the head of docs/benchmarks.md when a script has to create the page
+HEADER = (
+    "# Benchmarks\n\nThe current measurements; superseded ones are kept in `docs/archive/benchmarks-history.md`. "
+    "Written by the scripts in `benchmarks/` (not tests). Every section gives the exact command, "
+    "the machine, the load average next to the figures, and the date. The machine is a shared 2-core box: "
+    "figures taken at a load average of 10-30 are slower than on an idle machine, by up to the load / 2.\n"
+)
 
 
 def loadavg() -> str:
@@ -154,23 +163,31 @@ def _pss(proc: Any) -> int:
         return int(proc.memory_info().rss)
 
 
-def write_section(key: str, title: str, body: str) -> None:
-    """Replace (or append) the section ``key`` of docs/benchmarks.md."""
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    text = DOC.read_text(encoding="utf-8") if DOC.is_file() else (
-        "# Benchmarks\n\nWritten by the scripts in `benchmarks/` (not tests). Every section gives the exact command, "
-        "the machine, the load average next to the figures, and the date. The machine is a shared 2-core box: "
-        "figures taken at a load average of 10-30 are slower than on an idle machine, by up to the load / 2.\n"
-    )
+def write_section(key: str, title: str, body: str, doc: Path | None = None) -> None:
+    """Replace (or append) the section ``key`` of docs/benchmarks.md, the page of current figures.
+
+    A section is the text between ``<!-- section:KEY -->`` and ``<!-- /section:KEY -->``. A rerun
+    under a key already on the page replaces that section where it stands; a new key is appended at
+    the end of the page. Superseded sections are moved by hand, verbatim, to
+    ``docs/archive/benchmarks-history.md`` (:data:`ARCHIVE`), which this never reads or writes: a
+    rerun under an archived key appends a new section to the current page. A start marker without
+    its end marker is refused (replacing up to the next section would silently eat it)."""
+    path = DOC if doc is None else doc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
     start, end = f"<!-- section:{key} -->", f"<!-- /section:{key} -->"
     block = f"{start}\n## {title}\n\n{body.rstrip()}\n{end}"
     if start in text and end in text:
         a = text.index(start)
         b = text.index(end) + len(end)
+        if b < a:
+            raise ValueError(f"{path}: section {key!r} has its end marker before its start marker")
         text = text[:a] + block + text[b:]
+    elif start in text or end in text:
+        raise ValueError(f"{path}: section {key!r} has only one of its markers {start} / {end}; fix the page first")
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
-    DOC.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
 
 
 def explore_gt() -> Any:

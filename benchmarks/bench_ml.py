@@ -6,9 +6,9 @@ features, and of a vector-column input against sparkhc's Parquet features layout
 
 (the features folder is made with ``sparkhc featurize --corpus 20newsgroups`` when it is missing).
 One Spark session; an untimed warm-up training first (the session's first jobs pay one-off
-costs, see the profile-train section); then ``--repeats`` rounds of the three trainings in turn,
-each with the same settings (``--epochs``, ``--shards``, seed 0, no checkpoints), each including
-the save of the model folder:
+costs, see section profile-train of docs/archive/benchmarks-history.md); then ``--repeats``
+rounds of the three trainings in turn, each with the same settings (``--epochs``, ``--shards``,
+seed 0, no checkpoints), each including the save of the model folder:
 
 - ``sparkhc train``: :func:`sparkhc.spark.pipelines.train` (what the CLI verb runs);
 - estimator, layout: ``HierarchicalClassifier.fit`` on ``sparkhc.ml.read_features`` (split train)

@@ -1,14 +1,25 @@
 """Configuration: frozen dataclasses loaded from TOML, with ``--set key=value`` overrides.
 
-Unknown sections or keys and wrong types are rejected with an error that names the file and the
-key. Model hyper-parameters live under ``[model.<name>]``: a name that is not a registered model is
-refused here, the keys are checked by the model class.
+Unknown sections or keys and wrong types are rejected with an error that names the file (or the
+``--set`` item) and the key, and lists the valid keys. Model hyper-parameters live under
+``[model.<name>]``: a name that is not a registered model is refused, and so is a key that is not
+a parameter of that model (:func:`_check_model_keys`); the values are checked by the model class
+when it is built.
+
+Where a default lives: ``sparkhc/conf/defaults.toml`` is the configured default of every key, what
+``sparkhc train``, the ``pyspark.ml`` estimator and ``sparkhc tune`` use when nothing is set. The
+dataclasses below repeat the ``[featurize]``, ``[train]`` and ``[predict]`` values (a
+:class:`Config` built without the file, e.g. ``TrainConfig()``, has the same defaults), and a model
+class's own ``defaults`` are the paper's model, used by the experiments and by a model built
+directly; ``[model.<name>]`` sets the product's values on top of them.
+``tests/unit/test_defaults.py`` checks that the three agree where they must.
 Spark resources (memory, cores) stay in spark-submit flags and ``spark-defaults``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tomllib
 from dataclasses import dataclass, field, fields
 from importlib import resources
@@ -154,7 +165,7 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
 
 def _check_model_names(sections: dict[str, Any], where: str) -> None:
     """Refuse a ``[model.<name>]`` section whose name is not a registered model (a misspelled
-    name would otherwise be ignored silently); its keys are checked by the model class."""
+    name would otherwise be ignored silently); its keys: :func:`_check_model_keys`."""
     valid = _model_names()
     unknown = sorted(set(sections) - set(valid))
     if not unknown:
@@ -166,6 +177,49 @@ def _check_model_names(sections: dict[str, Any], where: str) -> None:
     raise ConfigError(
         f"{where}: unknown model section [model.{unknown[0]}]{hint}; valid model names: {', '.join(valid)}"
     )
+
+
+#: keys of ``[model.<name>]`` that belong to ``[train]`` (one source for every model)
+_TRAIN_KEYS = ("epochs", "seed")
+
+
+@functools.cache
+def _documented_model_keys() -> dict[str, frozenset[str]]:
+    """The keys of each ``[model.<name>]`` section of ``defaults.toml`` (valid keys of that model:
+    ``tests/unit/test_defaults.py`` checks it), so that a configuration using only those needs no
+    model module imported."""
+    try:
+        data = tomllib.loads(DEFAULT_CONF.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):  # reported by load_config with the file's name
+        return {}
+    model = data.get("model", {})
+    return {k: frozenset(v) for k, v in model.items() if isinstance(v, dict)} if isinstance(model, dict) else {}
+
+
+def _check_model_keys(sections: dict[str, dict[str, Any]], where: str) -> None:
+    """Refuse a key of a ``[model.<name>]`` section that is not a parameter of the model (a
+    misspelled key would otherwise fail only when the model is built, after the features were
+    read), naming the valid keys; ``epochs`` and ``seed`` are ``[train]`` keys. The model class is
+    imported only for keys that ``defaults.toml`` does not list for it."""
+    documented = _documented_model_keys()
+    for name, values in sections.items():
+        for key in _TRAIN_KEYS:
+            if key in values:
+                raise ConfigError(f"{where}: model.{name}.{key} is not a model setting: set train.{key} instead "
+                                  "(one source for every model)")
+        if set(values) <= documented.get(name, frozenset()):
+            continue
+        from sparkhc.models import get_model_class
+
+        valid = sorted(k for k in get_model_class(name).defaults if k not in _TRAIN_KEYS)
+        unknown = sorted(set(values) - set(valid))
+        if unknown:
+            import difflib
+
+            close = [k for k in valid if k.lower() == unknown[0].lower()] or difflib.get_close_matches(unknown[0], valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} in [model.{name}]{hint}; "
+                              f"valid keys: {', '.join(valid)}")
 
 
 def _model_names() -> list[str]:
@@ -183,6 +237,7 @@ def from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise ConfigError(f"{source}: [model.<name>] sections must be tables")
             _check_model_names(value, source)
+            _check_model_keys(value, source)
             model = {k: dict(v) for k, v in value.items()}
         elif key in _SECTIONS:
             if not isinstance(value, dict):

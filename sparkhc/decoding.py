@@ -17,11 +17,10 @@ is ``c - 1``. ``S`` has one column per edge, shape ``(n_docs, n_edges)``.
 Weights are feature-major, ``W`` of shape ``(n_features, n_edges)`` (C order, float32 by default):
 row ``f`` holds feature ``f``'s weight on every edge. One document's scores read the ``nnz(x)``
 contiguous rows ``W[x.indices]`` (:func:`row_scores`) and its update writes into the same rows;
-scipy's CSR x dense product (:func:`edge_scores`) walks ``W`` row by row too. Measured on the
-development box (2 shared cores, float32, 100-120 words per document): per-document scores are
-10x (104 edges, V = 50k) to 20x (4,030 edges) faster than with edge-major ``(n_edges, V)``
-weights (``W[:, x.indices]`` is a strided gather), and the batch product is about 2x faster.
-Edge-major only wins the scatter of a structured update (a few edges x ``nnz(x)`` entries), which
+scipy's CSR x dense product (:func:`edge_scores`) walks ``W`` row by row too. Per-document scores
+and the batch product are both faster than with edge-major ``(n_edges, V)`` weights, where
+``W[:, x.indices]`` is a strided gather (the figures: ``docs/benchmarks.md``, section
+design-notes). Edge-major only wins the scatter of a structured update (a few edges x ``nnz(x)`` entries), which
 is small next to the scores.
 
 Branching-feature weights ``bf`` have shape ``(n_nodes + 1, R + 1)``: row ``p`` holds the

@@ -147,7 +147,7 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _read_part(part: str | os.PathLike[str]) -> pa.Table:
     """One part file, read as one file (``pq.read_table`` would import and set up the dataset
-    machinery: 0.4 s of a small training's first read; the same table)."""
+    machinery, a large share of a small training's first read; the same table)."""
     with pq.ParquetFile(part) as f:
         return f.read()
 

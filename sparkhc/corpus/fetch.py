@@ -30,7 +30,7 @@ from sparkhc.errors import DataUnavailableError
 def sha256_file(path: str | Path) -> str:
     """:func:`sparkhc.persistence.sha256_file`, imported when first used: :mod:`sparkhc.persistence`
     pulls in scipy, which the Python workers that read documents (:mod:`sparkhc.spark.sources`, through
-    :mod:`sparkhc.corpus`) would otherwise import at start-up (0.14 s each)."""
+    :mod:`sparkhc.corpus`) would otherwise import at start-up, each of them."""
     from sparkhc.persistence import sha256_file as sha256
 
     return sha256(path)

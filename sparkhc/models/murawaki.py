@@ -532,6 +532,13 @@ class FlatPA(_PAModel):
 
     State: ``W`` of shape ``(n_features, n_leaves)``, column ``j`` the classifier of leaf
     ``taxonomy.leaves[j]``. Decoding: every leaf with positive score, else the single best.
+
+    Defaults: the class defaults (the Parameters above) are the paper's FLAT, the model the
+    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
+    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.flat]`` of
+    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
+    ``normalize = "l2"``
+    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
     """
 
     name: ClassVar[str] = "flat"
@@ -584,6 +591,13 @@ class TreePA(_PAModel):
     State: ``W`` of shape ``(n_features, n_edges)``; column ``c - 1`` is the edge into node ``c``.
     Local classifiers are independent, so one epoch here equals one epoch of each edge's own
     Alg. 1 run in the shared shuffled order (the paper trains them in parallel).
+
+    Defaults: the class defaults (the Parameters above) are the paper's TREE, the model the
+    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
+    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.tree]`` of
+    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
+    ``normalize = "l2"``
+    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
     """
 
     name: ClassVar[str] = "tree"
@@ -709,6 +723,14 @@ class GlobalPA(_PAModel):
 
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
     with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
+
+    Defaults: the class defaults (the Parameters above) are the paper's GT (Alg. 5, C = 1), the model the
+    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
+    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.global]`` of
+    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
+    ``C = "auto"`` (chosen on inner validation folds by ``sparkhc train``), ``branching``,
+    ``update = "cost_augmented"``, ``margin_rare``, ``bias`` and ``normalize = "l2"``
+    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
     """
 
     name: ClassVar[str] = "global"

@@ -1,4 +1,4 @@
-"""EM of the Xiao et al. generative models on Spark (issue 6; ``sparkhc.models.xiao``).
+"""EM of the Xiao et al. generative models on Spark (``sparkhc.models.xiao``).
 
 The driver runs the serial loop of :meth:`sparkhc.models.xiao._XiaoModel.fit_arrays` step for
 step; only the data passes are distributed:

@@ -16,10 +16,10 @@ record batches (no Python object per row for the features)::
 :func:`map_batches` is ``df.mapInArrow`` with :func:`partition_to_batch` in front. To keep the
 batches across Spark actions (one per epoch of data-parallel training), use :func:`batches_rdd`,
 an ``RDD[SparseBatch]`` with one element per partition that can be persisted; it ships each
-partition to Python once as one Arrow IPC blob through ``mapInArrow``. Measured on 20 Newsgroups
-(18,846 rows, 4 cached partitions, local[2] on a busy 2-core machine): 5-13 s per pass against
-8-9 s for ``df.rdd.mapPartitions`` over Rows building the CSR by hand, i.e. no faster for one pass,
-but it creates no Python object per row and yields the full SparseBatch (labels, counts, extras).
+partition to Python once as one Arrow IPC blob through ``mapInArrow``. It is no faster for one pass
+than ``df.rdd.mapPartitions`` over Rows building the CSR by hand (``docs/benchmarks.md``, section
+design-notes), but it creates no Python object per row and yields the full SparseBatch (labels,
+counts, extras).
 
 Without Spark, :func:`sparkhc.features.read_features_local` reads the files with pyarrow (tests, baselines).
 """

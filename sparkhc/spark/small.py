@@ -1,11 +1,12 @@
-"""Small trainings in the driver process (``train.execution``, issue 19 "small jobs").
+"""Small trainings in the driver process (``train.execution``).
 
 A training on a few megabytes of features (20 Newsgroups: 14 MB of Parquet, 11,314 training
 documents) costs little compute, but on Spark it pays per-job and per-session costs: the first
 Parquet scan of the session, the label-combinations shuffle, starting the Python workers with their
-imports and compiled kernels, staging the shards, the barrier stage (docs/benchmarks.md,
-profile-train: 11.3 s for the first training of a session, 1.8-2.4 s for the next ones, of which
-about 0.8 s is the epochs themselves). Here the same training runs in the driver process:
+imports and compiled kernels, staging the shards, the barrier stage; on such inputs they cost more
+than the epochs themselves (the Spark path's breakdown: ``docs/archive/benchmarks-history.md``,
+section profile-train; the driver execution's: ``docs/benchmarks.md``, section smalljobs-20ng).
+Here the same training runs in the driver process:
 
 * the features are read with pyarrow (:func:`sparkhc.features.read_features_local`, the same
   validation as the Spark reader) and the documents selected (:class:`sparkhc.features.Selection`);

@@ -1,4 +1,4 @@
-"""Raw documents read by Spark on the executors, checked and tokenized there (issue 19, point 4).
+"""Raw documents read by Spark on the executors, checked and tokenized there.
 
 :func:`read_jsonl_tokens` is the distributed counterpart of :func:`sparkhc.corpus.readers.read_jsonl`
 followed by the tokenizer: Spark's text source reads the lines (``.gz`` decompressed by Hadoop's
@@ -614,7 +614,7 @@ def read_jsonl_tokens(
     for uri, name in zip(uris, names, strict=True):
         hfs.check_gzip_suffix(spark, uri, name)
     # the bags are kept for the later passes (check, fit, transform); above MEMORY_CACHE_BYTES of input
-    # they go straight to disk: a 1 GB corpus cached in memory first ran a 1 GB driver out of heap
+    # they go straight to disk: a corpus as large as the driver's heap, cached in memory, ran it out of heap
     level = StorageLevel.MEMORY_AND_DISK if sum(hfs.size(spark, u) for u in uris) <= MEMORY_CACHE_BYTES \
         else StorageLevel.DISK_ONLY
     report = ReadReport(source=source or ", ".join(names))

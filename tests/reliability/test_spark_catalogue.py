@@ -462,7 +462,8 @@ def test_TR_14_empty_training_selection(base, tmp_path, capsys):
 def test_TR_15_unknown_model_parameter(base, tmp_path, capsys):
     expect_user_error(capsys, ["train", "--features", base.features, "--out", tmp_path / "m", "--set",
                                "model.global.c=1.0"],
-                      r"unknown parameter\(s\) \['c'\] for model 'global'; known: \['C', ")
+                      r"--set model\.global\.c=1\.0: unknown key 'c' in \[model\.global\] \(did you mean 'C'\?\); "
+                      r"valid keys: C, R, ")
 
 
 def test_TR_16_bad_model_parameter_value(base, tmp_path, capsys):

@@ -45,12 +45,72 @@ def test_unknown_model_section_from_a_toml_file_is_refused(tmp_path):
         load_config(None, ["model.nosuchmodel={C=1}"])
 
 
-def test_known_model_sections_still_load_and_their_keys_are_left_to_the_model(tmp_path):
+def test_known_model_sections_still_load(tmp_path):
     f = tmp_path / "cfg.toml"
     f.write_text("[model.flat]\nC = 2.0\n")
-    cfg = load_config([f], ["model.global.C=0.5", "model.tree.Cx=1"])  # Cx: checked by the model class later
+    cfg = load_config([f], ["model.global.C=0.5", "model.global.pa=II", "model.tree.data=sib"])
     assert cfg.model_params("flat")["C"] == 2.0 and cfg.model_params("global")["C"] == 0.5
-    assert cfg.model_params("tree")["Cx"] == 1
+    assert cfg.model_params("global")["pa"] == "II" and cfg.model_params("tree")["data"] == "sib"
+
+
+# ---------------------------------------------------------------- unknown keys in a known [model.X]
+GLOBAL_KEYS = "C, R, average, bias, branching, dtype, margin, margin_rare, normalize, pa, update"
+
+
+def test_unknown_model_key_from_set_is_refused_with_the_valid_keys():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model.global.Cc=0.5"])
+    assert str(e.value) == (f"--set model.global.Cc=0.5: unknown key 'Cc' in [model.global] (did you mean 'C'?); "
+                            f"valid keys: {GLOBAL_KEYS}")
+    with pytest.raises(ConfigError, match=r"unknown key 'c' in \[model\.global\] \(did you mean 'C'\?\)"):
+        load_config(None, ["model.global.c=1.0"])  # a case slip gets its hint too
+    # a key of another model: refused too (the tree model has no branching features)
+    with pytest.raises(ConfigError, match=r"^--set model\.tree\.branching=true: unknown key 'branching' in "
+                                          r"\[model\.tree\]; valid keys: C, bias, data, decoder, dtype, normalize$"):
+        load_config(None, ["model.tree.branching=true"])
+
+
+def test_unknown_model_key_from_a_toml_file_is_refused(tmp_path):
+    f = tmp_path / "cfg.toml"
+    f.write_text("[model.global]\nmargn = 0.5\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(f))}: unknown key 'margn' in \[model\.global\] "
+                                          rf"\(did you mean 'margin'\?\); valid keys: {re.escape(GLOBAL_KEYS)}$"):
+        load_config([f])
+    # a model whose section defaults.toml does not have (its class is asked)
+    g = tmp_path / "perc.toml"
+    g.write_text("[model.perc]\nnosuch = 1\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'nosuch' in \[model\.perc\]; valid keys: "):
+        load_config([g])
+
+
+def test_epochs_and_seed_in_a_model_section_point_to_train():
+    for key in ("epochs", "seed"):
+        with pytest.raises(ConfigError, match=rf"^--set model\.global\.{key}=3: model\.global\.{key} is not a model "
+                                              rf"setting: set train\.{key} instead"):
+            load_config(None, [f"model.global.{key}=3"])
+
+
+@pytest.mark.parametrize("how", ["set", "config"])
+def test_unknown_model_key_through_the_cli_exits_2_with_one_line(tmp_path, capsys, how):
+    f = tmp_path / "cfg.toml"
+    f.write_text("[model.global]\nCc = 0.5\n")
+    flags = ["--set", "model.global.Cc=0.5"] if how == "set" else ["--config", str(f)]
+    code, out, err = _run(["train", "--features", str(tmp_path / "f"), "--out", str(tmp_path / "m"), *flags], capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("sparkhc: error: ") and "unknown key 'Cc' in [model.global] (did you mean 'C'?)" in lines[0]
+    assert lines[0].endswith(f"valid keys: {GLOBAL_KEYS}")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("item", ["train.epoch=3", "featurize.min_dff=2", "predict.partition=2"])
+def test_unknown_key_of_the_other_sections_through_the_cli_exits_2_with_one_line(tmp_path, capsys, item):
+    code, out, err = _run(["train", "--features", str(tmp_path / "f"), "--out", str(tmp_path / "m"), "--set", item],
+                          capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"unknown key '{item.split('.')[1].split('=')[0]}'; known keys: " in lines[0]
 
 
 def test_unknown_model_section_through_the_cli_exits_2_with_one_line(tmp_path, capsys):

@@ -47,11 +47,9 @@ regularised bias; the gap is recorded in ``history_``). When ``M`` is diagonal (
 first alternation, or λ2 = 0) the blocks are independent, one sweep at the final SMO tolerance
 solves the W step, and λ2 = 0 gives exactly the BR baseline.
 
-This replaced a Gershgorin-majorised proximal scheme with Nesterov extrapolation (measured with
-``max_inner_iter = 1000``): alternations 2–4 of a 72-pair Reuters topic × place problem took 91,
-117 and 84 sweeps with it and 31, 44 and 57 with this one; Edm and Flare1 8–11 against 4–6; a
-stiff problem with more pairs than features (18 pairs, 3 features: ``C`` nearly singular) 620–1000
-against 475–1000, reaching duality gaps of 1e-7 to 5e-7 either way (37 s against 7 s).
+This replaced a Gershgorin-majorised proximal scheme with Nesterov extrapolation, which needed
+more sweeps for the same duality gap (the comparison: ``docs/benchmarks.md``, section
+design-notes).
 
 Where the pairs live: blocks, two rounds per sweep
 --------------------------------------------------
@@ -73,9 +71,8 @@ conservative test of the box).
 The sub-problem solvers (``w_solver``)
 -------------------------------------
 ``"auto"`` (the default): ``"smo"`` for at most ``SMO_MAX_ROWS`` (2,000) training rows, ``"dcd"``
-above. On Edm and Flare1 (154 and 323 rows, all 10 folds of M3MDC, BR and BR with C = 1) it gives
-the same predictions as DCD and objectives within 6e-7 relative; DCD is the slower solver there
-(Edm's 10 folds: 12.6 s against 0.5 s, measured when DCD became the default). The threshold
+above. On the small data sets of the paper (Edm, Flare1) both give the same predictions, and DCD
+is the slower solver there (``docs/benchmarks.md``, section design-notes). The threshold
 itself was not tuned (an 8,100-row fold takes DCD; SMO holds ``8 n_i²`` bytes per pair).
 ``"dcd"``: dual coordinate descent through the pair's weight vector
 (:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking; the pass is
@@ -84,10 +81,9 @@ the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equa
 method of multipliers, the same KKT stopping rule as SMO. Its sub-problem tolerance follows the
 relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at ``gap_tol``
 (default 1e-6, relative) — the certificate is the W step's duality gap whatever the sub-solver.
-Measured on Edm and Flare1 (all rows, full alternation): the final objective equals the exact
-SMO solver's (gap 1e-9) within 7.6e-8 and 4.2e-7 relative, with identical predictions; Edm's
-10-fold cross-validation gives the same Hamming score (0 of 308 predicted classes differ). It is
-what scales in rows (``docs/benchmarks.md``, section mdc).
+Its final objective equals the exact SMO solver's to about that tolerance, with the same
+predictions (``docs/benchmarks.md``, section design-notes; ``tests/unit/test_m3mdc_dcd.py``
+checks it within 1e-4 relative). It is what scales in rows (``docs/benchmarks.md``, section mdc).
 ``"smo"``: SMO with second-order working-set selection (described next) on the pair's own Gram
 matrix ``X_i X_iᵀ`` (``8 n_i²`` bytes, computed once per block and process, never pickled).
 
@@ -108,18 +104,16 @@ So the last W step is always certified to ``gap_tol``; the earlier ones (``gap_t
 ``history_``) are not. With the adaptive schedule a W step's first DCD sweep also starts at ten
 times its target (at most 0.1) instead of 1e-3. ``"auto"`` (the default): adaptive with DCD, fixed
 with SMO (its sub-problems are cheap; its results are those of the committed paper pages).
-Measured on the 8,100 training rows of ``benchmarks/bench_mdc.py``'s 9,000-row fold (serial, this
-process): 6 alternations, 16 sweeps and 25,656 DCD passes against 5, 24 and 50,062, the final
-objective 6.0e-7 relative above the fixed schedule's (chosen there and on ``early_gap_tol`` 1e-4 against 1e-3,
-first tolerance 10x against 1e-3 and the sub-problem tolerance at 0.1x, 0.3x, 1x and 10x the gap:
-training rows only, no test score looked at).
+The adaptive schedule, its ``early_gap_tol``, the first tolerance and the sub-problem tolerance
+were chosen on training rows only, no test score looked at (the figures: ``docs/benchmarks.md``,
+section design-notes).
 
 Sparse features
 ---------------
 ``X`` may be a scipy CSR matrix (text features from ``sparkhc featurize``: tens of thousands of
 terms); it is never densified. ``W`` (``d × m``) and ``G`` are dense, the products with ``X`` are
 sparse. The SMO iterations run in a numba-compiled loop when numba is installed
-(``sparkhc[fast]``; 4–5× faster than the numpy reference loop, same working sets).
+(``sparkhc[fast]``; faster than the numpy reference loop, with the same working sets).
 
 The C step and the ridge
 ------------------------

@@ -14,7 +14,9 @@ from sparkhc.spark import small
 if TYPE_CHECKING:
     from sparkhc.config import TrainConfig
 
-#: ``train.mixing``: auto (barrier in local mode or with a shared exchange URI), barrier, jobs
+#: ``train.mixing``, the Spark engine: auto (barrier in local mode or with a shared exchange URI),
+#: barrier, jobs. The third engine, the driver engine, is not a mode: rows read in the driver
+#: (``train.execution``, :mod:`sparkhc.spark.small`) always train there, as the barrier engine would
 MIXING_MODES = ("auto", "barrier", "jobs")
 
 
@@ -27,7 +29,8 @@ class MixingSettings:
     ``shards``: 0 = auto (:func:`resolve_shards`; :func:`sparkhc.spark.mixing.train.train_ipm`
     resolves it before any engine runs); ``seed``: the shards' shuffles (``seed + 1000003 *
     shard``); ``with_counts``: the shards carry raw term counts (``HierModel.needs_counts``);
-    ``mixing``: :data:`MIXING_MODES` (``train.mixing``); ``exchange_dir``: barrier mixing's
+    ``mixing``: :data:`MIXING_MODES` (``train.mixing``: the Spark engine, jobs or barrier; the
+    driver engine, for rows read in the driver, does not read it); ``exchange_dir``: barrier mixing's
     exchange location (None: a local temp directory); ``checkpoint_dir``: per-epoch checkpoints
     and resume (:class:`sparkhc.spark.mixing.checkpoints.Checkpoint`), ``checkpoint_key``: what the
     checkpoint must also match (the training data); ``warm_start``: continue from the model's
@@ -76,7 +79,7 @@ def resolve_shards(spark: small.SessionLike, shards: int) -> int:
     beyond the slots do not run at the same time, so they add no speed, and every extra shard costs
     accuracy per epoch: the mixed model moves by the mean of the shards' changes, so each
     document's correction reaches it divided by the number of shards (docs/benchmarks.md,
-    "Accuracy against the number of shards")."""
+    section mixing-shards-default, "Accuracy against the number of shards")."""
     if int(shards) < 0:
         raise ValueError(f"shards must be >= 0 (0 = auto), not {shards}")
     return int(shards) if int(shards) > 0 else max(1, small.task_slots(spark))

@@ -97,7 +97,8 @@ def engine_for(spark: small.SessionLike, features: DataFrame | None, rows: Spars
 
 
 def mixing_mode(spark: SparkSession, requested: str, model: HierModel, exchange_dir: str | Path | None = None) -> str:
-    """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``).
+    """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``): the engine on Spark. The third
+    engine, the driver engine, is chosen before this by :func:`engine_for` (rows read in the driver).
 
     ``auto`` picks barrier mixing, for models whose state mixes by row-sparse deltas
     (:func:`deltas.supports`), in local mode (the exchange directory is then on the one machine) or

@@ -1,0 +1,172 @@
+"""docs/benchmarks.md (current figures) and docs/archive/benchmarks-history.md (superseded ones):
+the section writer of ``benchmarks/_common.py`` keeps working on the page, both pages are well
+formed, and every section another file names can be found from the current page."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "benchmarks.md"
+ARCHIVE = ROOT / "docs" / "archive" / "benchmarks-history.md"
+START = re.compile(r"<!-- section:(\S+) -->")
+
+
+def _common():
+    spec = importlib.util.spec_from_file_location("bench_common_pages", ROOT / "benchmarks" / "_common.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sections(text: str) -> dict[str, str]:
+    """key -> the section's text, checking that every start marker has one end marker after it."""
+    out: dict[str, str] = {}
+    for m in START.finditer(text):
+        key = m.group(1)
+        assert key not in out, f"section {key!r} twice"
+        end = f"<!-- /section:{key} -->"
+        assert text.count(end) == 1 and text.index(end) > m.start(), f"section {key!r}: no single end marker after it"
+        out[key] = text[m.start():text.index(end) + len(end)]
+    assert len(re.findall(r"<!-- /section:", text)) == len(out), "an end marker without its start marker"
+    return out
+
+
+# --- the writer --------------------------------------------------------------------------------
+
+
+def test_rerun_replaces_its_section_in_place(tmp_path: Path) -> None:
+    common = _common()
+    page = tmp_path / "benchmarks.md"
+    common.write_section("a", "A (a)", "first", doc=page)
+    common.write_section("b", "B (b)", "second", doc=page)
+    common.write_section("a", "A (a)", "first, rerun", doc=page)
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith(common.HEADER)
+    secs = _sections(text)
+    assert list(secs) == ["a", "b"]  # replaced where it stood, not moved to the end
+    assert "first, rerun" in secs["a"] and "first\n" not in secs["a"] and "second" in secs["b"]
+
+
+def test_new_key_is_appended_at_the_end(tmp_path: Path) -> None:
+    common = _common()
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\nintro\n\n<!-- section:x -->\n## X\n\nx\n<!-- /section:x -->\n", encoding="utf-8")
+    common.write_section("y", "Y (y)", "body y", doc=page)
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# Benchmarks\n\nintro\n") and list(_sections(text)) == ["x", "y"]
+    assert text.endswith("<!-- section:y -->\n## Y (y)\n\nbody y\n<!-- /section:y -->\n")
+
+
+def test_half_a_section_is_refused(tmp_path: Path) -> None:
+    common = _common()
+    page = tmp_path / "benchmarks.md"
+    before = "# B\n\n<!-- section:x -->\n## X\n\nno end marker\n\n<!-- section:y -->\n## Y\n\ny\n<!-- /section:y -->\n"
+    page.write_text(before, encoding="utf-8")
+    with pytest.raises(ValueError, match="only one of its markers"):
+        common.write_section("x", "X", "new", doc=page)
+    assert page.read_text(encoding="utf-8") == before
+
+
+def test_the_writer_targets_the_current_page_not_the_archive() -> None:
+    common = _common()
+    assert common.DOC == PAGE and common.ARCHIVE == ARCHIVE and common.DOC != common.ARCHIVE
+
+
+def test_archived_key_rerun_appends_to_the_current_page(tmp_path: Path) -> None:
+    """A section moved to the archive, measured again: the new figures go to the current page;
+    the archive keeps the old ones untouched."""
+    common = _common()
+    page, archive = tmp_path / "benchmarks.md", tmp_path / "archive" / "benchmarks-history.md"
+    archive.parent.mkdir()
+    old = "# Benchmarks: history\n\n<!-- section:f -->\n## F (f)\n\nold\n<!-- /section:f -->\n"
+    archive.write_text(old, encoding="utf-8")
+    page.write_text("# Benchmarks\n", encoding="utf-8")
+    common.write_section("f", "F (f)", "new", doc=page)
+    assert "new" in _sections(page.read_text(encoding="utf-8"))["f"]
+    assert archive.read_text(encoding="utf-8") == old
+
+
+# --- the pages as they are ---------------------------------------------------------------------
+
+
+def test_both_pages_are_well_formed() -> None:
+    current = _sections(PAGE.read_text(encoding="utf-8"))
+    history = _sections(ARCHIVE.read_text(encoding="utf-8"))
+    assert "summary-issue29" in current and "summary-throughput" in current
+    assert history, "the archive holds the superseded sections"
+
+
+def test_the_archive_says_what_it_is_and_is_newest_first() -> None:
+    text = ARCHIVE.read_text(encoding="utf-8")
+    first = text.split("\n\n")[1]
+    assert first.startswith(">") and "superseded" in first.lower() and "for the record" in first
+    dates = [m.group(1) for m in re.finditer(r"^Date: (20\d\d-\d\d-\d\d \d\d:\d\d)", text, re.M)]
+    assert len(dates) > 10 and dates == sorted(dates, reverse=True)
+
+
+#: names other files use to point into docs/benchmarks.md (README.md, docs/api.md,
+#: sparkhc/epochs.py, sparkhc/conf/defaults.toml, experiments/murawaki.py, docs/results/...)
+LINKED = [
+    "summary-issue29", "smalljobs-20ng", "epoch-selection", "epoch-selection-nested", "mixing-shards-default",
+    "rare-margins", "mdc", "Accuracy against the number of shards", "pyspark.ml estimator against sparkhc train",
+    "The default model re-derived on validation data", "peers-weighting",
+]
+
+#: files whose mentions of docs/benchmarks.md are checked
+SOURCES = ["README.md", "docs/*.md", "docs/results/**/*.md", "sparkhc/**/*.py", "sparkhc/conf/*.toml", "conf/*.toml",
+           "experiments/*.py"]
+
+
+@pytest.mark.parametrize("name", LINKED)
+def test_linked_names_are_found_on_the_current_page(name: str) -> None:
+    assert name in PAGE.read_text(encoding="utf-8")
+
+
+def test_every_section_named_next_to_the_page_is_found_on_it() -> None:
+    """A quoted or back-quoted name on a line that mentions docs/benchmarks.md (or the line after
+    it), when it is a section name or title of either page, is on the current page (the section
+    itself, or a pointer to the archive)."""
+    page = PAGE.read_text(encoding="utf-8")
+    history = ARCHIVE.read_text(encoding="utf-8")
+    both = page + history
+    known = set(START.findall(both)) | {t.strip() for t in re.findall(r"^#{2,3} (.+?)(?: \(|$)", both, re.M)}
+    missing = []
+    for pattern in SOURCES:
+        for path in ROOT.glob(pattern):
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for i, line in enumerate(lines):
+                if "docs/benchmarks.md" not in line:
+                    continue
+                near = " ".join(lines[i:i + 2])
+                names = re.findall(r'["`]([^"`]{2,80})["`]', near) + re.findall(r"section[s]? ([a-z0-9_-]+)", near)
+                for name in names:
+                    name = name.strip().strip(".,")
+                    if name not in known or name in page:
+                        continue
+                    if "archive/benchmarks-history.md" in near and name in history:
+                        continue  # the reference names the archive itself
+                    missing.append(f"{path.relative_to(ROOT)}:{i + 1}: {name!r}")
+    assert not missing, missing
+
+
+def test_rerun_on_a_copy_of_the_real_page(tmp_path: Path) -> None:
+    """On the page as it is: a rerun of a current section (smalljobs-20ng) changes that section
+    only, where it stands; a rerun under an archived name (featurize) is appended at the end."""
+    common = _common()
+    page = tmp_path / "benchmarks.md"
+    page.write_text(PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    before = _sections(page.read_text(encoding="utf-8"))
+    common.write_section("smalljobs-20ng", "Where one training's time goes (smalljobs-20ng)", "rerun", doc=page)
+    after = _sections(page.read_text(encoding="utf-8"))
+    assert list(after) == list(before)
+    assert {k for k in before if before[k] != after[k]} == {"smalljobs-20ng"} and "rerun" in after["smalljobs-20ng"]
+    assert "featurize" not in before and "featurize" in _sections(ARCHIVE.read_text(encoding="utf-8"))
+    common.write_section("featurize", "Featurize throughput (featurize)", "new run", doc=page)
+    again = _sections(page.read_text(encoding="utf-8"))
+    assert list(again) == [*before, "featurize"] and "new run" in again["featurize"]

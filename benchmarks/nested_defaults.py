@@ -60,6 +60,7 @@ def run_variant(d, fit: np.ndarray, overrides: list[str], shards: int) -> tuple[
     return model, {"epochs": result.epochs, "C": model.params.get("C"), "folds": sel.get("folds"),
                    "offsets": ("" if not cal or "skipped" in cal else
                                "/offsets " + ("applied" if cal.get("applied") else "not applied")
+                               + (f" on {cal['bands']} bands" if cal.get("bands") else "")
                                + " ({:+.2f} ± {:.2f})".format(100 * cal["validation"].get("fold_gain_mean", 0.0),
                                                             100 * cal["validation"].get("fold_gain_se", 0.0)))}
 

@@ -1,4 +1,4 @@
-"""Per-edge score offsets of the global model fitted on validation data (rare labels, issue 17).
+"""Per-edge score offsets of the global model fitted on validation data (rare labels).
 
 An offset ``b_e`` added to the score of edge ``e`` for every document is a change of the learned
 bias weight of that edge (``W[bias row, e] += b_e / bias``): the calibrated model is an ordinary
@@ -33,7 +33,8 @@ The offsets are *cross-fitted* on the training documents only (``train.calibrate
 The scored folds come from the training that is being done anyway where possible: with the default
 epoch selection they are its validation bands, scored by the band's model at the chosen epoch
 (:func:`sparkhc.spark.calibrate.cross_fit_offsets`), cut into parts (:func:`split_folds`) when
-there are fewer than three.
+there are fewer than three, and extended by more bands (``train.calibration_documents``) when the
+offsets pay on them.
 
 Every function here reads only the documents it is given (the training documents); nothing here
 knows about a test split.

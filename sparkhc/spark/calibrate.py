@@ -1,13 +1,23 @@
 """Cross-fitted per-edge offsets on Spark (``train.calibrate``; the method: :mod:`sparkhc.calibration`).
 
-The training documents are split into ``train.calibration_folds`` seeded folds by a hash of their
-id; per fold a fresh copy of the model (same class, taxonomy and parameters) is trained by
-:func:`sparkhc.spark.mixing.train.train_ipm` on the other folds (same epochs, shards, seed and mixing as the
-real training) and scores the fold's documents on the driver (one fold's rows are collected, as
-the validation slice of ``train.select_epochs``). :func:`sparkhc.calibration.cross_fit` turns the
-out-of-fold scores into offsets; :func:`sparkhc.spark.training.fit_model` adds them to the model
-trained on every document. Only the DataFrame given (the training documents) is read; with the
-rows read in the driver (small inputs, ``train.execution``) the folds train in this process.
+The scored folds come from one of two places:
+
+- ``train.calibrate = "auto"`` (the default) with an epoch selection: the selection's validation
+  bands (:func:`sparkhc.spark.mixing.selection.validation_split`), each band's model retrained to
+  the chosen epoch; fewer than three bands are cut into hash parts. When the offsets pay on those
+  bands (the nested one-standard-error rule of :func:`sparkhc.calibration.cross_fit`), more bands of
+  the same split are scored until they hold ``train.calibration_documents`` documents, and the
+  offsets are fitted again on all of them.
+- ``"on"`` with a fixed number of epochs: ``train.calibration_folds`` seeded inner folds cut by a
+  hash of the id (:func:`fold_column`), one training on the other folds each.
+
+Every fold's model is a fresh copy (same class, taxonomy and parameters) trained by
+:func:`sparkhc.spark.mixing.train.train_ipm` (same epochs, shards, seed and mixing as the real
+training) and scores the fold's documents on the driver (one fold's rows are collected).
+:func:`sparkhc.calibration.cross_fit` turns the out-of-fold scores into offsets;
+:func:`sparkhc.spark.training.fit_model` adds them to the model trained on every document. Only the
+DataFrame given (the training documents) is read; with the rows read in the driver (small inputs,
+``train.execution``) the folds train in this process.
 """
 
 from __future__ import annotations

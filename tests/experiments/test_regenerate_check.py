@@ -100,6 +100,7 @@ def test_trees_missing_files_and_exit_code(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # m3mdc takes about 15 min, past the suite's 600 s
 @pytest.mark.parametrize("job", ["murawaki", "m3mdc"])
 def test_committed_results_are_current(job: str, tmp_path: Path) -> None:
     """Issue 32, point 2: the deterministic jobs regenerated at this checkout equal the committed

@@ -23,9 +23,11 @@ three-request multipart upload. Core module: pyarrow only, no pyspark.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,7 +39,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 __all__ = ["has_scheme", "is_uri", "local_path", "resolve", "is_local", "write_atomic", "read_bytes", "open_input", "exists", "listdir",
-           "delete_tree", "redact", "Folder"]
+           "delete_tree", "redact", "Folder", "replace_dir", "sha256_file"]
 
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -267,3 +269,29 @@ class Folder:
         """A seekable binary file object (:func:`open_input`)."""
         with open_input(self.fs, f"{self.root}/{name}") as fh:
             yield fh
+
+
+# ----------------------------------------------------------------------------- local files
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move directory ``src`` to ``dst``, replacing an existing ``dst`` with two renames (the one
+    directory swap; if the second rename fails the old ``dst`` is put back)."""
+    if not dst.exists():
+        os.replace(src, dst)
+        return
+    old = dst.parent / f".{dst.name}.old-{uuid.uuid4().hex[:12]}"
+    os.replace(dst, old)
+    try:
+        os.replace(src, dst)
+    except BaseException:
+        os.replace(old, dst)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks (the one file-hashing helper)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

@@ -54,7 +54,8 @@ from typing import Any
 
 from sparkhc import fsio
 from sparkhc.errors import ModelError
-from sparkhc.persistence import load_model, read_metadata, sha256_file, write_json_atomic
+from sparkhc.fsio import sha256_file
+from sparkhc.persistence import load_model, read_metadata, write_json_atomic
 
 __all__ = [
     "CURRENT",

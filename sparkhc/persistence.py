@@ -15,10 +15,8 @@ memory and are what Spark partitions send back during parameter mixing.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
 import shutil
 import uuid
 import zipfile
@@ -33,6 +31,7 @@ import scipy.sparse as sp
 
 from sparkhc import fsio
 from sparkhc.errors import ModelError
+from sparkhc.fsio import replace_dir
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.taxonomy import Taxonomy
 
@@ -148,31 +147,6 @@ def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     replace_dir(tmp, path)
-
-
-def replace_dir(src: Path, dst: Path) -> None:
-    """Move directory ``src`` to ``dst``, replacing an existing ``dst`` with two renames (the one
-    directory swap; if the second rename fails the old ``dst`` is put back)."""
-    if not dst.exists():
-        os.replace(src, dst)
-        return
-    old = dst.parent / f".{dst.name}.old-{uuid.uuid4().hex[:12]}"
-    os.replace(dst, old)
-    try:
-        os.replace(src, dst)
-    except BaseException:
-        os.replace(old, dst)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks (the one file-hashing helper)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_file_atomic(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:

@@ -8,7 +8,7 @@ corpora with their evaluation protocols, and the checksum-verified fetcher.
 >>> table = to_table(batches); print(report.summary())     # doctest: +SKIP
 """
 
-from sparkhc.corpus.fetch import ChecksumError, cache_root, download, sha256_file
+from sparkhc.corpus.fetch import ChecksumError, cache_root, download
 from sparkhc.corpus.readers import (
     RAW_SCHEMA,
     TEXT,
@@ -46,6 +46,7 @@ from sparkhc.corpus.registry import (
     get_corpus,
     register,
 )
+from sparkhc.fsio import sha256_file
 
 __all__ = [
     "RAW_SCHEMA",

@@ -12,32 +12,17 @@ Nothing here needs Spark. Set ``SPARKHC_OFFLINE=1`` to forbid network access.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import shutil
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO
 
 from sparkhc.errors import DataUnavailableError
-
-
-def sha256_file(path: str | Path) -> str:
-    """:func:`sparkhc.persistence.sha256_file`, imported when first used: :mod:`sparkhc.persistence`
-    pulls in scipy, which the Python workers that read documents (:mod:`sparkhc.spark.sources`, through
-    :mod:`sparkhc.corpus`) would otherwise import at start-up, each of them."""
-    from sparkhc.persistence import sha256_file as sha256
-
-    return sha256(path)
-
-
-if TYPE_CHECKING:
-    from sparkhc.corpus.registry import CorpusInfo
 
 logger = logging.getLogger(__name__)
 
@@ -134,60 +119,3 @@ def download(
     raise DataUnavailableError(f"could not download {dest.name}: " + "; ".join(failures))
 
 
-def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | None, timeout: float) -> Path:
-    """:func:`fetch` without the "put ... into ..." wrapping of its errors."""
-    out = root / info.name
-    if not force and info.has_files(out):
-        return out
-    if not info.can_download:
-        raise DataUnavailableError(info.download_note())
-    if is_offline():
-        raise DataUnavailableError("offline (SPARKHC_OFFLINE is set)")
-    downloaded: dict[str, Path] = {}
-    for d in info.downloads:
-        dest = root / "downloads" / d.filename
-        if dest.is_file() and d.sha256 is not None and sha256_file(dest) == d.sha256:
-            logger.info("using cached %s", dest)
-        else:
-            download(d.urls, dest, d.sha256, size=d.size, timeout=timeout, opener=opener)
-        downloaded[d.filename] = dest
-    assert info.converter is not None  # can_download checked it
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=root))
-    try:
-        summary = info.converter(downloaded, tmp)
-        manifest: dict[str, Any] = {
-            "corpus": info.name,
-            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "sources": [{"file": d.filename, "urls": list(d.urls), "sha256": d.sha256} for d in info.downloads],
-            "summary": summary,
-            "files": {},
-        }
-        missing = [f.name for f in info.required_files() if not (tmp / f.name).is_file()]
-        if missing:
-            raise DataUnavailableError(f"{info.name}: the converter did not write {missing} (a bug)")
-        for f in info.files:
-            p = tmp / f.name
-            if not p.is_file():
-                continue
-            got = sha256_file(p)
-            same = f.sha256 is not None and got == f.sha256
-            manifest["files"][f.name] = {"sha256": got, "identical_to_staged_copy": same}
-            if f.sha256 is not None and not same:
-                logger.warning(
-                    "%s: converted %s has sha256 %s, not the staged copy's %s (content may still be "
-                    "equivalent; see %s)", info.name, f.name, got, f.sha256, "FETCHED.json",
-                )
-        (tmp / "FETCHED.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if out.exists():
-            if not force and info.has_files(out):
-                shutil.rmtree(tmp)  # another process finished first
-                return out
-        from sparkhc.persistence import replace_dir
-
-        replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    logger.info("%s: converted into %s (%s)", info.name, out, summary)
-    return out

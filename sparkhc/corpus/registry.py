@@ -23,7 +23,10 @@ import gzip
 import json
 import logging
 import os
+import shutil
 import tarfile
+import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -34,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkhc.batch import FOLD, SPLIT
-from sparkhc.corpus.fetch import Opener, _fetch_into, cache_root, is_offline, sha256_file
+from sparkhc.corpus.fetch import Opener, cache_root, download, is_offline
 from sparkhc.corpus.readers import (
     DEFAULT_BATCH_SIZE,
     Batches,
@@ -49,6 +52,7 @@ from sparkhc.corpus.readers import (
     write_jsonl_gz,
 )
 from sparkhc.errors import DataUnavailableError, InputDataError
+from sparkhc.fsio import replace_dir, sha256_file
 from sparkhc.taxonomy import Taxonomy
 
 logger = logging.getLogger(__name__)
@@ -1024,3 +1028,60 @@ def find_corpus(
             logger.warning("%s: download failed: %s", name, e)
             raise type(e)(info.missing_message(looked, cache, f"download failed: {e}")) from None
     raise DataUnavailableError(info.missing_message(looked, cache, reason))
+
+
+def _fetch_into(info: CorpusInfo, root: Path, *, force: bool, opener: Opener | None, timeout: float) -> Path:
+    """:func:`fetch` without the "put ... into ..." wrapping of its errors."""
+    out = root / info.name
+    if not force and info.has_files(out):
+        return out
+    if not info.can_download:
+        raise DataUnavailableError(info.download_note())
+    if is_offline():
+        raise DataUnavailableError("offline (SPARKHC_OFFLINE is set)")
+    downloaded: dict[str, Path] = {}
+    for d in info.downloads:
+        dest = root / "downloads" / d.filename
+        if dest.is_file() and d.sha256 is not None and sha256_file(dest) == d.sha256:
+            logger.info("using cached %s", dest)
+        else:
+            download(d.urls, dest, d.sha256, size=d.size, timeout=timeout, opener=opener)
+        downloaded[d.filename] = dest
+    assert info.converter is not None  # can_download checked it
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=root))
+    try:
+        summary = info.converter(downloaded, tmp)
+        manifest: dict[str, Any] = {
+            "corpus": info.name,
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "sources": [{"file": d.filename, "urls": list(d.urls), "sha256": d.sha256} for d in info.downloads],
+            "summary": summary,
+            "files": {},
+        }
+        missing = [f.name for f in info.required_files() if not (tmp / f.name).is_file()]
+        if missing:
+            raise DataUnavailableError(f"{info.name}: the converter did not write {missing} (a bug)")
+        for f in info.files:
+            p = tmp / f.name
+            if not p.is_file():
+                continue
+            got = sha256_file(p)
+            same = f.sha256 is not None and got == f.sha256
+            manifest["files"][f.name] = {"sha256": got, "identical_to_staged_copy": same}
+            if f.sha256 is not None and not same:
+                logger.warning(
+                    "%s: converted %s has sha256 %s, not the staged copy's %s (content may still be "
+                    "equivalent; see %s)", info.name, f.name, got, f.sha256, "FETCHED.json",
+                )
+        (tmp / "FETCHED.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            if not force and info.has_files(out):
+                shutil.rmtree(tmp)  # another process finished first
+                return out
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("%s: converted into %s (%s)", info.name, out, summary)
+    return out

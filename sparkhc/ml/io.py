@@ -23,7 +23,7 @@ from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLI
 from sparkhc.errors import ModelError, SparkhcError
 from sparkhc.features import CORPUS_FILE, FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
 from sparkhc.ml._input import META_KEY, check_labels_column, detect_features, training_rows
-from sparkhc.persistence import replace_dir
+from sparkhc.fsio import replace_dir
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 

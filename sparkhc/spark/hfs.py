@@ -233,7 +233,7 @@ class OutputFs:
 
     def sha256(self, path: str) -> str:
         if self.local:
-            from sparkhc.persistence import sha256_file
+            from sparkhc.fsio import sha256_file
 
             return sha256_file(path)
         import hashlib
@@ -258,7 +258,7 @@ class OutputFs:
         """Move this folder to ``dst``, replacing an existing ``dst`` with two renames
         (:func:`sparkhc.persistence.replace_dir` for local paths)."""
         if self.local:
-            from sparkhc.persistence import replace_dir
+            from sparkhc.fsio import replace_dir
 
             replace_dir(Path(self.root), Path(dst.root))
             return

@@ -129,6 +129,7 @@ def cross_fit_offsets(
     ids: list[np.ndarray] = []
 
     def score(f: int, of_n: int) -> None:
+        """Train without fold/band ``f`` and score it (an empty band beyond the selection's is skipped)."""
         fit_rows: SparseBatch | None = None
         fit_df: DataFrame | None = None
         if rows is not None:
@@ -145,6 +146,8 @@ def cross_fit_offsets(
                 fit_df, val_df = features.where(fold != f), features.where(fold == f)
             val = SparseBatch.from_arrow(val_df.sort(DOC_ID).toArrow(), model.n_features, with_counts=with_counts,
                                          source=f"calibration fold {f}")
+        if len(val) == 0 and f >= n:
+            return  # a band of a tiny training part that no document hashed into: nothing to score
         if len(val) == 0:
             raise ModelError(f"train.calibrate: inner fold {f} of {n} holds no training document; "
                              "use fewer train.calibration_folds")

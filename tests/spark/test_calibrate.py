@@ -150,6 +150,24 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
         np.testing.assert_array_equal(model.get_state().arrays[k], val, err_msg=k)
 
 
+def test_more_bands_skip_a_band_no_document_hashed_into(spark):
+    """A tiny training part: the extension asks for every band of 5 %, some of which hold no
+    document; those are skipped (not an error: the selection's own band was not empty), and the
+    offsets are fitted on the bands that hold documents."""
+    from sparkhc.spark import small
+    from sparkhc.spark.calibrate import cross_fit_offsets
+
+    tax, table = _data(n=40, seed=2)
+    rows = SparseBatch.from_arrow(table, V)
+    ids = np.array(table.column("doc_id").to_pylist())
+    held = [int(small.validation_ids(ids, 0.05, 5, b).sum()) for b in range(20)]
+    assert held[0] >= 3 and 0 in held  # these data: band 0 holds documents, two bands none
+    model = _model(tax, "global", **PARAMS)
+    result = cross_fit_offsets(spark, None, model, 2, 1, mode="on", seed=5, rows=rows, bands=(1, 0.05),
+                               documents=5000)
+    assert result.bands == sum(1 for h in held if h)
+
+
 def test_more_bands_arithmetic():
     from sparkhc.spark.calibrate import more_bands
 

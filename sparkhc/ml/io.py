@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABEL_IDS, LABELS, SPLIT, VALUES
 from sparkhc.errors import ModelError, SparkhcError
 from sparkhc.features import CORPUS_FILE, FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
-from sparkhc.ml._input import META_KEY, check_labels_column, detect_features, training_rows
 from sparkhc.fsio import replace_dir
+from sparkhc.ml._input import META_KEY, check_labels_column, detect_features, training_rows
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 

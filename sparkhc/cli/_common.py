@@ -70,8 +70,7 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
     (:func:`sparkhc.spark.small.deferred_session`)."""
     if spark is not None:
         return spark
-    check_master(args.master if args.master is not None else (os.environ.get("SPARKHC_MASTER") or None),
-                 "--master" if args.master is not None else "$SPARKHC_MASTER")
+    check_master_of(args)
     if deferred:
         from sparkhc.spark.small import deferred_session
 
@@ -79,6 +78,22 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
     from sparkhc.spark.session import get_session
 
     return get_session(app_name=f"sparkhc-{args.command}", master=args.master)
+
+
+def check_master_of(args: argparse.Namespace) -> None:
+    """:func:`check_master` of ``--master`` or ``$SPARKHC_MASTER``."""
+    check_master(args.master if args.master is not None else (os.environ.get("SPARKHC_MASTER") or None),
+                 "--master" if args.master is not None else "$SPARKHC_MASTER")
+
+
+def before_spark(args: argparse.Namespace, spark: Any = None) -> None:
+    """What a verb checks before its session starts: the master (unless ``spark`` is given), then
+    its inputs (:mod:`sparkhc.cli.preflight`)."""
+    from sparkhc.cli import preflight
+
+    if spark is None:
+        check_master_of(args)
+    preflight.run(args)
 
 
 def print_json(obj: Any) -> None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from sparkhc.cli._common import (
+    before_spark,
     common_flags,
     config,
     print_json,
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
     cfg = config(args)  # a bad configuration fails before Spark starts
+    before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     result = pipelines.train(  # a training in the driver (train.execution) never starts Spark
         session(args, spark, deferred=True), cfg, features=args.features, out=args.out, model_name=args.model,
         overwrite=args.overwrite, checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start,

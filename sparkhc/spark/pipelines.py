@@ -22,6 +22,8 @@ from sparkhc.features import (
     CORPUS_FILE,
     TAXONOMY_FILE,
     Selection,
+    check_featurize_sources,
+    empty_selection_message,
     features_corpus_info,
     features_taxonomy,
     model_taxonomy,
@@ -31,6 +33,7 @@ from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import json_text, load_model, read_metadata, save_model
+from sparkhc.predictions import PRED_META_FILE, evaluation_inputs
 from sparkhc.spark.hfs import OutputFs
 from sparkhc.spark.mixing.engine import RUN_FIGURES
 from sparkhc.spark.small import SessionLike
@@ -39,7 +42,6 @@ from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
 
-PRED_META_FILE = "_MODEL.json"
 
 
 # ---------------------------------------------------------------------- helpers
@@ -143,11 +145,7 @@ def featurize(
         params.update(hash_bits=fc.hash_bits)
     if fc.token_pattern:
         params["token_pattern"] = fc.token_pattern
-    if corpus is None and (input_path is None or (taxonomy_path is None and spaces is None)):
-        raise SparkhcError("--taxonomy (or --class-spaces) is required with --input")
-    if corpus is None and taxonomy_path is not None and spaces is not None:
-        raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
-                           "taxonomy)")
+    check_featurize_sources(corpus, input_path, taxonomy_path, spaces)
     spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
     if spark_read is not None:
         return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
@@ -603,15 +601,8 @@ def selection_error(df: DataFrame, source: str | Path, selection: Selection, wha
     """The error for a selection that matches no row of ``df``: it names the splits and folds
     present, so the user can choose ``--split`` / ``--fold`` / ``--exclude-fold`` (one Spark job)."""
     present = df.groupBy(SPLIT, FOLD).count().collect()
-    splits = sorted({r[SPLIT] for r in present}, key=lambda x: (x is not None, x or ""))
-    folds = sorted({r[FOLD] for r in present if r[FOLD] is not None})
-    n_all = sum(int(r["count"]) for r in present)
-    return InputDataError(
-        f"{source}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
-        f"{n_all} document(s) with split(s) {', '.join('none' if x is None else repr(x) for x in splits) or 'none'} "
-        f"and fold(s) {', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, "
-        "--exclude-fold K)"
-    )
+    groups = {(r[SPLIT], r[FOLD]): int(r["count"]) for r in present}
+    return InputDataError(empty_selection_message(source, selection, what, groups))
 
 
 class EmptySelectionError(InputDataError):
@@ -741,18 +732,7 @@ def evaluate(
     from sparkhc.spark.evaluate import aggregate_metrics
     from sparkhc.spark.predict import PRED_LABELS
 
-    folder = fsio.Folder(predictions)
-    if not folder.is_file(PRED_META_FILE):
-        raise SchemaError(f"{folder.name}: not a predictions folder ({PRED_META_FILE} missing)")
-    try:
-        pmeta = json.loads(folder.read_text(PRED_META_FILE))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SchemaError(f"{folder.where(PRED_META_FILE)}: corrupt prediction metadata ({e})") from None
-    feats = str(features) if features is not None else str(pmeta["features"])
-    taxonomy = features_taxonomy(feats)
-    if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
-        raise ModelError(f"{folder.name}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
-                         f"{feats} has {taxonomy.fingerprint()}")
+    folder, pmeta, feats, taxonomy = evaluation_inputs(predictions, features)
     scored = pmeta.get("scored_labels")
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")

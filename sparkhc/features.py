@@ -296,12 +296,12 @@ def empty_selection_message(source: str | Path, selection: Selection, what: str,
                             groups: Mapping[tuple[str | None, int | None], int]) -> str:
     """The error for a selection that matches no document of ``source``: it names the splits and
     folds present (``groups``: documents per ``(split, fold)``), so the user can choose ``--split`` /
-    ``--fold`` / ``--exclude-fold``."""
+    ``--fold`` / ``--exclude-fold`` (``source`` shown without credentials)."""
     splits = sorted({s for s, _ in groups}, key=lambda x: (x is not None, x or ""))
     folds = sorted({f for _, f in groups if f is not None})
     n_all = sum(groups.values())
     return (
-        f"{source}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
+        f"{fsio.redact(source)}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
         f"{n_all} document(s) with split(s) {', '.join('none' if x is None else repr(x) for x in splits) or 'none'} "
         f"and fold(s) {', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, "
         "--exclude-fold K)"

@@ -61,7 +61,7 @@ def setup_logging(verbose: int) -> None:
 def config(args: argparse.Namespace) -> Any:
     from sparkhc.config import load_config
 
-    return load_config(args.config, args.overrides)
+    return load_config([str(local_only(c, "--config", args.command)) for c in args.config], args.overrides)
 
 
 def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False) -> Any:
@@ -94,6 +94,23 @@ def before_spark(args: argparse.Namespace, spark: Any = None) -> None:
     if spark is None:
         check_master_of(args)
     preflight.run(args)
+
+
+def local_only(location: str | None, flag: str, verb: str) -> str | None:
+    """``location`` (a plain path or a ``file:`` URI) as a local path, for the verbs that read and
+    write the local file system only (reclassify, report, models); another URI scheme is refused in
+    one line naming the flag (None passes)."""
+    if location is None:
+        return None
+    from sparkhc import fsio
+    from sparkhc.errors import LocationError
+
+    local = fsio.local_path(location)
+    if local is None:
+        raise LocationError(f"{flag} {fsio.redact(location)}: sparkhc {verb} takes local paths "
+                            "or file: URIs only (a shared mount on a cluster); see 'Where data can live' in "
+                            "docs/deployment.md")
+    return str(local)
 
 
 def print_json(obj: Any) -> None:

@@ -10,6 +10,7 @@ from sparkhc.cli._common import (
     common_flags,
     config,
     data_flags,
+    local_only,
     print_json,
     refuse_existing,
     session,
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
+    args.class_spaces = local_only(args.class_spaces, "--class-spaces", "featurize")
     cfg = config(args)  # a bad configuration fails before Spark starts
     before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     summary = pipelines.featurize(

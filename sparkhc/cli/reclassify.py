@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkhc.cli._common import MODELS_ENV, check_master, master_flag, print_json, setup_logging, verbose_flag
+from sparkhc.cli._common import (
+    MODELS_ENV,
+    check_master,
+    local_only,
+    master_flag,
+    print_json,
+    setup_logging,
+    verbose_flag,
+)
 from sparkhc.errors import SparkhcError
 
 HELP = "classify new partitions of a date-partitioned document collection"
@@ -63,6 +71,9 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         models_root = os.environ.get(MODELS_ENV)
         if not models_root:
             raise SparkhcError(f"no model: pass --models ROOT (or set ${MODELS_ENV}) or --model DIR")
+    for flag in ("input", "out", "model"):
+        setattr(args, flag, local_only(getattr(args, flag), f"--{flag}", "reclassify"))
+    models_root = local_only(models_root, "--models", "reclassify")
     if spark is None:
         check_master(args.master)  # before any work, as every verb
     # spark=None: the session starts only when there is something to classify

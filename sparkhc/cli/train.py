@@ -9,6 +9,7 @@ from sparkhc.cli._common import (
     before_spark,
     common_flags,
     config,
+    local_only,
     print_json,
     refuse_existing,
     selection_flags,
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
+    args.checkpoint_dir = local_only(args.checkpoint_dir, "--checkpoint-dir", "train")
     cfg = config(args)  # a bad configuration fails before Spark starts
     before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     result = pipelines.train(  # a training in the driver (train.execution) never starts Spark

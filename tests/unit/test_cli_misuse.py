@@ -135,22 +135,6 @@ def test_report_with_overwrite_or_a_new_folder_runs(tmp_path, capsys, no_report_
 
 # ---------------------------------------------------------------- existing outputs, before any work
 @pytest.fixture
-def no_spark(monkeypatch):
-    """Every pipeline verb and the session replaced by a recorder (the checks before Spark stay real)."""
-    import sparkhc.spark.pipelines as pipelines
-    import sparkhc.spark.session
-    import sparkhc.spark.small
-
-    calls: list[str] = []
-    for name in ("featurize", "train", "predict"):
-        monkeypatch.setattr(pipelines, name, lambda *a, _n=name, **k: calls.append(_n) or {})
-    monkeypatch.setattr(pipelines, "evaluate", lambda *a, **k: calls.append("evaluate") or ({}, ""))
-    monkeypatch.setattr(sparkhc.spark.session, "get_session", lambda *a, **k: calls.append("session"))
-    monkeypatch.setattr(sparkhc.spark.small, "deferred_session", lambda *a, **k: calls.append("session"))
-    return calls
-
-
-@pytest.fixture
 def no_pipeline_work(monkeypatch, no_spark):
     """:func:`no_spark` and the input checks (:mod:`sparkhc.cli.preflight`) replaced by recorders: a
     refused output must reach none of them (no input read, no Spark started)."""

@@ -134,3 +134,19 @@ def test_scheduling_doc_report_line_runs_again(tmp_path, capsys, monkeypatch):
     for _ in range(2):
         code, _, err = _run(argv, capsys)
         assert code == 0, err
+
+
+def test_docs_say_plainly_that_conf_cluster_toml_is_opt_in():
+    """Every page whose commands pass conf/cluster.toml says, in the same words, that it is opt-in and
+    what it pins, with the values the file holds."""
+    import tomllib
+
+    cluster = tomllib.loads((ROOT / "conf" / "cluster.toml").read_text(encoding="utf-8"))
+    assert (ROOT / "conf" / "cluster.toml").read_text(encoding="utf-8").startswith("# Opt-in fixed settings")
+    sentence = (f"`--config conf/cluster.toml` is opt-in: it pins `train.epochs = {cluster['train']['epochs']}` and "
+                f"`train.shards = {cluster['train']['shards']}` (and {cluster['featurize']['partitions']} feature and "
+                f"prediction partitions) instead of the defaults `sparkhc train` uses")
+    assert cluster["predict"]["partitions"] == cluster["featurize"]["partitions"]
+    for doc in ("README.md", "docs/deployment.md"):
+        text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())
+        assert "--config conf/cluster.toml" in text and sentence in text, doc

@@ -15,7 +15,7 @@ MODELS_ENV = "SPARKHC_MODELS"
 
 def verbose_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="-vv: debug logging, Spark's and Py4J's messages included")
+                   help="-v: Spark's start-up lines too; -vv: debug logging, Spark's and Py4J's messages included")
 
 
 def master_flag(p: argparse.ArgumentParser) -> None:
@@ -51,6 +51,10 @@ def selection_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup_logging(verbose: int) -> None:
+    """sparkhc's log lines on stderr (INFO; -vv: DEBUG, with Py4J's and PySpark's); with -v Spark's
+    own start-up lines too (``$SPARKHC_SPARK_LOGS``, :func:`sparkhc.spark.session.quiet_java_options`)."""
+    if verbose > 0:
+        os.environ["SPARKHC_SPARK_LOGS"] = "1"
     level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if verbose < 2:
@@ -75,8 +79,10 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
         from sparkhc.spark.small import deferred_session
 
         return deferred_session(f"sparkhc-{args.command}", args.master)
-    from sparkhc.spark.session import get_session
+    from sparkhc.spark.session import get_session, submitted
 
+    where = "spark-submit's master" if submitted() else (args.master or os.environ.get("SPARKHC_MASTER") or "local[*]")
+    logging.getLogger("sparkhc").info("%s: starting Spark (%s) ...", args.command, where)
     return get_session(app_name=f"sparkhc-{args.command}", master=args.master)
 
 

@@ -28,6 +28,8 @@ from sparkhc.features import (
     features_taxonomy,
     model_taxonomy,
     scored_mask,
+    selected_count,
+    selection_groups,
 )
 from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
@@ -686,11 +688,18 @@ def predict(
     target = OutputFs(out)
     if target.exists() and not overwrite:
         raise SparkhcError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
+    log.info("predict: reading features %s and model %s", fsio.redact(features), fsio.redact(model_dir))
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = weights_hash(model_dir)
     selection = Selection(split, fold, exclude_fold)
+    groups = selection_groups(features)  # (the split and fold columns only: no Spark job)
+    n_selected = selected_count(groups, selection)
+    if n_selected == 0:
+        raise InputDataError(empty_selection_message(features, selection, "document", groups))
+    log.info("predict: decoding %d documents (%s) with the %s model %s on Spark ...", n_selected,
+             selection.describe(), meta["model"], version)
     all_rows, df = df, select_rows(df, selection)
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
@@ -716,8 +725,9 @@ def predict(
     except BaseException:
         tmp.rmtree()
         raise
-    return {"predictions": fsio.redact(out), "documents": n, "model_version": version,
-            "seconds": round(time.perf_counter() - t0, 2)}
+    secs = round(time.perf_counter() - t0, 2)
+    log.info("predict: wrote %d predictions to %s (%.1f s)", n, fsio.redact(out), secs)
+    return {"predictions": fsio.redact(out), "documents": n, "model_version": version, "seconds": secs}
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -732,7 +742,10 @@ def evaluate(
     from sparkhc.spark.evaluate import aggregate_metrics
     from sparkhc.spark.predict import PRED_LABELS
 
+    t0 = time.perf_counter()
     folder, pmeta, feats, taxonomy = evaluation_inputs(predictions, features)
+    log.info("evaluate: reading predictions %s (the %s model %s) against the features %s", folder.name,
+             pmeta["model"], pmeta["model_version"], fsio.redact(feats))
     scored = pmeta.get("scored_labels")
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")
@@ -751,6 +764,7 @@ def evaluate(
     if empty:
         log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", folder.name,
                     empty, n)
+    log.info("evaluate: aggregating the metric counts of %d documents on Spark ...", n)
     counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
                                pred_col=PRED_LABELS)
     metrics = counts.compute()
@@ -775,6 +789,7 @@ def evaluate(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     text = json_text(result).encode("utf-8")
     fsio.write_atomic(fs, path, lambda fh: fh.write(text))
+    log.info("evaluate: wrote %s (%.1f s)", fsio.redact(target), time.perf_counter() - t0)
     return result, format_table(metrics)
 
 

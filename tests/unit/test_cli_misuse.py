@@ -296,3 +296,20 @@ def test_split_and_fold_typos_come_before_spark(tmp_path, capsys, no_spark, verb
     # a selection the features hold goes on to the session and the pipeline
     code, _, err = _run([a for a in argv if a not in flags] + ["--split", "train", "--fold", "1"], capsys)
     assert code == 0 and no_spark == (["session", verb]), err
+
+
+def test_a_verb_says_it_starts_spark(tmp_path, capsys, caplog, no_spark, monkeypatch):
+    """The Spark start-up (seconds) is announced: the first line of predict and evaluate."""
+    import logging
+
+    monkeypatch.delenv("SPARKHC_MASTER", raising=False)
+    caplog.set_level(logging.INFO, logger="sparkhc")
+    feats = _features_folder(tmp_path / "feats", [("test", None)])
+    from sparkhc.persistence import FORMAT, FORMAT_VERSION
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "metadata.json").write_text(f'{{"format": "{FORMAT}", "format_version": {FORMAT_VERSION}}}')
+    code, _, err = _run(["predict", "--model", str(tmp_path / "m"), "--features", str(feats), "--out",
+                         str(tmp_path / "p"), "--master", "local[2]"], capsys)
+    assert code == 0, err
+    assert [r.getMessage() for r in caplog.records if r.name == "sparkhc"] == ["predict: starting Spark (local[2]) ..."]

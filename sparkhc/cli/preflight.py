@@ -11,7 +11,6 @@ the pipeline's. No pyspark here.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from sparkhc import fsio
 from sparkhc.errors import InputDataError
@@ -60,8 +59,7 @@ def featurize_inputs(args: argparse.Namespace) -> None:
     if args.taxonomy is not None:
         from sparkhc.taxonomy import Taxonomy
 
-        tax_local = fsio.local_path(args.taxonomy)
-        Taxonomy.load(tax_local if tax_local is not None else args.taxonomy)
+        Taxonomy.load(args.taxonomy)  # (a local path or a file: URI; another scheme is refused)
     if args.class_spaces is not None:
         from sparkhc.models.jia_zhang.spaces import ClassSpaces
 
@@ -75,7 +73,7 @@ def selection(args: argparse.Namespace) -> Selection:
     return Selection(**selection_of(args))
 
 
-def run(args: argparse.Namespace) -> Any:
+def run(args: argparse.Namespace) -> None:
     """The checks of the verb of ``args`` (``args.command``), before its session starts."""
     verb = args.command
     if verb == "featurize":

@@ -73,9 +73,17 @@ def selection(args: argparse.Namespace) -> Selection:
     return Selection(**selection_of(args))
 
 
+def output(location: str | None) -> None:
+    """An output at a URI: its scheme resolved (the driver writes there through ``pyarrow.fs``), so a
+    scheme without its connector is named before any work; local outputs are :func:`refuse_existing`'s."""
+    if location is not None and fsio.is_uri(location):
+        fsio.resolve(location)
+
+
 def run(args: argparse.Namespace) -> None:
     """The checks of the verb of ``args`` (``args.command``), before its session starts."""
     verb = args.command
+    output(getattr(args, "out", None))
     if verb == "featurize":
         featurize_inputs(args)
     elif verb == "train":

@@ -270,6 +270,10 @@ def test_missing_features_model_and_predictions_come_before_spark(tmp_path, caps
     msg = _one_line_before_spark(*_run(["train", "--features", "hdfs://namenode:8020/x/features", "--out",
                                         str(tmp_path / "m")], capsys), no_spark)
     assert msg.startswith("hdfs://namenode:8020/x/features: hdfs:// needs the Hadoop client and a configured cluster")
+    # an output at such a URI too (the driver writes its small files there through pyarrow)
+    msg = _one_line_before_spark(*_run(["predict", "--model", str(tmp_path / "nope"), "--features", str(feats),
+                                        "--out", "hdfs://namenode:8020/x/pred"], capsys), no_spark)
+    assert msg.startswith("hdfs://namenode:8020/x/pred: hdfs:// needs the Hadoop client and a configured cluster")
 
 
 @pytest.mark.parametrize("verb,flags,what", [

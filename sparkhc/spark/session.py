@@ -62,6 +62,44 @@ def quiet_java_options() -> str | None:
     return f"-Dlog4j2.configurationFile={path.as_uri()}"
 
 
+def _spark_defaults() -> dict[str, str]:
+    """The settings of the installation's ``spark-defaults.conf`` (``$SPARK_CONF_DIR`` or
+    ``$SPARK_HOME/conf``; pyspark's own when neither is set), which a ``--conf`` of the same key
+    would replace."""
+    from pathlib import Path
+
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        home = os.environ.get("SPARK_HOME")
+        if not home:
+            try:
+                from pyspark.find_spark_home import _find_spark_home
+
+                home = _find_spark_home()
+            except Exception:  # no Spark home: nothing to keep
+                return {}
+        conf_dir = os.path.join(home, "conf")
+    path = Path(conf_dir) / "spark-defaults.conf"
+    out: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            parts = line.strip().split(None, 1)
+            if parts and not parts[0].startswith("#"):
+                out[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    return out
+
+
+def driver_java_options() -> str | None:
+    """``spark.driver.extraJavaOptions`` of a session sparkhc starts: :func:`quiet_java_options`
+    after the installation's own driver options (``spark-defaults.conf``, which the setting would
+    otherwise replace); None when Spark's logging is wanted or the installation configures log4j."""
+    quiet = quiet_java_options()
+    if quiet is None:
+        return None
+    own = _spark_defaults().get("spark.driver.extraJavaOptions", "")
+    return None if "log4j" in own else f"{own} {quiet}".strip()
+
+
 #: SparkSessions this process has created (not found active): a test hook, a verb that runs several steps
 #: (demo, tune, experiment, reclassify) creates at most one
 created = 0
@@ -92,9 +130,9 @@ def get_session(
     if master is not None:
         builder = builder.master(master)
     conf = dict(DEFAULT_CONF)
-    quiet = quiet_java_options()
-    if quiet is not None:
-        conf["spark.driver.extraJavaOptions"] = quiet
+    java_options = driver_java_options()
+    if java_options is not None:
+        conf["spark.driver.extraJavaOptions"] = java_options
     conf.update(extra_conf or {})
     for k, v in conf.items():
         builder = builder.config(k, v)

@@ -208,7 +208,8 @@ def test_documented_train_route_trains_the_model_sparkhc_train_trains(tiny_corpu
     args[args.index("--features") + 1] = str(feats)
     args[args.index("--out") + 1] = str(tmp_path / "submitted")
     spark_submit("train", args, logs, master="local[*]")
-    env = {k: v for k, v in job_env().items() if k != "SPARKHC_MASTER"}  # the package the jobs import
+    env = {k: v for k, v in job_env().items() if k != "SPARKHC_MASTER"}
+    env["PYTHONPATH"] = str(ROOT)  # the package the jobs import (tests.jobs.conftest.spark_submit)
     cli = subprocess.run([sys.executable, "-m", "sparkhc.cli", "train", "--features", str(feats), "--out",
                           str(tmp_path / "cli")], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert cli.returncode == 0, cli.stderr[-3000:]

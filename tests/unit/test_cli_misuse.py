@@ -251,6 +251,11 @@ def test_featurize_taxonomy_and_input_errors_come_before_spark(tmp_path, capsys,
     assert msg == f"{tmp_path / 'nope.jsonl'}: input not found"
     msg = _one_line_before_spark(*_run([*base, "--input", str(docs)], capsys), no_spark)
     assert msg == "--taxonomy (or --class-spaces) is required with --input"
+    msg = _one_line_before_spark(*_run([*base, "--input", str(docs), "--class-spaces", str(tmp_path / "cs.toml")],
+                                       capsys), no_spark)
+    assert msg == f"{tmp_path / 'cs.toml'}: class-space file not found"
+    msg = _one_line_before_spark(*_run([*base, "--corpus", "20newsgroup"], capsys), no_spark)
+    assert msg.startswith("unknown corpus '20newsgroup'; known corpora: ") and "20newsgroups" in msg
     # good inputs go on to the session and the pipeline
     code, _, err = _run([*base, "--input", str(docs), "--taxonomy", str(tmp_path / "tax.tsv")], capsys)
     assert code == 0 and no_spark == ["session", "featurize"], err

@@ -15,7 +15,8 @@ The run summary is printed on stdout and kept in ``OUT/_runs/<run_id>.json``; un
 stdout also carries the driver's log lines, so schedulers should pass ``--summary-json PATH`` and
 read that file (docs/examples/airflow_reclassify_dag.py does).
 
-Exit status: 0 ok, 1 when a partition failed (see ``OUT/_runs/<run_id>.json``), 2 for a user error.
+Exit status: 0 ok, 3 when a partition failed (see ``OUT/_runs/<run_id>.json``), 2 for a user error (one
+``sparkhc: error:`` line on spark-submit's stderr), 143 after SIGTERM (once the summary is written), 1 on a crash.
 """
 
 from __future__ import annotations

@@ -49,3 +49,15 @@ class NotFittedError(SparkhcError):
 
 class DataUnavailableError(SparkhcError):
     """A corpus is not on disk and cannot be downloaded (the message says what to put where)."""
+
+
+class Terminated(BaseException):
+    """A termination signal (SIGTERM) arrived: the run stops where it is. A ``BaseException``, as
+    :class:`KeyboardInterrupt`, so no ``except Exception`` swallows it; ``summary`` is set by a
+    run that wrote what it had done before it re-raises."""
+
+    def __init__(self, signum: int, name: str = "SIGTERM") -> None:
+        super().__init__(f"{name} received")
+        self.signum = signum
+        self.name = name
+        self.summary: dict[str, object] | None = None

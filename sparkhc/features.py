@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,17 @@ def scored_mask(taxonomy: Taxonomy, scored_labels: Iterable[str] | None) -> np.n
     return mask
 
 
+def check_featurize_sources(corpus: str | None, input_path: str | None, taxonomy_path: str | None,
+                            class_spaces: object | None) -> None:
+    """The combination of featurize's sources: a corpus, or ``--input`` with ``--taxonomy`` or
+    ``--class-spaces`` (not both)."""
+    if corpus is None and (input_path is None or (taxonomy_path is None and class_spaces is None)):
+        raise InputDataError("--taxonomy (or --class-spaces) is required with --input")
+    if corpus is None and taxonomy_path is not None and class_spaces is not None:
+        raise InputDataError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
+                             "taxonomy)")
+
+
 # ------------------------------------------------------------------------------ row selection
 @dataclass(frozen=True)
 class Selection:
@@ -251,6 +263,49 @@ def _fold_values(fold: np.ndarray) -> np.ndarray:
     null = np.int64(-(2**62))
     return np.asarray([null if v is None or (isinstance(v, float) and np.isnan(v)) else int(v) for v in arr],
                       dtype=np.int64)
+
+
+def selection_groups(features: str | Path) -> dict[tuple[str | None, int | None], int]:
+    """Documents per ``(split, fold)`` of a features folder (a local path or a URI), from the split
+    and fold columns of its part files only (pyarrow, no Spark; the layout is checked first)."""
+    folder = fsio.Folder(features)
+    counts: dict[tuple[str | None, int | None], int] = {}
+    for name in layout_parts(folder):
+        try:
+            with folder.open(f"{FEATURES_DIR}/{name}") as fh:
+                table = pq.read_table(fh, columns=[SPLIT, FOLD], use_threads=False)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise SchemaError(f"{folder.where(FEATURES_DIR)}/{name}: not a readable Parquet file ({e})") from None
+        # counted in Python: Arrow's group_by starts a thread pool that can abort the interpreter at exit
+        for key, n in Counter(zip(table.column(SPLIT).to_pylist(), table.column(FOLD).to_pylist(),
+                                  strict=True)).items():
+            counts[key] = counts.get(key, 0) + n
+    return counts
+
+
+def selected_count(groups: Mapping[tuple[str | None, int | None], int], selection: Selection) -> int:
+    """How many documents of ``groups`` (:func:`selection_groups`) ``selection`` selects."""
+    keys = list(groups)
+    if not keys:
+        return 0
+    mask = selection.mask(np.asarray([k[0] for k in keys], dtype=object), np.asarray([k[1] for k in keys], dtype=object))
+    return sum(groups[k] for k, m in zip(keys, mask, strict=True) if m)
+
+
+def empty_selection_message(source: str | Path, selection: Selection, what: str,
+                            groups: Mapping[tuple[str | None, int | None], int]) -> str:
+    """The error for a selection that matches no document of ``source``: it names the splits and
+    folds present (``groups``: documents per ``(split, fold)``), so the user can choose ``--split`` /
+    ``--fold`` / ``--exclude-fold`` (``source`` shown without credentials)."""
+    splits = sorted({s for s, _ in groups}, key=lambda x: (x is not None, x or ""))
+    folds = sorted({f for _, f in groups if f is not None})
+    n_all = sum(groups.values())
+    return (
+        f"{fsio.redact(source)}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
+        f"{n_all} document(s) with split(s) {', '.join('none' if x is None else repr(x) for x in splits) or 'none'} "
+        f"and fold(s) {', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, "
+        "--exclude-fold K)"
+    )
 
 
 # ------------------------------------------------------------------------------ model taxonomy

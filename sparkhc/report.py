@@ -46,13 +46,13 @@ import scipy.sparse as sp
 
 from sparkhc.errors import ModelError, SchemaError
 from sparkhc.metrics import METRIC_KEYS, MetricCounts, pr_curve
+from sparkhc.predictions import PRED_META_FILE
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ReportData", "build_report", "collect", "write_html", "write_markdown"]
 
-PRED_META_FILE = "_MODEL.json"
 METRICS_FILE = "metrics.json"
 DATA_DIR = "data"
 GOLD, PRED, SCORES = "labels", "pred_labels", "pred_scores"

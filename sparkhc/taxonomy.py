@@ -263,8 +263,17 @@ class Taxonomy:
 
     @classmethod
     def load(cls, path: str | Path, root: str | None = None) -> Taxonomy:
-        """Read a taxonomy file, detecting the RCV1 format from its first non-blank line."""
-        path = Path(path)
+        """Read a taxonomy file (a local path or a ``file:`` URI), detecting the RCV1 format from its
+        first non-blank line."""
+        from sparkhc import fsio
+
+        local = fsio.local_path(path)
+        if local is None:
+            from sparkhc.errors import LocationError
+
+            raise LocationError(f"{fsio.redact(path)}: taxonomy files are read on the driver from a local path or a "
+                                "file: URI; copy it to the driver")
+        path = local
         first = next((ln for ln in _read_text(path).splitlines() if ln.strip()), "")
         if first.lstrip().startswith("parent:"):
             return cls.from_rcv1_hier(path)

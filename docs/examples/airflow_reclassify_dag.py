@@ -7,11 +7,19 @@ Copy to the Airflow DAGs folder; adjust the settings below (or the Airflow Varia
   classified by the current model are done, so retries and overlapping schedules are safe
   (``max_active_runs=1`` keeps runs from queuing on the job's lock). Trigger with
   ``--conf '{"all": true}'`` to reclassify every partition after promoting a model.
-* ``check_summary``: reads the run summary and fails when a partition failed. The job writes the
-  summary to a file (``--summary-json``; under spark-submit its stdout also carries log lines, so
-  stdout itself is not JSON); the task prints that file as one line with ``jq -c``, the last line
-  of its stdout, which the BashOperator pushes to XCom. The job also keeps every summary in
-  ``OUT/_runs/<run_id>.json``.
+* ``check_summary``: reads the run summary and fails loudly, naming each failed partition and its
+  error, when a partition failed. The job writes the summary to a file (``--summary-json``; under
+  spark-submit its stdout also carries log lines, so stdout itself is not JSON); the task prints
+  that file as one line with ``jq -c``, the last line of its stdout, which the BashOperator pushes
+  to XCom. The job also keeps every summary in ``OUT/_runs/<run_id>.json``.
+
+Exit status of the job: 0 ok; 3 when a partition failed: the run itself went through and wrote its
+summary, so the ``reclassify`` task succeeds (Airflow pushes XCom only from a task that succeeds)
+and ``check_summary`` fails without retries: a bad record fails again until it is fixed or
+quarantined (``--on-invalid quarantine``), and the next scheduled run retries the partition anyway;
+2 for a user error (no registry, bad flags) and 1 for a crash: the ``reclassify`` task fails, and
+Airflow retries a crash (``RETRIES``); 143 after SIGTERM (Airflow's timeout), once the job has
+written the summary of what it did.
 
 With ``apache-airflow-providers-apache-spark`` installed, ``SparkSubmitOperator`` can replace the
 ``BashOperator`` (``application="/opt/sparkhc/jobs/reclassify.py"``, ``py_files=...``,
@@ -37,6 +45,10 @@ JOB = "/opt/sparkhc/jobs/reclassify.py"
 COLLECTION = "/shared/collection"
 OUT = "/shared/reclassified"
 MODELS = "/shared/models"
+#: the job's exit status when a partition failed (sparkhc.cli.reclassify.EXIT_PARTITIONS_FAILED)
+PARTITIONS_FAILED = 3
+#: retries of the reclassify task (crashes, exit 1); check_summary is never retried
+RETRIES = 2
 
 
 def reclassify_command(spark_submit: str = SPARK_SUBMIT, job: str = JOB) -> str:
@@ -44,8 +56,9 @@ def reclassify_command(spark_submit: str = SPARK_SUBMIT, job: str = JOB) -> str:
 
     The job writes its summary to a temporary file (``--summary-json``); ``jq -c`` prints it as
     one line after the run, so that the last line of stdout, which the BashOperator pushes to
-    XCom, is the whole summary whatever spark-submit logged before it. The task exits with the
-    job's status (1 when a partition failed, 2 for a user error: Airflow retries / fails the task).
+    XCom, is the whole summary whatever spark-submit logged before it. A run with failed
+    partitions (the job's status 3) is a success of this task, so that its summary reaches
+    ``check_summary``; any other status is the task's (2 a user error, 1 a crash, 143 SIGTERM).
     """
     return (
         'summary="$(mktemp)"; '
@@ -56,7 +69,7 @@ def reclassify_command(spark_submit: str = SPARK_SUBMIT, job: str = JOB) -> str:
         " {{ '--all' if params.all else '' }}"  # --conf '{"all": true}' overrides the param
         ' --summary-json "$summary"; status=$?; '
         'if [ -s "$summary" ]; then jq -c . "$summary" || status=$?; fi; '
-        'rm -f "$summary"; exit $status'
+        f'rm -f "$summary"; if [ $status -eq {PARTITIONS_FAILED} ]; then exit 0; fi; exit $status'
     )
 
 
@@ -86,7 +99,7 @@ def make_dag() -> Any:
         start_date=dt.datetime(2024, 1, 1),
         catchup=False,  # each run picks up everything pending; no need to replay past intervals
         max_active_runs=1,
-        default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=10)},
+        default_args={"retries": 0},
         params={"all": False},
         tags=["sparkhc"],
     ) as dag:
@@ -95,6 +108,8 @@ def make_dag() -> Any:
             bash_command=reclassify_command(),
             do_xcom_push=True,
             execution_timeout=dt.timedelta(hours=3),
+            retries=RETRIES,  # a crash (exit 1); a failed partition is not retried here (exit 3 -> check_summary)
+            retry_delay=dt.timedelta(minutes=10),
         )
         check = PythonOperator(
             task_id="check_summary",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -71,18 +72,42 @@ def task_user_error(e: BaseException) -> str | None:
     return found[-1].strip() if found else None
 
 
+def print_error(message: str) -> None:
+    """``sparkhc: error: MESSAGE`` on stderr.
+
+    Under spark-submit the Python driver's stderr is not the user's: spark-submit's PythonRunner
+    merges it into the stdout it relays. There the line is printed by spark-submit's own JVM on its
+    stderr, through the Py4J gateway the driver was given (``PYSPARK_GATEWAY_PORT``: connecting
+    starts nothing); if that fails, on Python's stderr as elsewhere."""
+    line = f"sparkhc: error: {message}"
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        try:
+            from pyspark import SparkContext
+            from pyspark.java_gateway import launch_gateway
+
+            gateway = SparkContext._gateway or launch_gateway()
+            sys.stdout.flush()
+            err = gateway.jvm.java.lang.System.err
+            err.println(line)
+            err.flush()
+            return
+        except Exception:  # no gateway after all: the merged stream is better than nothing
+            logging.getLogger("sparkhc").debug("could not print on spark-submit's stderr", exc_info=True)
+    print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = run(argv)
     except SparkhcError as e:
-        print(f"sparkhc: error: {e}", file=sys.stderr)
+        print_error(str(e))
         code = 2
     except KeyboardInterrupt:
         code = 130
     except Exception as e:  # pragma: no cover - the traceback is what a bug report needs
         msg = task_user_error(e)
         if msg is not None:  # bad input found inside a Spark task: a user error all the same
-            print(f"sparkhc: error: {msg}", file=sys.stderr)
+            print_error(msg)
             code = 2
         else:
             logging.getLogger("sparkhc").exception("failed: %s", e)

@@ -15,7 +15,7 @@ MODELS_ENV = "SPARKHC_MODELS"
 
 def verbose_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="-vv: debug logging, Spark's and Py4J's messages included")
+                   help="-v: Spark's start-up lines too; -vv: debug logging, Spark's and Py4J's messages included")
 
 
 def master_flag(p: argparse.ArgumentParser) -> None:
@@ -51,6 +51,10 @@ def selection_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup_logging(verbose: int) -> None:
+    """sparkhc's log lines on stderr (INFO; -vv: DEBUG, with Py4J's and PySpark's); with -v Spark's
+    own start-up lines too (``$SPARKHC_SPARK_LOGS``, :func:`sparkhc.spark.session.quiet_java_options`)."""
+    if verbose > 0:
+        os.environ["SPARKHC_SPARK_LOGS"] = "1"
     level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if verbose < 2:
@@ -61,7 +65,7 @@ def setup_logging(verbose: int) -> None:
 def config(args: argparse.Namespace) -> Any:
     from sparkhc.config import load_config
 
-    return load_config(args.config, args.overrides)
+    return load_config([str(local_only(c, "--config", args.command)) for c in args.config], args.overrides)
 
 
 def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False) -> Any:
@@ -70,15 +74,49 @@ def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False)
     (:func:`sparkhc.spark.small.deferred_session`)."""
     if spark is not None:
         return spark
-    check_master(args.master if args.master is not None else (os.environ.get("SPARKHC_MASTER") or None),
-                 "--master" if args.master is not None else "$SPARKHC_MASTER")
+    check_master_of(args)
     if deferred:
         from sparkhc.spark.small import deferred_session
 
         return deferred_session(f"sparkhc-{args.command}", args.master)
-    from sparkhc.spark.session import get_session
+    from sparkhc.spark.session import get_session, submitted
 
+    where = "spark-submit's master" if submitted() else (args.master or os.environ.get("SPARKHC_MASTER") or "local[*]")
+    logging.getLogger("sparkhc").info("%s: starting Spark (%s) ...", args.command, where)
     return get_session(app_name=f"sparkhc-{args.command}", master=args.master)
+
+
+def check_master_of(args: argparse.Namespace) -> None:
+    """:func:`check_master` of ``--master`` or ``$SPARKHC_MASTER``."""
+    check_master(args.master if args.master is not None else (os.environ.get("SPARKHC_MASTER") or None),
+                 "--master" if args.master is not None else "$SPARKHC_MASTER")
+
+
+def before_spark(args: argparse.Namespace, spark: Any = None) -> None:
+    """What a verb checks before its session starts: the master (unless ``spark`` is given), then
+    its inputs (:mod:`sparkhc.cli.preflight`)."""
+    from sparkhc.cli import preflight
+
+    if spark is None:
+        check_master_of(args)
+    preflight.run(args)
+
+
+def local_only(location: str | None, flag: str, verb: str) -> str | None:
+    """``location`` (a plain path or a ``file:`` URI) as a local path, for the verbs that read and
+    write the local file system only (reclassify, report, models); another URI scheme is refused in
+    one line naming the flag (None passes)."""
+    if location is None:
+        return None
+    from sparkhc import fsio
+    from sparkhc.errors import LocationError
+
+    local = fsio.local_path(location)
+    if local is None:
+        raise LocationError(f"{flag} {fsio.redact(location)}: sparkhc {verb} takes local paths "
+                            "or file: URIs only (a shared mount on a cluster); see 'Where data can live' in "
+                            "docs/deployment.md")
+    return str(local)
 
 
 def print_json(obj: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparkhc.cli._common import common_flags, config, session
+from sparkhc.cli._common import before_spark, common_flags, config, session
 
 HELP = "metrics of predictions against their gold labels"
 
@@ -22,6 +22,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     config(args)  # a bad configuration fails before Spark starts
+    before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     _, table = pipelines.evaluate(session(args, spark), predictions=args.predictions, features=args.features,
                                   out=args.out)
     print(table)

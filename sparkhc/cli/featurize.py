@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparkhc.cli._common import common_flags, config, data_flags, print_json, refuse_existing, session
+from sparkhc.cli._common import (
+    before_spark,
+    common_flags,
+    config,
+    data_flags,
+    local_only,
+    print_json,
+    refuse_existing,
+    session,
+)
 
 HELP = "tokenize a corpus into sparse Parquet features"
 
@@ -43,7 +52,9 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
+    args.class_spaces = local_only(args.class_spaces, "--class-spaces", "featurize")
     cfg = config(args)  # a bad configuration fails before Spark starts
+    before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     summary = pipelines.featurize(
         session(args, spark), cfg, out=args.out, corpus=args.corpus, input_path=args.input,
         taxonomy_path=args.taxonomy, data_dir=args.data_dir, cache_dir=args.cache_dir,

@@ -15,7 +15,7 @@ import argparse
 import os
 from typing import Any
 
-from sparkhc.cli._common import MODELS_ENV, print_json, verbose_flag
+from sparkhc.cli._common import MODELS_ENV, local_only, print_json, verbose_flag
 from sparkhc.errors import SparkhcError
 
 HELP = "model registry: list, show, register, promote (and the model names)"
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _root(args: argparse.Namespace) -> str:
     if not args.root:
         raise SparkhcError(f"no model registry: pass --root ROOT or set ${MODELS_ENV}")
-    return str(args.root)
+    return str(local_only(str(args.root), "--root", "models"))
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:

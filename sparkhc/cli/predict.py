@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from sparkhc.cli._common import (
+    before_spark,
     common_flags,
     config,
     print_json,
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
     cfg = config(args)  # a bad configuration fails before Spark starts
+    before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     result = pipelines.predict(session(args, spark), cfg, model_dir=args.model, features=args.features,
                                out=args.out, overwrite=args.overwrite, **selection_of(args))
     print_json(result)

@@ -11,14 +11,28 @@ spark-submit entry point (:func:`reclassify_main`)::
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkhc.cli._common import MODELS_ENV, check_master, master_flag, print_json, setup_logging, verbose_flag
-from sparkhc.errors import SparkhcError
+from sparkhc.cli._common import (
+    MODELS_ENV,
+    check_master,
+    local_only,
+    master_flag,
+    print_json,
+    setup_logging,
+    verbose_flag,
+)
+from sparkhc.errors import SparkhcError, Terminated
+
+#: exit status of a run in which a partition failed (its summary names it); 0 ok, 2 a user error, 1 a bug,
+#: 128 + 15 = 143 after SIGTERM
+EXIT_PARTITIONS_FAILED = 3
 
 HELP = "classify new partitions of a date-partitioned document collection"
 DESCRIPTION = ("Classify the partitions of a collection not yet classified by the model (the registry's current "
@@ -63,26 +77,65 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         models_root = os.environ.get(MODELS_ENV)
         if not models_root:
             raise SparkhcError(f"no model: pass --models ROOT (or set ${MODELS_ENV}) or --model DIR")
+    for flag in ("input", "out", "model"):
+        setattr(args, flag, local_only(getattr(args, flag), f"--{flag}", "reclassify"))
+    models_root = local_only(models_root, "--models", "reclassify")
     if spark is None:
         check_master(args.master)  # before any work, as every verb
-    # spark=None: the session starts only when there is something to classify
-    summary = reclassify(
-        spark, args.input, args.out, models_root=models_root, model_version=args.model_version,
-        model_dir=args.model, partition_column=args.partition_column, input_format=args.input_format,
-        all_partitions=args.all_partitions, partitions=args.partitions, dry_run=args.dry_run,
-        batch_partitions=args.batch_partitions, master=args.master, on_invalid=args.on_invalid,
-    )
+    previous = _stop_on_sigterm()
+    try:
+        # spark=None: the session starts only when there is something to classify
+        summary = reclassify(
+            spark, args.input, args.out, models_root=models_root, model_version=args.model_version,
+            model_dir=args.model, partition_column=args.partition_column, input_format=args.input_format,
+            all_partitions=args.all_partitions, partitions=args.partitions, dry_run=args.dry_run,
+            batch_partitions=args.batch_partitions, master=args.master, on_invalid=args.on_invalid,
+        )
+    except Terminated as e:  # the run summary of what was done (OUT/_runs/ has it when a partition was planned)
+        if e.summary is None:
+            logging.getLogger("sparkhc").warning("reclassify: %s received before any partition was classified; "
+                                                 "nothing written", e.name)
+        _emit(args, e.summary or {"interrupted": e.name, "documents": 0, "failures": [],
+                                   "partitions": {"classified": [], "failed": []}})
+        return 128 + e.signum
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    _emit(args, summary)
+    return EXIT_PARTITIONS_FAILED if summary.get("failures") else 0
+
+
+def _emit(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    """The run summary to ``--summary-json`` (atomically) and stdout."""
     if args.summary_json:
         from sparkhc.persistence import write_json_atomic
 
         write_json_atomic(Path(args.summary_json), summary)
     print_json(summary)
-    return 1 if summary.get("failures") else 0
+    sys.stdout.flush()
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM (a scheduler's timeout, ``kill``) raises :class:`~sparkhc.errors.Terminated` in the
+    main thread: the run stops after writing its summary. Returns the previous handler (None when
+    not in the main thread, where handlers cannot be set)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Terminated(signum, signal.Signals(signum).name)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def reclassify_main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit jobs/reclassify.py ...``: exit 0 ok, 1 when a partition failed or on a bug,
-    2 for a user error (bad input, model, flags)."""
+    """``spark-submit jobs/reclassify.py ...``: exit 0 ok, 2 for a user error (bad input, model,
+    flags), 3 when a partition failed (the summary names it), 143 on SIGTERM (after the summary),
+    1 on a bug."""
+    from sparkhc.cli import print_error
+
     parser = argparse.ArgumentParser(prog="sparkhc reclassify", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -90,5 +143,5 @@ def reclassify_main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except SparkhcError as e:
-        print(f"sparkhc: error: {e}", file=sys.stderr)
+        print_error(str(e))
         return 2

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sparkhc.cli._common import print_json, refuse_existing, verbose_flag
+from sparkhc.cli._common import local_only, print_json, refuse_existing, verbose_flag
 
 HELP = "HTML and Markdown report of an evaluation, with plots"
 
@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
+    for flag in ("predictions", "out", "model", "features"):
+        setattr(args, flag, local_only(getattr(args, flag), f"--{flag}", "report"))
     out = Path(args.out) if args.out is not None else Path(args.predictions) / "report"
     refuse_existing(out, args.overwrite)  # before any work: the report is not replaced silently
     from sparkhc.report import build_report

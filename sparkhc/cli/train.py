@@ -6,8 +6,10 @@ import argparse
 from typing import Any
 
 from sparkhc.cli._common import (
+    before_spark,
     common_flags,
     config,
+    local_only,
     print_json,
     refuse_existing,
     selection_flags,
@@ -34,7 +36,9 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
+    args.checkpoint_dir = local_only(args.checkpoint_dir, "--checkpoint-dir", "train")
     cfg = config(args)  # a bad configuration fails before Spark starts
+    before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
     result = pipelines.train(  # a training in the driver (train.execution) never starts Spark
         session(args, spark, deferred=True), cfg, features=args.features, out=args.out, model_name=args.model,
         overwrite=args.overwrite, checkpoint_dir=args.checkpoint_dir, warm_start=args.warm_start,

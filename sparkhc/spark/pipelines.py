@@ -22,15 +22,20 @@ from sparkhc.features import (
     CORPUS_FILE,
     TAXONOMY_FILE,
     Selection,
+    check_featurize_sources,
+    empty_selection_message,
     features_corpus_info,
     features_taxonomy,
     model_taxonomy,
     scored_mask,
+    selected_count,
+    selection_groups,
 )
 from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import json_text, load_model, read_metadata, save_model
+from sparkhc.predictions import PRED_META_FILE, evaluation_inputs
 from sparkhc.spark.hfs import OutputFs
 from sparkhc.spark.mixing.engine import RUN_FIGURES
 from sparkhc.spark.small import SessionLike
@@ -39,7 +44,6 @@ from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
 
-PRED_META_FILE = "_MODEL.json"
 
 
 # ---------------------------------------------------------------------- helpers
@@ -143,11 +147,7 @@ def featurize(
         params.update(hash_bits=fc.hash_bits)
     if fc.token_pattern:
         params["token_pattern"] = fc.token_pattern
-    if corpus is None and (input_path is None or (taxonomy_path is None and spaces is None)):
-        raise SparkhcError("--taxonomy (or --class-spaces) is required with --input")
-    if corpus is None and taxonomy_path is not None and spaces is not None:
-        raise SparkhcError("--taxonomy and --class-spaces exclude each other (the class spaces define the "
-                           "taxonomy)")
+    check_featurize_sources(corpus, input_path, taxonomy_path, spaces)
     spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
     if spark_read is not None:
         return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
@@ -603,15 +603,8 @@ def selection_error(df: DataFrame, source: str | Path, selection: Selection, wha
     """The error for a selection that matches no row of ``df``: it names the splits and folds
     present, so the user can choose ``--split`` / ``--fold`` / ``--exclude-fold`` (one Spark job)."""
     present = df.groupBy(SPLIT, FOLD).count().collect()
-    splits = sorted({r[SPLIT] for r in present}, key=lambda x: (x is not None, x or ""))
-    folds = sorted({r[FOLD] for r in present if r[FOLD] is not None})
-    n_all = sum(int(r["count"]) for r in present)
-    return InputDataError(
-        f"{source}: no {what}: the selection ({selection.describe()}) matches no document; the features hold "
-        f"{n_all} document(s) with split(s) {', '.join('none' if x is None else repr(x) for x in splits) or 'none'} "
-        f"and fold(s) {', '.join(map(str, folds)) or 'none'} (choose with --split NAME|all, --fold K, "
-        "--exclude-fold K)"
-    )
+    groups = {(r[SPLIT], r[FOLD]): int(r["count"]) for r in present}
+    return InputDataError(empty_selection_message(source, selection, what, groups))
 
 
 class EmptySelectionError(InputDataError):
@@ -695,11 +688,18 @@ def predict(
     target = OutputFs(out)
     if target.exists() and not overwrite:
         raise SparkhcError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
+    log.info("predict: reading features %s and model %s", fsio.redact(features), fsio.redact(model_dir))
     df, spec = read_features(spark, str(features))
     taxonomy = features_taxonomy(features)
     model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
     version = weights_hash(model_dir)
     selection = Selection(split, fold, exclude_fold)
+    groups = selection_groups(features)  # (the split and fold columns only: no Spark job)
+    n_selected = selected_count(groups, selection)
+    if n_selected == 0:
+        raise InputDataError(empty_selection_message(features, selection, "document", groups))
+    log.info("predict: decoding %d documents (%s) with the %s model %s on Spark ...", n_selected,
+             selection.describe(), meta["model"], version)
     all_rows, df = df, select_rows(df, selection)
     if cfg.predict.partitions:
         df = df.repartition(cfg.predict.partitions)
@@ -725,8 +725,9 @@ def predict(
     except BaseException:
         tmp.rmtree()
         raise
-    return {"predictions": fsio.redact(out), "documents": n, "model_version": version,
-            "seconds": round(time.perf_counter() - t0, 2)}
+    secs = round(time.perf_counter() - t0, 2)
+    log.info("predict: wrote %d predictions to %s (%.1f s)", n, fsio.redact(out), secs)
+    return {"predictions": fsio.redact(out), "documents": n, "model_version": version, "seconds": secs}
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -741,18 +742,10 @@ def evaluate(
     from sparkhc.spark.evaluate import aggregate_metrics
     from sparkhc.spark.predict import PRED_LABELS
 
-    folder = fsio.Folder(predictions)
-    if not folder.is_file(PRED_META_FILE):
-        raise SchemaError(f"{folder.name}: not a predictions folder ({PRED_META_FILE} missing)")
-    try:
-        pmeta = json.loads(folder.read_text(PRED_META_FILE))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SchemaError(f"{folder.where(PRED_META_FILE)}: corrupt prediction metadata ({e})") from None
-    feats = str(features) if features is not None else str(pmeta["features"])
-    taxonomy = features_taxonomy(feats)
-    if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
-        raise ModelError(f"{folder.name}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
-                         f"{feats} has {taxonomy.fingerprint()}")
+    t0 = time.perf_counter()
+    folder, pmeta, feats, taxonomy = evaluation_inputs(predictions, features)
+    log.info("evaluate: reading predictions %s (the %s model %s) against the features %s", folder.name,
+             pmeta["model"], pmeta["model_version"], fsio.redact(feats))
     scored = pmeta.get("scored_labels")
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")
@@ -771,6 +764,7 @@ def evaluate(
     if empty:
         log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", folder.name,
                     empty, n)
+    log.info("evaluate: aggregating the metric counts of %d documents on Spark ...", n)
     counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
                                pred_col=PRED_LABELS)
     metrics = counts.compute()
@@ -795,6 +789,7 @@ def evaluate(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     text = json_text(result).encode("utf-8")
     fsio.write_atomic(fs, path, lambda fh: fh.write(text))
+    log.info("evaluate: wrote %s (%.1f s)", fsio.redact(target), time.perf_counter() - t0)
     return result, format_table(metrics)
 
 

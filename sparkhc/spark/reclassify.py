@@ -95,7 +95,7 @@ from pyspark.sql import types as T
 
 from sparkhc import model_store
 from sparkhc.batch import ID_ALIAS
-from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError
+from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError, Terminated
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, id_columns, normalize_raw
 from sparkhc.spark.predict import PRED_DDL, PRED_LABELS, PRED_SCORES, make_predict_fn
@@ -488,54 +488,68 @@ def reclassify(
         done: list[dict[str, Any]] = []
         failures: list[dict[str, Any]] = []
         label_counts: Counter[str] = Counter()
-        if todo:  # no Spark at all when there is nothing to classify
-            if spark is None:
-                from sparkhc.spark.session import get_session
+        stopped: BaseException | None = None  # SIGTERM (the CLI's handler) or Ctrl-C: stop, say what was done
+        try:
+            if todo:  # no Spark at all when there is nothing to classify
+                if spark is None:
+                    from sparkhc.spark.session import get_session
 
-                spark = get_session(app_name="sparkhc-reclassify", master=master)
-            # one broadcast of the weights and of the spec for all partitions of the run
-            state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
-            spec_bc = spark.sparkContext.broadcast(spec)
-            job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
-                                                   state_bc, version),
-                       spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid)
-            reasons = {p.name: r for p, r in todo}
-            size = max(1, int(batch_partitions))
-            batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
-            try:
-                for b, parts in enumerate(batches, start=1):
-                    t1 = time.perf_counter()
-                    for p, res in job.run(parts):
-                        if isinstance(res, BaseException):
-                            msg = _error_text(res)
-                            failures.append({"partition": p.value, "error": msg,
-                                             "detail": str(res)[-4000:]})
-                            log.error("reclassify: %s failed: %s", p.name, msg)
-                            continue
-                        rows, labels, files, bad = res
-                        label_counts.update(labels)
-                        entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
-                                 "reason": reasons[p.name], **_quarantine_counts(bad)}
-                        done.append(entry)
-                        log.info("reclassify: %s: %d documents (%s)%s", p.name, rows, reasons[p.name],
-                                 f", {len(bad)} bad record(s) set aside in {QUARANTINE_FILE}" if bad else "")
-                    secs = time.perf_counter() - t1
-                    # a failed partition is not done: it is counted on its own
-                    log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done, %d failed)",
-                             b, len(batches), len(parts), secs, len(done), len(todo), len(failures))
-                    if progress is not None:
-                        progress({"batch": b, "batches": len(batches), "partitions_done": len(done),
-                                  "partitions_failed": len(failures), "partitions_total": len(todo),
-                                  "seconds": round(secs, 3)})
-            finally:
-                state_bc.unpersist()
-                spec_bc.unpersist()
+                    spark = get_session(app_name="sparkhc-reclassify", master=master)
+                # one broadcast of the weights and of the spec for all partitions of the run
+                state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
+                spec_bc = spark.sparkContext.broadcast(spec)
+                job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
+                                                       state_bc, version),
+                           spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid)
+                reasons = {p.name: r for p, r in todo}
+                size = max(1, int(batch_partitions))
+                batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
+                try:
+                    for b, parts in enumerate(batches, start=1):
+                        t1 = time.perf_counter()
+                        for p, res in job.run(parts):
+                            if isinstance(res, BaseException):
+                                msg = _error_text(res)
+                                failures.append({"partition": p.value, "error": msg,
+                                                 "detail": str(res)[-4000:]})
+                                log.error("reclassify: %s failed: %s", p.name, msg)
+                                continue
+                            rows, labels, files, bad = res
+                            label_counts.update(labels)
+                            entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
+                                     "reason": reasons[p.name], **_quarantine_counts(bad)}
+                            done.append(entry)
+                            log.info("reclassify: %s: %d documents (%s)%s", p.name, rows, reasons[p.name],
+                                     f", {len(bad)} bad record(s) set aside in {QUARANTINE_FILE}" if bad else "")
+                        secs = time.perf_counter() - t1
+                        # a failed partition is not done: it is counted on its own
+                        log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done, %d failed)",
+                                 b, len(batches), len(parts), secs, len(done), len(todo), len(failures))
+                        if progress is not None:
+                            progress({"batch": b, "batches": len(batches), "partitions_done": len(done),
+                                      "partitions_failed": len(failures), "partitions_total": len(todo),
+                                      "seconds": round(secs, 3)})
+                finally:
+                    for bc in (state_bc, spec_bc):
+                        try:
+                            bc.unpersist()
+                        except Exception:  # (after a SIGTERM the Py4J call may be cut short: leave it to the exit)
+                            log.debug("unpersist failed", exc_info=True)
 
+        except (Terminated, KeyboardInterrupt) as e:
+            stopped = e
         finished = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
         summary["partitions"].update({
             "classified": [d["partition"] for d in done],
             "failed": [f["partition"] for f in failures],
         })
+        if stopped is not None:  # partitions neither classified nor failed: the next run does them
+            ended = {d["partition"] for d in done} | {f["partition"] for f in failures}
+            summary["partitions"]["not_done"] = [p.value for p, _ in todo if p.value not in ended]
+            summary["interrupted"] = getattr(stopped, "name", "SIGINT")
+            log.warning("reclassify %s: %s received: stopped after %d of %d partitions (%d failed); the next run "
+                        "classifies the %d not done", run_id, summary["interrupted"], len(done), len(todo),
+                        len(failures), len(summary["partitions"]["not_done"]))
         summary.update({
             "finished_at": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "documents": sum(d["documents"] for d in done),
@@ -548,6 +562,10 @@ def reclassify(
         runs = out / RUNS_DIR
         runs.mkdir(parents=True, exist_ok=True)
         write_json_atomic(runs / f"{run_id}.json", summary)
+        if stopped is not None:
+            if isinstance(stopped, Terminated):
+                stopped.summary = summary
+            raise stopped
     log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(done),
              summary["documents"], len(failures), summary["seconds"])
     return summary

@@ -99,14 +99,18 @@ def spark_submit(
     """Run ``spark-submit --master MASTER ... jobs/JOB.py ARGS`` with pyspark's own
     bin/spark-submit (that of ``python``'s pyspark, or of ``home``); stdout and stderr go to
     ``log_dir/JOB-N.{out,err}``; fail with the tail of the output unless the exit status is
-    ``expect``. spark-submit passes the Python driver's stderr on to its stdout."""
+    ``expect``. spark-submit passes the Python driver's stderr on to its stdout (sparkhc prints its
+    ``sparkhc: error:`` line on spark-submit's stderr through the JVM)."""
     home = home or spark_home(python)
     cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--properties-file", str(properties),
            "--conf", "spark.driver.memory=2g", *submit_flags, str(JOBS_DIR / f"{job}.py"), *map(str, args)]
     log_dir.mkdir(parents=True, exist_ok=True)
     n = len(list(log_dir.glob(f"{job}-*.err")))
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=job_env(python, home), capture_output=True, text=True, timeout=timeout,
+    env = job_env(python, home)
+    if str(python) == sys.executable:  # this checkout's sparkhc (a clean venv keeps its installed one)
+        env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=log_dir, stdin=subprocess.DEVNULL)
     secs = time.perf_counter() - t0
     (log_dir / f"{job}-{n}.out").write_text(proc.stdout, encoding="utf-8")

@@ -58,10 +58,13 @@ def test_airflow_command_against_a_real_spark_submit_run(tmp_path):
     assert "{{" not in cmd and "--summary-json" in cmd
     env = {**job_env(), "PYTHONPATH": str(ROOT)}  # the job imports this checkout's sparkhc
 
+    stderr: list[str] = []
+
     def task() -> tuple[int, list[str]]:
         proc = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=900,
                               cwd=tmp_path, stdin=subprocess.DEVNULL)
         (tmp_path / "task.log").write_text(proc.stdout + proc.stderr)
+        stderr[:] = proc.stderr.splitlines()
         return proc.returncode, proc.stdout.splitlines()
 
     code, lines = task()
@@ -85,6 +88,21 @@ def test_airflow_command_against_a_real_spark_submit_run(tmp_path):
     assert code == 2
     with pytest.raises(json.JSONDecodeError):
         json.loads(lines[-1] if lines else "")
+    # the error line is on the task's stderr, not among the log lines spark-submit relays on stdout
+    errors = [ln for ln in stderr if ln.startswith("sparkhc: error: ")]
+    assert len(errors) == 1 and "nope" in errors[0], stderr[-20:]
+    assert not any("sparkhc: error" in ln for ln in lines), lines[-20:]
+
+    # a partition with a record that always fails: the task succeeds with the summary (XCom) and
+    # check_summary fails loudly naming the partition, the file and the line (no retry of the task)
+    (coll / "ingest_date=2024-03-02").mkdir()
+    (coll / "ingest_date=2024-03-02" / "docs.jsonl").write_text('{"doc_id": "a", "text": "goal"}\n{"doc_id": \n')
+    cmd = render(template, {"sparkhc_collection": str(coll), "sparkhc_out": str(out), "sparkhc_models": str(models)})
+    code, lines = task()
+    assert code == 0, "\n".join(lines[-30:] + stderr[-30:])
+    with pytest.raises(RuntimeError, match=r"1 partition\(s\) failed: 2024-03-02: .*docs\.jsonl, line 2: malformed JSON"):
+        ns["check_summary"](lines[-1])
+    assert not (out / "ingest_date=2024-03-02").exists()
 
 
 def test_rendered_command_defaults_and_all_flag():
@@ -92,3 +110,34 @@ def test_rendered_command_defaults_and_all_flag():
     cmd = render(ns["reclassify_command"](), {}, all_=True)
     assert cmd.count("/shared/") == 3 and " --all " in cmd and "--summary-json \"$summary\"" in cmd
     assert Path(ns["JOB"]).name == "reclassify.py" and "| jq" not in cmd
+
+
+def test_failed_partition_reaches_check_summary_without_a_retry(tmp_path):
+    """The rendered command around a job that exits 3 (a partition failed; its summary written, log
+    lines on stdout before it): the task succeeds, so Airflow pushes the summary to XCom, and
+    check_summary fails naming the partition. A crash (exit 1) or a user error (2) stays the task's
+    failure; only the task that ran the job is retried."""
+    if shutil.which("jq") is None or shutil.which("bash") is None:
+        pytest.skip("the example's command needs bash and jq")
+    ns = runpy.run_path(str(DAG_FILE))
+    summary = {"run_id": "r1", "output": str(tmp_path / "out"), "documents": 6, "model": {"registry_version": "v1"},
+               "partitions": {"classified": ["2024-03-01"], "failed": ["2024-03-02"]},
+               "failures": [{"partition": "2024-03-02", "error": "docs.jsonl, line 2: malformed JSON"}]}
+    fake = tmp_path / "spark-submit"
+    fake.write_text("#!/bin/bash\n"  # what the job does: log lines on stdout, the summary to --summary-json
+                    "echo 'INFO some log line'\n"
+                    'while [ $# -gt 0 ]; do if [ "$1" = --summary-json ]; then out="$2"; fi; shift; done\n'
+                    f"printf '%s' '{json.dumps(summary)}' > \"$out\"\n"
+                    'exit "$STATUS"\n')
+    fake.chmod(0o755)
+    cmd = render(ns["reclassify_command"](spark_submit=str(fake), job="job.py"), {})
+    for status, want in ((3, 0), (1, 1), (2, 2), (143, 143), (0, 0)):
+        proc = subprocess.run(["bash", "-c", cmd], env={"PATH": "/usr/bin:/bin", "STATUS": str(status)},
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == want, (status, proc.stdout, proc.stderr)
+        assert json.loads(proc.stdout.splitlines()[-1]) == summary
+    with pytest.raises(RuntimeError, match=r"^1 partition\(s\) failed: 2024-03-02: docs\.jsonl, line 2: malformed JSON"):
+        ns["check_summary"](proc.stdout.splitlines()[-1])
+    from sparkhc.cli.reclassify import EXIT_PARTITIONS_FAILED
+
+    assert ns["PARTITIONS_FAILED"] == EXIT_PARTITIONS_FAILED

@@ -851,7 +851,7 @@ def test_RC_11_empty_partition_is_classified_with_zero_documents(reclassified):
 
 
 def test_RC_12_run_summary_accounts_for_every_partition(reclassified):
-    """Partitions in = classified + failed (nothing skipped silently); the run exits 1 through
+    """Partitions in = classified + failed (nothing skipped silently); the run exits 3 through
     the CLI when a partition failed."""
     summary, _ = reclassified
     p = summary["partitions"]
@@ -884,3 +884,28 @@ def test_RC_04_partition_without_input_files(base, tmp_path, capsys):
     (_day(tmp_path / "c", "2024-01-01") / "notes.txt").write_text("x")
     expect_user_error(capsys, ["reclassify", "--input", tmp_path / "c", "--out", tmp_path / "o", "--model",
                                base.model], r"ingest_date=2024-01-01: no input files; expected \*\.parquet or JSON Lines")
+
+
+def test_CLI_08_predict_and_evaluate_say_what_they_do(base, tmp_path, capsys, caplog):
+    """predict and evaluate log a line before each long step and one when done (they used to be
+    silent for 20 to 40 s): the features and model read, the documents to decode, what was written."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="sparkhc")
+    pred = tmp_path / "pred"
+    code, _, err = run_main(["predict", "--model", base.model, "--features", base.features, "--out", pred], capsys)
+    assert code == 0, err
+    code, _, err = run_main(["evaluate", "--predictions", pred], capsys)
+    assert code == 0, err
+    lines = [r.getMessage() for r in caplog.records if r.name == "sparkhc.spark.pipelines"]
+    n_test = sum(1 for r in tiny_records(40) if r["split"] == "test")
+    version = json.loads((pred / "_MODEL.json").read_text())["model_version"]
+    assert len(lines) == 6, lines
+    assert lines[:2] == [f"predict: reading features {base.features} and model {base.model}",
+                         f"predict: decoding {n_test} documents (split 'test', fold None, exclude_fold None) with the "
+                         f"global model {version} on Spark ..."]
+    assert re.fullmatch(rf"predict: wrote {n_test} predictions to {re.escape(str(pred))} \(\d+\.\d s\)", lines[2])
+    assert lines[3:5] == [f"evaluate: reading predictions {pred} (the global model {version}) against the features "
+                          f"{base.features.resolve()}",
+                          f"evaluate: aggregating the metric counts of {n_test} documents on Spark ..."]
+    assert re.fullmatch(rf"evaluate: wrote {re.escape(str(pred / 'metrics.json'))} \(\d+\.\d s\)", lines[5])

@@ -195,19 +195,13 @@ def test_report_with_overwrite_or_a_new_folder_runs(tmp_path, capsys, no_report_
 
 # ---------------------------------------------------------------- existing outputs, before any work
 @pytest.fixture
-def no_pipeline_work(monkeypatch):
-    """Every pipeline verb and the session replaced by a recorder: a refused output must reach none
-    of them (no input read, no Spark started)."""
-    import sparkhc.spark.pipelines as pipelines
-    import sparkhc.spark.session
-    import sparkhc.spark.small
+def no_pipeline_work(monkeypatch, no_spark):
+    """:func:`no_spark` and the input checks (:mod:`sparkhc.cli.preflight`) replaced by recorders: a
+    refused output must reach none of them (no input read, no Spark started)."""
+    import sparkhc.cli.preflight
 
-    calls: list[str] = []
-    for name in ("featurize", "train", "predict"):
-        monkeypatch.setattr(pipelines, name, lambda *a, _n=name, **k: calls.append(_n) or {})
-    monkeypatch.setattr(sparkhc.spark.session, "get_session", lambda *a, **k: calls.append("session"))
-    monkeypatch.setattr(sparkhc.spark.small, "deferred_session", lambda *a, **k: calls.append("session"))
-    return calls
+    monkeypatch.setattr(sparkhc.cli.preflight, "run", lambda *a, **k: no_spark.append("preflight"))
+    return no_spark
 
 
 @pytest.mark.parametrize("argv", [
@@ -228,7 +222,7 @@ def test_writing_verbs_refuse_an_existing_output_before_any_work(tmp_path, capsy
     assert (out / "keep.txt").read_text() == "previous"
     # with --overwrite the verb goes on to its work
     code, _, _ = _run([*[a.format(out=out) for a in argv], "--overwrite"], capsys)
-    assert code == 0 and no_pipeline_work == ["session", argv[0]]
+    assert code == 0 and no_pipeline_work == ["preflight", "session", argv[0]]
 
 
 # ---------------------------------------------------------------- master and URI schemes
@@ -268,3 +262,123 @@ def test_a_scheme_without_its_connector_is_named(tmp_path):
     assert msg.startswith("hdfs://namenode:8020/x/features: hdfs:// needs the Hadoop client and a configured "
                           "cluster") and "\n" not in msg
     assert isinstance(e.value, SparkhcError) and isinstance(e.value, ValueError)
+
+
+# ---------------------------------------------------------------- inputs checked before Spark starts
+def _features_folder(root, splits_folds, taxonomy="ROOT\tA\nROOT\tB\n"):
+    """A features folder as featurize lays it out, with one part file holding the split and fold
+    of each document (what the checks before Spark read: the layout, the taxonomy, those columns)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkhc.features import FEATURES_ARROW_SCHEMA
+
+    n = len(splits_folds)
+    cols = {"doc_id": [f"d{i}" for i in range(n)], "split": [s for s, _ in splits_folds],
+            "fold": [f for _, f in splits_folds], "labels": [["A"]] * n, "label_ids": [[1]] * n,
+            "indices": [[0]] * n, "values": [[1.0]] * n, "counts": [[1.0]] * n}
+    (root / "features").mkdir(parents=True)
+    pq.write_table(pa.table(cols, schema=FEATURES_ARROW_SCHEMA), root / "features" / "part-00000.parquet")
+    (root / "feature_spec.json").write_text("{}")
+    (root / "taxonomy.tsv").write_text(taxonomy)
+    return root
+
+
+def _one_line_before_spark(code, out, err, calls):
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("sparkhc: error: ") and err.count("\n") == 1, err
+    assert calls == []  # no SparkSession, no pipeline
+    return err[len("sparkhc: error: "):].rstrip("\n")
+
+
+def test_featurize_taxonomy_and_input_errors_come_before_spark(tmp_path, capsys, no_spark):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": "a", "text": "x", "labels": ["A"]}\n')
+    (tmp_path / "cyc.tsv").write_text("ROOT\tA\nA\tB\nB\tC\nC\tA\n")
+    (tmp_path / "tax.tsv").write_text("ROOT\tA\n")
+    base = ["featurize", "--out", str(tmp_path / "f")]
+    msg = _one_line_before_spark(*_run([*base, "--input", str(docs), "--taxonomy", str(tmp_path / "cyc.tsv")],
+                                       capsys), no_spark)
+    assert msg == f"{tmp_path / 'cyc.tsv'}, lines 2, 3, 4: cycle: A -> B -> C -> A (node 'A' also has the parent 'ROOT', line 1)"
+    msg = _one_line_before_spark(*_run([*base, "--input", str(docs), "--taxonomy", str(tmp_path / "nope.tsv")],
+                                       capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope.tsv'}: taxonomy file not found"
+    msg = _one_line_before_spark(*_run([*base, "--input", str(tmp_path / "nope.jsonl"), "--taxonomy",
+                                        str(tmp_path / "tax.tsv")], capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope.jsonl'}: input not found"
+    msg = _one_line_before_spark(*_run([*base, "--input", f"file://{tmp_path / 'nope.jsonl'}", "--taxonomy",
+                                        str(tmp_path / "tax.tsv")], capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope.jsonl'}: input not found"
+    msg = _one_line_before_spark(*_run([*base, "--input", str(docs)], capsys), no_spark)
+    assert msg == "--taxonomy (or --class-spaces) is required with --input"
+    msg = _one_line_before_spark(*_run([*base, "--input", str(docs), "--class-spaces", str(tmp_path / "cs.toml")],
+                                       capsys), no_spark)
+    assert msg == f"{tmp_path / 'cs.toml'}: class-space file not found"
+    msg = _one_line_before_spark(*_run([*base, "--corpus", "20newsgroup"], capsys), no_spark)
+    assert msg.startswith("unknown corpus '20newsgroup'; known corpora: ") and "20newsgroups" in msg
+    # good inputs go on to the session and the pipeline
+    code, _, err = _run([*base, "--input", str(docs), "--taxonomy", str(tmp_path / "tax.tsv")], capsys)
+    assert code == 0 and no_spark == ["session", "featurize"], err
+
+
+def test_missing_features_model_and_predictions_come_before_spark(tmp_path, capsys, no_spark):
+    msg = _one_line_before_spark(*_run(["train", "--features", str(tmp_path / "nope"), "--out",
+                                        str(tmp_path / "m")], capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope'}: features directory not found (expected the out_dir of featurize)"
+    feats = _features_folder(tmp_path / "feats", [("train", None), ("test", None)])
+    msg = _one_line_before_spark(*_run(["predict", "--model", str(tmp_path / "nope"), "--features", str(feats),
+                                        "--out", str(tmp_path / "p")], capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope'}: model directory not found"
+    msg = _one_line_before_spark(*_run(["evaluate", "--predictions", str(tmp_path / "nope")], capsys), no_spark)
+    assert msg == f"{tmp_path / 'nope'}: not a predictions folder (_MODEL.json missing)"
+    # a URI scheme without its connector: named before Spark starts (it used to be after)
+    msg = _one_line_before_spark(*_run(["train", "--features", "hdfs://namenode:8020/x/features", "--out",
+                                        str(tmp_path / "m")], capsys), no_spark)
+    assert msg.startswith("hdfs://namenode:8020/x/features: hdfs:// needs the Hadoop client and a configured cluster")
+    # an output at such a URI too (the driver writes its small files there through pyarrow)
+    msg = _one_line_before_spark(*_run(["predict", "--model", str(tmp_path / "nope"), "--features", str(feats),
+                                        "--out", "hdfs://namenode:8020/x/pred"], capsys), no_spark)
+    assert msg.startswith("hdfs://namenode:8020/x/pred: hdfs:// needs the Hadoop client and a configured cluster")
+
+
+@pytest.mark.parametrize("verb,flags,what", [
+    ("train", ["--split", "trian"], "training documents"),
+    ("train", ["--split", "all", "--fold", "7"], "training documents"),
+    ("predict", ["--split", "tset"], "document"),
+    ("predict", ["--split", "test", "--fold", "3"], "document"),
+])
+def test_split_and_fold_typos_come_before_spark(tmp_path, capsys, no_spark, verb, flags, what):
+    feats = _features_folder(tmp_path / "feats", [("train", 0), ("train", 1), ("test", 0), ("test", None)])
+    argv = [verb, "--features", str(feats), "--out", str(tmp_path / "out"), *flags]
+    if verb == "predict":
+        from sparkhc.persistence import FORMAT, FORMAT_VERSION
+
+        (tmp_path / "m").mkdir()
+        (tmp_path / "m" / "metadata.json").write_text(f'{{"format": "{FORMAT}", "format_version": {FORMAT_VERSION}}}')
+        argv += ["--model", str(tmp_path / "m")]
+    msg = _one_line_before_spark(*_run(argv, capsys), no_spark)
+    split = flags[1] if flags[1] != "all" else None
+    fold = int(flags[3]) if len(flags) > 2 else None
+    assert msg == (f"{feats}: no {what}: the selection (split {split!r}, fold {fold!r}, exclude_fold None) matches "
+                   "no document; the features hold 4 document(s) with split(s) 'test', 'train' and fold(s) 0, 1 "
+                   "(choose with --split NAME|all, --fold K, --exclude-fold K)")
+    # a selection the features hold goes on to the session and the pipeline
+    code, _, err = _run([a for a in argv if a not in flags] + ["--split", "train", "--fold", "1"], capsys)
+    assert code == 0 and no_spark == (["session", verb]), err
+
+
+def test_a_verb_says_it_starts_spark(tmp_path, capsys, caplog, no_spark, monkeypatch):
+    """The Spark start-up (seconds) is announced: the first line of predict and evaluate."""
+    import logging
+
+    monkeypatch.delenv("SPARKHC_MASTER", raising=False)
+    caplog.set_level(logging.INFO, logger="sparkhc")
+    feats = _features_folder(tmp_path / "feats", [("test", None)])
+    from sparkhc.persistence import FORMAT, FORMAT_VERSION
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "metadata.json").write_text(f'{{"format": "{FORMAT}", "format_version": {FORMAT_VERSION}}}')
+    code, _, err = _run(["predict", "--model", str(tmp_path / "m"), "--features", str(feats), "--out",
+                         str(tmp_path / "p"), "--master", "local[2]"], capsys)
+    assert code == 0, err
+    assert [r.getMessage() for r in caplog.records if r.name == "sparkhc"] == ["predict: starting Spark (local[2]) ..."]

@@ -1,0 +1,99 @@
+"""Checks a verb makes in the driver before its SparkSession starts (issue 31).
+
+A misspelled input, a taxonomy with a cycle, a ``--split`` or ``--fold`` the features do not hold,
+a URI scheme without its connector: each is found here by reading small files (the taxonomy, a
+model's ``metadata.json``, a predictions folder's ``_MODEL.json``, the layout of a features folder
+and its split and fold columns), so the user gets the one-line error (exit 2) in a second instead
+of after the JVM came up. Each check is the function the pipeline itself calls, so the message is
+the pipeline's. No pyspark here.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from sparkhc import fsio
+from sparkhc.errors import InputDataError
+from sparkhc.features import (
+    Selection,
+    check_featurize_sources,
+    empty_selection_message,
+    features_taxonomy,
+    layout_parts,
+    selected_count,
+    selection_groups,
+)
+
+
+def features(location: str, selection: Selection | None = None, what: str = "document") -> None:
+    """The features folder: its layout and taxonomy (URI schemes resolved: a scheme without its
+    connector is named here) and, with ``selection``, that the selection matches a document."""
+    layout_parts(fsio.Folder(location))
+    features_taxonomy(location)
+    if selection is None:
+        return
+    groups = selection_groups(location)
+    if selected_count(groups, selection) == 0:
+        raise InputDataError(empty_selection_message(location, selection, what, groups))
+
+
+def model(location: str) -> None:
+    """A model directory: present, with a ``metadata.json`` this version reads."""
+    from sparkhc.persistence import read_metadata
+
+    read_metadata(location)
+
+
+def featurize_inputs(args: argparse.Namespace) -> None:
+    """``sparkhc featurize``: the corpus name (and its files, fetched if need be), ``--input`` on the
+    local file system, the taxonomy file (parsed: cycles, two parents, ...), the class-space file."""
+    check_featurize_sources(args.corpus, args.input, args.taxonomy, args.class_spaces)
+    if args.corpus is not None:
+        from sparkhc.corpus import registry
+
+        registry.find_corpus(args.corpus, data_dir=args.data_dir, cache_dir=args.cache_dir)
+        return
+    local = fsio.local_path(args.input)
+    if local is not None and not local.exists():
+        raise InputDataError(f"{local}: input not found")
+    if args.taxonomy is not None:
+        from sparkhc.taxonomy import Taxonomy
+
+        Taxonomy.load(args.taxonomy)  # (a local path or a file: URI; another scheme is refused)
+    if args.class_spaces is not None:
+        from sparkhc.models.jia_zhang.spaces import ClassSpaces
+
+        ClassSpaces.load(args.class_spaces)
+
+
+def selection(args: argparse.Namespace) -> Selection:
+    """The selection of ``--split`` / ``--fold`` / ``--exclude-fold``."""
+    from sparkhc.cli._common import selection_of
+
+    return Selection(**selection_of(args))
+
+
+def output(location: str | None) -> None:
+    """An output at a URI: its scheme resolved (the driver writes there through ``pyarrow.fs``), so a
+    scheme without its connector is named before any work; local outputs are :func:`refuse_existing`'s."""
+    if location is not None and fsio.is_uri(location):
+        fsio.resolve(location)
+
+
+def run(args: argparse.Namespace) -> None:
+    """The checks of the verb of ``args`` (``args.command``), before its session starts."""
+    verb = args.command
+    output(getattr(args, "out", None))
+    if verb == "featurize":
+        featurize_inputs(args)
+    elif verb == "train":
+        features(args.features, selection(args), "training documents")
+        if args.warm_start is not None:
+            model(args.warm_start)
+    elif verb == "predict":
+        model(args.model)
+        features(args.features, selection(args), "document")
+    elif verb == "evaluate":
+        from sparkhc.predictions import evaluation_inputs
+
+        evaluation_inputs(args.predictions, args.features)

@@ -274,6 +274,10 @@ class HasTrainingParams(CheckedParams):
     calibrationFolds: Param[int] = Param(
         Params._dummy(), "calibrationFolds", "inner folds of calibrate (train.calibration_folds), >= 3",
         typeConverter=TypeConverters.toInt)
+    calibrationDocuments: Param[int] = Param(
+        Params._dummy(), "calibrationDocuments", "calibrate with an epoch selection: when the offsets pay on its "
+        "validation bands, more bands are scored until they hold this many documents "
+        "(train.calibration_documents), >= 0: 0 = only the selection's bands", typeConverter=TypeConverters.toInt)
     C: Param[float] = Param(Params._dummy(), "C", "aggressiveness / regularisation C of the models that have it, > 0 "
                             "(unset = the model's configured default)", typeConverter=TypeConverters.toFloat)
     modelParams: Param[Any] = Param(
@@ -291,7 +295,8 @@ class HasTrainingParams(CheckedParams):
         super().__init__()
         train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml; a test ties them)
         self._setDefault(model=train.model, epochs=train.epochs, shards=train.shards, seed=train.seed, modelParams={},
-                         handleInvalid="error", calibrate=train.calibrate, calibrationFolds=train.calibration_folds)
+                         handleInvalid="error", calibrate=train.calibrate, calibrationFolds=train.calibration_folds,
+                         calibrationDocuments=train.calibration_documents)
 
     _rules: ClassVar[dict[str, Rule]] = {
         "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),
@@ -299,6 +304,7 @@ class HasTrainingParams(CheckedParams):
         "seed": ((lambda v: _is_int(v)), "an int"),
         "calibrate": one_of("off", "auto", "on"),
         "calibrationFolds": int_at_least(3),
+        "calibrationDocuments": int_at_least(0, " (0 = only the selection's bands)"),
         "C": ((lambda v: isinstance(v, float) and math.isfinite(v) and v > 0), "a finite float > 0"),
         "handleInvalid": one_of("error", "drop"),
     }
@@ -324,6 +330,9 @@ class HasTrainingParams(CheckedParams):
 
     def getCalibrationFolds(self) -> int:
         return self.getOrDefault(self.calibrationFolds)
+
+    def getCalibrationDocuments(self) -> int:
+        return self.getOrDefault(self.calibrationDocuments)
 
     def getC(self) -> float | None:
         """The Param C (``None`` when unset: the model's configured default applies)."""

@@ -103,6 +103,9 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
     def setCalibrationFolds(self, value: int) -> HierarchicalClassifier:
         return self._set(calibrationFolds=value)
 
+    def setCalibrationDocuments(self, value: int) -> HierarchicalClassifier:
+        return self._set(calibrationDocuments=value)
+
     def setC(self, value: float) -> HierarchicalClassifier:
         return self._set(C=value)
 
@@ -156,7 +159,8 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         data["train"].update(model=name, epochs=int(self.getOrDefault(self.epochs)),
                              shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
                              checkpoint=False, calibrate=str(self.getOrDefault(self.calibrate)),
-                             calibration_folds=int(self.getOrDefault(self.calibrationFolds)))
+                             calibration_folds=int(self.getOrDefault(self.calibrationFolds)),
+                             calibration_documents=int(self.getOrDefault(self.calibrationDocuments)))
         user = dict(self.getOrDefault(self.modelParams))
         for key in ("epochs", "seed"):
             if key in user:

@@ -42,6 +42,7 @@ CLASSIFIER_VALUES = [
     ("seed", 7, 7),
     ("calibrate", "off", "off"),
     ("calibrationFolds", 5, 5),
+    ("calibrationDocuments", 0, 0),
     ("C", 0.5, 0.5),
     ("modelParams", {"bias": 0.5}, {"bias": 0.5}),  # a parameter of global and tree
     ("handleInvalid", "drop", "drop"),
@@ -306,7 +307,8 @@ def test_wrong_vector_size_in_fit_names_the_document(spark):
 def test_api_md_states_the_bounds_the_code_checks():
     """docs/api.md once said fit checks "shards >= 1" while its table said 0 means automatic."""
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    for name, low, value in (("epochs", 0, -1), ("shards", 0, -1), ("calibrationFolds", 3, 2)):
+    for name, low, value in (("epochs", 0, -1), ("shards", 0, -1), ("calibrationFolds", 3, 2),
+                             ("calibrationDocuments", 0, -1)):
         row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
         assert f">= {low}" in row, row
         HierarchicalClassifier(**{name: low})  # the bound itself is accepted
@@ -340,6 +342,7 @@ def test_estimator_defaults_are_the_cli_defaults():
     est = HierarchicalClassifier()
     assert est.getOrDefault(est.calibrate) == train.calibrate == "auto"
     assert est.getOrDefault(est.calibrationFolds) == train.calibration_folds
+    assert est.getOrDefault(est.calibrationDocuments) == train.calibration_documents
     assert est.getOrDefault(est.epochs) == train.epochs
     assert est.getOrDefault(est.shards) == train.shards
     assert est.getOrDefault(est.seed) == train.seed

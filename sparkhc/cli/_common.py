@@ -45,11 +45,6 @@ def selection_flags(p: argparse.ArgumentParser, default_split: str | None) -> No
     p.add_argument("--exclude-fold", type=int, default=None, help="use every fold but this one")
 
 
-def selection_of(args: argparse.Namespace) -> dict[str, Any]:
-    split = None if args.split in (None, "all") else args.split
-    return {"split": split, "fold": args.fold, "exclude_fold": args.exclude_fold}
-
-
 def setup_logging(verbose: int) -> None:
     """sparkhc's log lines on stderr (INFO; -vv: DEBUG, with Py4J's and PySpark's); with -v Spark's
     own start-up lines too (``$SPARKHC_SPARK_LOGS``, :func:`sparkhc.spark.session.quiet_java_options`)."""

@@ -12,7 +12,6 @@ from sparkhc.cli._common import (
     print_json,
     refuse_existing,
     selection_flags,
-    selection_of,
     session,
 )
 
@@ -30,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> int:
+    from sparkhc.cli.preflight import selection_of
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark

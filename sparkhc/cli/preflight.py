@@ -11,6 +11,7 @@ the pipeline's. No pyspark here.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from sparkhc import fsio
 from sparkhc.errors import InputDataError
@@ -66,10 +67,15 @@ def featurize_inputs(args: argparse.Namespace) -> None:
         ClassSpaces.load(args.class_spaces)
 
 
+def selection_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``split`` / ``fold`` / ``exclude_fold`` of ``--split`` (``all``: every split) / ``--fold`` /
+    ``--exclude-fold``, as the pipelines take them."""
+    split = None if args.split in (None, "all") else args.split
+    return {"split": split, "fold": args.fold, "exclude_fold": args.exclude_fold}
+
+
 def selection(args: argparse.Namespace) -> Selection:
     """The selection of ``--split`` / ``--fold`` / ``--exclude-fold``."""
-    from sparkhc.cli._common import selection_of
-
     return Selection(**selection_of(args))
 
 

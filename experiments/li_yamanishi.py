@@ -744,6 +744,14 @@ NOTES = [
     "words only); the \"letters and digits\" column is closer to its size.",
     "- Not implemented: the paper's MCMC (Bayes) estimator of P(k|c).",
     "",
+    "## CPU-sensitive numbers",
+    "",
+    "The EM fits and the threshold sweeps over small categories follow the CPU's floating-point kernels: the "
+    "same code on an Intel Xeon and on an AMD EPYC gives the BEPs of the tables above to three decimals, but "
+    "differs by up to 0.04 in one category's BEP and at single points of the precision-recall curves in "
+    "`results.json` (so in the plots too). `python -m experiments.regenerate --check` compares this folder's "
+    "tables exactly and those numbers within tolerances (`CPU_SENSITIVE` in `experiments/regenerate.py`).",
+    "",
 ]
 
 

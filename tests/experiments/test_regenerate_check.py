@@ -85,6 +85,29 @@ def test_json_ignores_stamp_and_time_keys_and_nan_equals_nan(tmp_path: Path) -> 
     assert compare_file(_write(tmp_path / "new4", "l.json", json.dumps({"loglik": -2021542.3271672987})), old_ll) != []
 
 
+def test_cpu_sensitive_folder_numbers_within_their_tolerances(tmp_path: Path) -> None:
+    """li_yamanishi (CPU_SENSITIVE): a method's BEP within 0.005, a category's within 0.05, curve
+    points and plots not compared; the same differences in another folder are differences."""
+    doc = {"m": {"bep": 0.80, "bep_per_category": {"corn": 0.50}, "curve": {"precision": [0.9, 0.8]}}}
+
+    def moved(bep: float, corn: float, point: float) -> dict:
+        return {"m": {"bep": bep, "bep_per_category": {"corn": corn}, "curve": {"precision": [point, 0.8, 0.7]}}}
+
+    for folder, expect_same in (("li_yamanishi", True), ("xiao", False)):
+        old = tmp_path / "old" / folder / "r.json"
+        new = tmp_path / "new" / folder / "r.json"
+        for p, d in ((old, doc), (new, moved(0.8007, 0.54, 0.4))):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(d), encoding="utf-8")
+        assert (compare_file(new, old) == []) == expect_same, folder
+    li = tmp_path / "new" / "li_yamanishi" / "r.json"
+    li.write_text(json.dumps(moved(0.81, 0.50, 0.9)), encoding="utf-8")  # a BEP moved by 0.01: a change
+    assert compare_file(li, tmp_path / "old" / "li_yamanishi" / "r.json") == ["/m/bep: 0.81 vs 0.8"]
+    li.write_text(json.dumps(moved(0.80, 0.60, 0.9)), encoding="utf-8")  # a category moved by 0.1
+    assert compare_file(li, tmp_path / "old" / "li_yamanishi" / "r.json") == [
+        "/m/bep_per_category/corn: 0.6 vs 0.5"]
+
+
 def test_trees_missing_files_and_exit_code(tmp_path: Path, capsys) -> None:
     _write(tmp_path / "old", "t.md", PAGE)
     _write(tmp_path / "new", "t.md", PAGE)

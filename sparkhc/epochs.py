@@ -110,15 +110,20 @@ class EarlyStopping:
                 "smoothed_score": list(self.smoothed)}
 
 
+def bands_holding(target: int, per_band: float, fraction: float) -> int:
+    """The fewest disjoint validation bands of ``fraction`` (``per_band`` documents each) that hold
+    ``target`` documents in all: at least 1, at most the ``floor(1 / fraction)`` bands there are."""
+    bands = 10000 // int(round(float(fraction) * 10000))
+    return int(min(bands, max(1, math.ceil(int(target) / max(float(per_band), 1.0)))))
+
+
 def inner_folds(n_docs: int, fraction: float, target: int = VALIDATION_DOCUMENTS) -> int:
     """The number of disjoint validation bands (inner folds) of ``fraction`` of ``n_docs`` training
-    documents: the fewest that hold out ``target`` documents in all, at least 1 and at most the
-    ``floor(1 / fraction)`` bands there are. A validation slice of 131 documents decides nothing
-    finer than several points of macro-F1; k bands pool k times the documents for k times the cost
-    of a validation training, and a large training part (``fraction * n >= target``) keeps one."""
-    bands = 10000 // int(round(float(fraction) * 10000))
-    per = max(float(fraction) * int(n_docs), 1.0)
-    return int(min(bands, max(1, math.ceil(int(target) / per))))
+    documents: the fewest that hold out ``target`` documents in all (:func:`bands_holding`). A
+    validation slice of 131 documents decides nothing finer than several points of macro-F1; k bands
+    pool k times the documents for k times the cost of a validation training, and a large training
+    part (``fraction * n >= target``) keeps one."""
+    return bands_holding(target, float(fraction) * int(n_docs), fraction)
 
 
 class PooledCurve:

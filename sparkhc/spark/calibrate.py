@@ -23,7 +23,6 @@ DataFrame given (the training documents) is read; with the rows read in the driv
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from pyspark.sql import functions as F
 from sparkhc import calibration
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.decoding import tree_index
+from sparkhc.epochs import bands_holding
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel
 from sparkhc.spark import small
@@ -188,9 +188,8 @@ def cross_fit_offsets(
 def more_bands(n: int, held: int, documents: int, fraction: float) -> int:
     """How many validation bands to score after the first ``n`` (holding ``held`` documents) so
     that the bands hold ``documents`` documents in all, at most every band of ``fraction`` (0 when
-    ``documents`` is 0 or already held)."""
+    ``documents`` is 0 or already held): :func:`sparkhc.epochs.bands_holding`, the rule of the
+    selection's own inner folds, with the bands' measured size."""
     if documents <= 0 or held >= documents or n <= 0:
         return 0
-    per = held / n
-    want = min(small.validation_bands(fraction), max(n, math.ceil(documents / max(per, 1.0))))
-    return max(0, want - n)
+    return max(0, bands_holding(documents, held / n, fraction) - n)

@@ -139,17 +139,18 @@ class Rounds:
 
 def read_small(spark, path: Path, d: int, execution: str):  # type: ignore[no-untyped-def]
     """The rows read in the driver when ``train.execution`` lets the training run there
-    (``sparkhc.spark.small.read_rows``' rule: ``auto`` = a local master and at most
+    (``sparkhc.spark.plan.read_rows``' rule: ``auto`` = a local master and at most
     ``AUTO_MAX_INPUT_BYTES`` of Parquet; ``spark`` never), else None. bench_mdc writes bare Parquet
     (no featurize folder), so the rule is applied here to the same numbers and the rows read with
     pyarrow (``SparseBatch.from_arrow``, as ``read_features_local`` does)."""
     import pyarrow.parquet as pq
 
     from sparkhc.batch import SparseBatch
-    from sparkhc.spark import small
+    from sparkhc.spark.plan import AUTO_MAX_INPUT_BYTES
+    from sparkhc.spark.session import is_local_master
 
     size = sum(f.stat().st_size for f in path.glob("*.parquet"))
-    if execution == "spark" or not (small.is_local_master(spark) and size <= small.AUTO_MAX_INPUT_BYTES):
+    if execution == "spark" or not (is_local_master(spark) and size <= AUTO_MAX_INPUT_BYTES):
         return None, size
     return SparseBatch.from_arrow(pq.read_table(path), d), size
 

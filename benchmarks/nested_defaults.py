@@ -35,25 +35,26 @@ METRICS = (("LBMiF", "LB micro-F1"), ("LBMaF", "LB macro-F1"), ("EBF", "example 
 
 def outer_bands(doc_ids: np.ndarray, k: int, seed: int) -> np.ndarray:
     """The outer band of each document: ``pmod(hash(doc_id, seed), 10000)`` cut into ``k`` equal
-    bands (Spark's Murmur3, :mod:`sparkhc.spark.small`; a salt other than the product's ``seed + 17``)."""
-    from sparkhc.spark import small
+    bands (Spark's Murmur3, :mod:`sparkhc.spark.hashing`; a salt other than the product's ``seed + 17``)."""
+    from sparkhc.spark.hashing import spark_hash, spark_hash_int
 
-    h = np.mod(small.spark_hash_int(int(seed), small.spark_hash(doc_ids)).astype(np.int64), 10000)
+    h = np.mod(spark_hash_int(int(seed), spark_hash(doc_ids)).astype(np.int64), 10000)
     return np.minimum(h * k // 10000, k - 1)
 
 
 def run_variant(d, fit: np.ndarray, overrides: list[str], shards: int) -> tuple[object, dict]:
     from sparkhc.config import load_config
-    from sparkhc.spark import small
     from sparkhc.spark.pipelines import new_model
+    from sparkhc.spark.plan import label_combinations_of
+    from sparkhc.spark.session import deferred_session
     from sparkhc.spark.training import fit_model
 
     cfg = load_config(overrides=[*overrides, f"train.shards={shards}"])
     rows = d.batch.subset(fit)
     rows = rows.subset(np.flatnonzero([bool(labs) for labs in rows.labels]))
     model = new_model(cfg.train.model, cfg, d.taxonomy, d.batch.n_features, None,
-                      combos=small.label_combinations_of(rows))
-    session = small.deferred_session("nested_defaults", f"local[{shards}]")
+                      combos=label_combinations_of(rows))
+    session = deferred_session("nested_defaults", f"local[{shards}]")
     result = fit_model(session, None, model, cfg.train, rows=rows)
     sel = result.epoch_selection or {}
     cal = result.calibration or {}

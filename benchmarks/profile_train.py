@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command, loadavg, machine, now, write_section  # noqa: E402
 
-STEPS = [("sparkhc.spark.small", "read_rows"), ("sparkhc.spark.io", "read_features"),
+STEPS = [("sparkhc.spark.plan", "read_rows"), ("sparkhc.spark.io", "read_features"),
          ("sparkhc.spark.pipelines", "select_rows"), ("sparkhc.spark.pipelines", "label_combinations"),
          ("sparkhc.spark.mixing.selection", "select_epochs"), ("sparkhc.spark.mixing.train", "train_ipm"),
          ("sparkhc.spark.mixing.driver", "train_on_driver"),

@@ -10,7 +10,7 @@ and one-vs-rest LinearSVC, all on the same documents.
     python benchmarks/ssvm_probe.py --features /tmp/acc/20newsgroups/features --C 1,10 --epochs 20
 
 Validation data only: the training part less the product's seeded 10% validation slice
-(:func:`sparkhc.spark.small.validation_ids`, seed 0), accuracy on the slice; the test split is not
+(:func:`sparkhc.spark.hashing.validation_ids`, seed 0), accuracy on the slice; the test split is not
 read. Single-label corpora only. ``w_i = phi_i (x) c_i / (lambda n)`` stays rank one for every
 example, so only ``c_i`` (n x n_edges) is stored; ``lambda = 1 / (C n)``.
 """
@@ -71,12 +71,12 @@ def main() -> None:
     from sklearn.svm import LinearSVC
 
     from sparkhc.features import Selection, features_taxonomy, model_taxonomy, read_features_local
-    from sparkhc.spark import small
+    from sparkhc.spark.hashing import validation_ids
     from sparkhc.taxonomy import Taxonomy
 
     batch, _ = read_features_local(a.features, with_counts=False)
     tr = Selection("train").subset(batch)
-    held = small.validation_ids(tr.doc_ids, 0.1, 0)
+    held = validation_ids(tr.doc_ids, 0.1, 0)
     fit, val = tr.subset(np.flatnonzero(~held)), tr.subset(np.flatnonzero(held))
     tree = model_taxonomy(features_taxonomy(a.features), [list(x) for x in fit.labels or []])
     deepest = [tree.names[c] for c in tree.leaves]

@@ -7,7 +7,7 @@ setting close it?). The test split / test fold is never read.
         --variant "" --variant "model.global.C=0.1" --variant "model.global.average=true" --section validation-scan
 
 Per corpus: the training part (split ``train``; cross-validation corpora: every fold but 0), less
-the product's seeded validation slice (:func:`sparkhc.spark.small.validation_ids`, 10%, seed
+the product's seeded validation slice (:func:`sparkhc.spark.hashing.validation_ids`, 10%, seed
 ``--seed``; with ``--folds K`` each of K disjoint bands of the same hash in turn), trains each variant (``--set``-style overrides, space-separated) in the driver with
 ``--shards`` shards (the product's IPM, :func:`sparkhc.spark.mixing.driver.train_on_driver`) for
 ``--epochs`` epochs, scores the slice after every epoch and reports the epoch the product's rule
@@ -45,11 +45,11 @@ def score(tax, gold, leaf_sets, scored_labels=None) -> tuple[float, float, float
 
 def slice_band(doc_ids, seed: int, folds: int) -> np.ndarray:
     """The fold of each document: ``pmod(hash(doc_id, seed + 17), 10000)`` (the product's validation
-    hash, :func:`sparkhc.spark.small.validation_ids`) cut into ``folds`` equal bands; band 0 of 10
+    hash, :func:`sparkhc.spark.hashing.validation_ids`) cut into ``folds`` equal bands; band 0 of 10
     is the product's 10% validation slice."""
-    from sparkhc.spark import small
+    from sparkhc.spark.hashing import spark_hash, spark_hash_int
 
-    h = np.mod(small.spark_hash_int(int(seed) + 17, small.spark_hash(doc_ids)).astype(np.int64), 10000)
+    h = np.mod(spark_hash_int(int(seed) + 17, spark_hash(doc_ids)).astype(np.int64), 10000)
     return np.minimum(h * folds // 10000, folds - 1)
 
 
@@ -102,10 +102,10 @@ def main() -> None:
     from sparkhc.config import load_config
     from sparkhc.epochs import EarlyStopping, validation_score
     from sparkhc.features import Selection, features_corpus_info, features_taxonomy, read_features_local
-    from sparkhc.spark import small
     from sparkhc.spark.mixing.driver import train_on_driver
     from sparkhc.spark.mixing.settings import Hooks, MixingSettings
     from sparkhc.spark.pipelines import new_model
+    from sparkhc.spark.plan import label_combinations_of, sorted_by_id
 
     variants = a.variant if a.variant else [""]
     lines = []
@@ -122,8 +122,8 @@ def main() -> None:
         results: dict[str, list[tuple[float, ...]]] = {}
         for k in a.band or range(a.folds):
             held = band == k  # fold 0 is the product's validation slice
-            fit, val = tr.subset(np.flatnonzero(~held)), small.sorted_by_id(tr.subset(np.flatnonzero(held)))
-            combos = small.label_combinations_of(fit)
+            fit, val = tr.subset(np.flatnonzero(~held)), sorted_by_id(tr.subset(np.flatnonzero(held)))
+            combos = label_combinations_of(fit)
             print(f"{name} fold {k}: {len(fit)} fit / {len(val)} validation documents ({part.describe()})", flush=True)
             for v in variants:
                 cfg = load_config(overrides=v.split())
@@ -157,7 +157,7 @@ def main() -> None:
             # without training positives)
             both = SparseBatch.concat([fit, val])
             tax = new_model("global", load_config(), tax0, spec.n_features, None,
-                            combos=small.label_combinations_of(both)).taxonomy
+                            combos=label_combinations_of(both)).taxonomy
             leaf_cols = np.flatnonzero(tax.is_leaf)
             col_of = np.full(tax.n_nodes, -1)
             col_of[leaf_cols] = np.arange(leaf_cols.size)

@@ -85,7 +85,7 @@ class TrainConfig:
     # scored (one training each) until they hold this many documents (at most every band); 0 = never
     calibration_documents: int = 5000
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
-    # master, sparkhc.spark.small) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
+    # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"
 
 

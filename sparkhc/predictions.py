@@ -1,6 +1,12 @@
-"""A predictions folder (the output of ``sparkhc predict``), read without Spark: its metadata
-``_MODEL.json`` and the features folder it is evaluated against. ``sparkhc evaluate`` checks these
-before Spark starts; :func:`sparkhc.spark.pipelines.evaluate` reads them the same way."""
+"""A predictions folder (the output of ``sparkhc predict``): its layout, owned here, and its
+metadata read without Spark.
+
+Layout: ``<folder>/data/`` (:data:`PRED_DATA_DIR`: Parquet rows ``doc_id``, ``labels``, and the
+predicted labels and scores) and ``<folder>/_MODEL.json`` (:data:`PRED_META_FILE`, written by
+:func:`prediction_meta`'s dict: the model, its version and taxonomy, the features and the
+selection). :func:`sparkhc.spark.pipelines.predict` writes it, ``sparkhc evaluate`` checks it before
+Spark starts (:func:`evaluation_inputs`), :func:`sparkhc.spark.pipelines.evaluate` and
+:func:`sparkhc.report.collect` read it through this module."""
 
 from __future__ import annotations
 
@@ -14,6 +20,24 @@ from sparkhc.features import features_taxonomy
 from sparkhc.taxonomy import Taxonomy
 
 PRED_META_FILE = "_MODEL.json"
+#: the folder of the prediction rows (Parquet)
+PRED_DATA_DIR = "data"
+
+
+def data_location(predictions: str | Path) -> str:
+    """Where the prediction rows of ``predictions`` are (a path, or a URI with its query kept)."""
+    return fsio.child(predictions, PRED_DATA_DIR)
+
+
+def prediction_meta(*, model_dir: str | Path, model_version: str, model_meta: dict[str, Any], features: str | Path,
+                    selection: dict[str, Any], documents: int, seconds: float) -> dict[str, Any]:
+    """The ``_MODEL.json`` of a predictions folder."""
+    return {
+        "model_dir": fsio.absolute(model_dir), "model_version": model_version, "model": model_meta["model"],
+        "taxonomy_fingerprint": model_meta["taxonomy_fingerprint"], "features": fsio.absolute(features),
+        "selection": selection, "documents": documents, "scored_labels": model_meta.get("scored_labels"),
+        "seconds": round(seconds, 2),
+    }
 
 
 def read_prediction_meta(predictions: str | Path) -> tuple[fsio.Folder, dict[str, Any]]:

@@ -46,7 +46,7 @@ import scipy.sparse as sp
 
 from sparkhc.errors import ModelError, SchemaError
 from sparkhc.metrics import METRIC_KEYS, MetricCounts, pr_curve
-from sparkhc.predictions import PRED_META_FILE
+from sparkhc.predictions import PRED_DATA_DIR, data_location, read_prediction_meta
 from sparkhc.taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ReportData", "build_report", "collect", "write_html", "write_markdown"]
 
 METRICS_FILE = "metrics.json"
-DATA_DIR = "data"
 GOLD, PRED, SCORES = "labels", "pred_labels", "pred_scores"
 
 #: Metric groups of the summary table (keys of MetricCounts.compute).
@@ -299,13 +298,10 @@ def collect(predictions: str | Path, model_dir: str | Path | None = None,
             features: str | Path | None = None) -> ReportData:
     """Read a predictions folder and compute everything the report shows."""
     pdir = Path(predictions)
-    meta_file = pdir / PRED_META_FILE
-    if not meta_file.is_file():
-        raise SchemaError(f"{pdir}: not a predictions folder ({PRED_META_FILE} missing)")
-    meta = _read_json(meta_file)
-    data = pdir / DATA_DIR
+    _, meta = read_prediction_meta(pdir)
+    data = Path(data_location(pdir))
     if not data.is_dir():
-        raise SchemaError(f"{pdir}: no {DATA_DIR}/ folder of prediction Parquet files")
+        raise SchemaError(f"{pdir}: no {PRED_DATA_DIR}/ folder of prediction Parquet files")
     notes: list[str] = []
     mdir = Path(model_dir) if model_dir is not None else (Path(meta["model_dir"]) if meta.get("model_dir") else None)
     if mdir is not None and not mdir.is_dir():

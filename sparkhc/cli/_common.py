@@ -66,12 +66,12 @@ def config(args: argparse.Namespace) -> Any:
 def session(args: argparse.Namespace, spark: Any = None, deferred: bool = False) -> Any:
     """``spark`` if given, else the session of this verb (``sparkhc-<verb>``); ``deferred``: one
     started on first use where its master is known without starting it
-    (:func:`sparkhc.spark.small.deferred_session`)."""
+    (:func:`sparkhc.spark.session.deferred_session`)."""
     if spark is not None:
         return spark
     check_master_of(args)
     if deferred:
-        from sparkhc.spark.small import deferred_session
+        from sparkhc.spark.session import deferred_session
 
         return deferred_session(f"sparkhc-{args.command}", args.master)
     from sparkhc.spark.session import get_session, submitted

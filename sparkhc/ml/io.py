@@ -24,6 +24,7 @@ from sparkhc.errors import ModelError, SparkhcError
 from sparkhc.features import CORPUS_FILE, FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
 from sparkhc.fsio import replace_dir
 from sparkhc.ml._input import META_KEY, check_labels_column, detect_features, training_rows
+from sparkhc.persistence import atomic_dir
 from sparkhc.taxonomy import Taxonomy
 from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
@@ -79,8 +80,8 @@ def write_features(
     sparkhc features folder: ``features/part-*.parquet`` (values and counts are the vector's values),
     ``taxonomy.tsv``, ``corpus.json`` and a placeholder ``feature_spec.json`` (see
     :func:`placeholder_spec`). Every label must be a taxonomy node."""
+    from sparkhc.fsio import OutputFs
     from sparkhc.spark.featurize import _rename_parts, _write_parquet
-    from sparkhc.spark.hfs import OutputFs
 
     who = "write_features"
     tax = taxonomy if isinstance(taxonomy, Taxonomy) else Taxonomy.load(taxonomy)
@@ -105,9 +106,7 @@ def write_features(
         raise SparkhcError(f"{who}: document {bad[0]!r}: labels {list(bad[1])} include a label outside the "
                            f"taxonomy {tax.source}")
     feats = feats.repartition(int(num_partitions), F.col(DOC_ID)).sortWithinPartitions(DOC_ID)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        tmp.mkdir(parents=True)
+    with atomic_dir(out, overwrite=True) as tmp:  # existence checked above, with the message of this API
         _write_parquet(feats, (tmp / FEATURES_DIR).as_uri())
         files = _rename_parts(OutputFs(tmp), str(tmp / FEATURES_DIR))
         placeholder_spec(inp.n_features).save(tmp / SPEC_FILE)
@@ -119,10 +118,6 @@ def write_features(
         (tmp / CORPUS_FILE).write_text(json.dumps(corpus, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         summary = {"n_documents": sum(f["rows"] for f in files), "n_features": inp.n_features, "files": files}
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return summary
 
 

@@ -36,7 +36,9 @@ from sparkhc.decoding import tree_index
 from sparkhc.epochs import bands_holding
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel
-from sparkhc.spark import small
+from sparkhc.spark.hashing import spark_hash, spark_hash_int, validation_ids
+from sparkhc.spark.plan import sorted_by_id
+from sparkhc.spark.session import SessionLike
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ def fold_column(k: int, seed: int) -> F.Column:
 
 def fold_ids(doc_ids: Any, k: int, seed: int) -> np.ndarray:
     """:func:`fold_column` computed in the driver: ``pmod(hash(doc_id, seed + 29), k)`` per id."""
-    return np.mod(small.spark_hash_int(int(seed) + 29, small.spark_hash(doc_ids)).astype(np.int64), int(k))
+    return np.mod(spark_hash_int(int(seed) + 29, spark_hash(doc_ids)).astype(np.int64), int(k))
 
 
 def supports(model: HierModel) -> bool:
@@ -77,7 +79,7 @@ LEAST_FOLDS = 3
 
 
 def cross_fit_offsets(
-    spark: small.SessionLike,
+    spark: SessionLike,
     features: DataFrame | None,
     model: HierModel,
     epochs: int,
@@ -97,7 +99,7 @@ def cross_fit_offsets(
 
     The scored folds are either ``folds`` inner folds cut by :func:`fold_ids` (one training each),
     or, with ``bands = (k, fraction)``, the ``k`` validation bands the epoch selection held out
-    (:func:`sparkhc.spark.small.validation_ids`, :func:`sparkhc.spark.mixing.selection.validation_split`: the
+    (:func:`sparkhc.spark.hashing.validation_ids`, :func:`sparkhc.spark.mixing.selection.validation_split`: the
     same documents and the same trainings, ``epochs`` being the chosen count, so each band's model
     is the selection's at that epoch). Fewer than :data:`LEAST_FOLDS` bands are cut into parts by
     :func:`fold_ids` (each part still scored out of sample). With ``rows`` (the same documents read
@@ -133,9 +135,9 @@ def cross_fit_offsets(
         fit_rows: SparseBatch | None = None
         fit_df: DataFrame | None = None
         if rows is not None:
-            held = (small.validation_ids(rows.doc_ids, bands[1], seed, f) if bands is not None
+            held = (validation_ids(rows.doc_ids, bands[1], seed, f) if bands is not None
                     else np.asarray(of) == f)
-            val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+            val = sorted_by_id(rows.subset(np.flatnonzero(held)))
             fit_rows = rows.subset(np.flatnonzero(~held))
         else:
             assert features is not None

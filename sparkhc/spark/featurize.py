@@ -27,7 +27,7 @@ renaming it aside, renaming the new directory in and then deleting the old one. 
 temporary directory is removed. ``out_dir`` is a local path (a file system that the driver and
 executors share: local mode, or a shared mount; renames with :mod:`os`) or a Hadoop URI
 (``hdfs://``, ``s3a://``: Spark writes the part files, the driver's renames and small files go
-through :mod:`pyarrow.fs`, :class:`sparkhc.spark.hfs.OutputFs`; on an object store a rename is a
+through :mod:`pyarrow.fs`, :class:`sparkhc.fsio.OutputFs`; on an object store a rename is a
 copy, so the publish is not atomic there).
 
 The raw documents of the CLI and the jobs are read by Spark on the executors
@@ -64,7 +64,7 @@ from pyspark.sql import types as T
 from sparkhc.batch import ID_ALIAS
 from sparkhc.errors import InputDataError, NotFittedError, SchemaError, SparkhcError
 from sparkhc.features import FEATURES_DIR, SUMMARY_FILE, TAXONOMY_FILE
-from sparkhc.spark.hfs import OutputFs
+from sparkhc.fsio import OutputFs
 from sparkhc.spark.schemas import (
     COUNTS,
     DOC_ID,

@@ -1,6 +1,8 @@
-"""Paths as Hadoop URIs, and the few file-system operations the driver does, through Hadoop's
-FileSystem API in the JVM (``spark._jvm.org.apache.hadoop.fs``), so they work on every file system
-Spark reads: ``file:``, ``hdfs:``, ``s3a:`` (once the cluster has the connector), ...
+"""The input paths as Spark sees them: Hadoop URIs, and the read-only look at the files Spark will
+read (exists, list, size, first bytes), through Hadoop's FileSystem API in the JVM
+(``spark._jvm.org.apache.hadoop.fs``), so they work on every file system Spark reads: ``file:``,
+``hdfs:``, ``s3a:`` (once the cluster has the connector), ... Every file the driver writes, and
+every folder it reads itself, goes through :mod:`sparkhc.fsio` (the one file-system layer).
 
 A path without a scheme is a local path (as sparkhc always took it), made absolute:
 ``data/docs.jsonl`` -> ``file:/abs/data/docs.jsonl``.
@@ -9,8 +11,6 @@ A path without a scheme is a local path (as sparkhc always took it), made absolu
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -122,154 +122,3 @@ def check_gzip_suffix(spark: SparkSession, uri: str, name: str) -> None:
     if magic and not uri.endswith(".gz"):
         raise InputDataError(f"{name}: holds gzip data but its name does not end in .gz (Spark's readers "
                              "decompress by suffix); rename it to end in .gz")
-
-
-def delete(spark: SparkSession, uri: str) -> None:
-    fs, p = _fs(spark, uri)
-    fs.delete(p, True)
-
-
-def mkdirs(spark: SparkSession, uri: str) -> None:
-    fs, p = _fs(spark, uri)
-    fs.mkdirs(p)
-
-
-def rename(spark: SparkSession, src: str, dst: str) -> None:
-    """Rename ``src`` to ``dst`` (which must not exist); raises OSError when the file system refuses."""
-    fs, p = _fs(spark, src)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    if not fs.rename(p, jvm.org.apache.hadoop.fs.Path(dst)):
-        raise OSError(f"cannot rename {src} to {dst}")
-
-
-def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
-    """Create (or overwrite) the file ``uri`` with ``data``."""
-    fs, p = _fs(spark, uri)
-    stream = fs.create(p, True)
-    try:
-        stream.write(bytearray(data))
-    finally:
-        stream.close()
-
-
-# ---------------------------------------------------------------------------------------- outputs
-class OutputFs:
-    """The driver's file operations on an output folder: local paths (and ``file:`` URIs) with
-    :mod:`os` (renames are atomic on a POSIX file system), any other URI with :mod:`pyarrow.fs`
-    (``hdfs://`` through libhdfs, ``s3a://`` / ``s3://`` through pyarrow's S3 client; on an object
-    store a rename is a copy, so the publish is not atomic there). ``uri`` is what Spark writes to."""
-
-    def __init__(self, target: str | os.PathLike[str]) -> None:
-        t = os.fspath(target)
-        local = local_path(t)
-        self.local = local is not None
-        if local is not None:
-            self.root = str(local.absolute())
-            self.uri = Path(self.root).as_uri()
-            self._fs: Any = None
-        else:
-            from sparkhc import fsio
-
-            self.uri = t.rstrip("/")
-            self._fs, self.root = fsio.resolve(t)
-
-    def sibling(self, suffix: str) -> OutputFs:
-        """The folder next to this one named ``<name><suffix>``."""
-        out = object.__new__(OutputFs)
-        out.local, out._fs = self.local, self._fs
-        out.root, out.uri = self.root + suffix, self.uri + suffix
-        return out
-
-    def child(self, name: str) -> str:
-        return f"{self.root}/{name}"
-
-    def child_uri(self, name: str) -> str:
-        return f"{self.uri}/{name}"
-
-    def exists(self, path: str | None = None) -> bool:
-        p = self.root if path is None else path
-        if self.local:
-            return Path(p).exists()
-        import pyarrow.fs as pafs
-
-        return bool(self._fs.get_file_info(p).type != pafs.FileType.NotFound)
-
-    def makedirs(self) -> None:
-        if self.local:
-            Path(self.root).mkdir(parents=True)
-        else:
-            self._fs.create_dir(self.root, recursive=True)
-
-    def listdir(self, path: str) -> list[str]:
-        if self.local:
-            return sorted(os.listdir(path))
-        import pyarrow.fs as pafs
-
-        return sorted(i.base_name for i in self._fs.get_file_info(pafs.FileSelector(path)))
-
-    def remove(self, path: str) -> None:
-        if self.local:
-            os.remove(path)
-        else:
-            self._fs.delete_file(path)
-
-    def replace_file(self, src: str, dst: str) -> None:
-        if self.local:
-            os.replace(src, dst)
-        else:
-            self._fs.move(src, dst)
-
-    def filesystem(self) -> Any:
-        """The pyarrow file system for :mod:`pyarrow.parquet` (None: local paths)."""
-        return self._fs
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        if self.local:
-            Path(path).write_bytes(data)
-        else:
-            with self._fs.open_output_stream(path) as f:
-                f.write(data)
-
-    def sha256(self, path: str) -> str:
-        if self.local:
-            from sparkhc.fsio import sha256_file
-
-            return sha256_file(path)
-        import hashlib
-
-        h = hashlib.sha256()
-        with self._fs.open_input_stream(path) as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-        return h.hexdigest()
-
-    def rmtree(self) -> None:
-        """Remove this folder, ignoring errors (cleanup after a failure)."""
-        if self.local:
-            shutil.rmtree(self.root, ignore_errors=True)
-            return
-        try:
-            self._fs.delete_dir(self.root)
-        except Exception:  # noqa: S110 -- best effort cleanup
-            pass
-
-    def publish(self, dst: OutputFs) -> None:
-        """Move this folder to ``dst``, replacing an existing ``dst`` with two renames
-        (:func:`sparkhc.persistence.replace_dir` for local paths)."""
-        if self.local:
-            from sparkhc.fsio import replace_dir
-
-            replace_dir(Path(self.root), Path(dst.root))
-            return
-        if not dst.exists():
-            self._fs.move(self.root, dst.root)
-            return
-        old = dst.sibling(f".old-{uuid.uuid4().hex[:12]}")
-        self._fs.move(dst.root, old.root)
-        try:
-            self._fs.move(self.root, dst.root)
-        except BaseException:
-            self._fs.move(old.root, dst.root)
-            raise
-        old.rmtree()

@@ -327,7 +327,7 @@ def fit_mdc_driver(
 ) -> dict[str, Any]:
     """:func:`fit_mdc_spark` in this process, no Spark session (``train.execution``, small inputs).
 
-    ``rows``: the training documents read in the driver (:func:`sparkhc.spark.small.read_rows`;
+    ``rows``: the training documents read in the driver (:func:`sparkhc.spark.plan.read_rows`;
     unique doc ids). The class counts, the pair groups (``num_slices``, default ``2 × threads``:
     what :class:`SparkPairSolver` makes on a master with ``threads`` task slots) and every group's
     blocks (:func:`~sparkhc.models.jia_zhang.solver.group_blocks`, sorted by ``doc_id``) are those

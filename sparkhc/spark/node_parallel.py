@@ -64,7 +64,7 @@ from sparkhc.errors import ConfigError
 from sparkhc.models.base import HierModel, ModelState, shuffled_order
 from sparkhc.models.cesa_bianchi import CesaModel
 from sparkhc.persistence import state_from_bytes, state_to_bytes
-from sparkhc.spark.small import spark_hash_long
+from sparkhc.spark.hashing import spark_hash_long
 
 log = logging.getLogger(__name__)
 

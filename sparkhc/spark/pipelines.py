@@ -31,14 +31,20 @@ from sparkhc.features import (
     selected_count,
     selection_groups,
 )
+from sparkhc.fsio import OutputFs
 from sparkhc.model_store import weights_hash
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
 from sparkhc.persistence import json_text, load_model, read_metadata, save_model
-from sparkhc.predictions import PRED_META_FILE, evaluation_inputs
-from sparkhc.spark.hfs import OutputFs
+from sparkhc.predictions import (
+    PRED_DATA_DIR,
+    PRED_META_FILE,
+    data_location,
+    evaluation_inputs,
+    prediction_meta,
+)
 from sparkhc.spark.mixing.engine import RUN_FIGURES
-from sparkhc.spark.small import SessionLike
+from sparkhc.spark.session import SessionLike
 from sparkhc.spark.training import TrainingResult, fit_model
 from sparkhc.taxonomy import Taxonomy
 
@@ -501,10 +507,11 @@ def train(
     retraining from scratch (one shard and ``train.epochs = 1`` give exactly the model trained
     incrementally on old then new documents).
 
-    ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession` (the CLI's): a training in the
+    ``spark`` may be a :class:`~sparkhc.spark.session.DeferredSession` (the CLI's): a training in the
     driver (``train.execution``) then never starts Spark.
     """
-    from sparkhc.spark import small
+    from sparkhc.spark.plan import label_combinations_of, plan_training, read_rows
+    from sparkhc.spark.session import active, startup_seconds
 
     t0 = time.perf_counter()
     if _exists(out) and not overwrite:
@@ -516,14 +523,14 @@ def train(
         if model_name is not None and model_name != name:
             raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
     # small inputs: the selected rows read here, and trained here when the model allows (train.execution)
-    read = small.read_rows(spark, cfg.train, features, selection, get_model_class(name).needs_counts)
+    read = read_rows(spark, cfg.train, features, selection, get_model_class(name).needs_counts)
     frames: list[DataFrame] = []  # (all rows, selected rows) on Spark, made only when needed
 
     def spark_rows() -> tuple[DataFrame, DataFrame]:
         if not frames:
             from sparkhc.spark.io import read_features  # pandas: only with Spark
 
-            df_all, spec_ = read_features(small.active(spark), str(features))
+            df_all, spec_ = read_features(active(spark), str(features))
             frames.extend([df_all, select_rows(df_all, selection)])
             specs.append(spec_)
         return frames[0], frames[1]
@@ -537,7 +544,7 @@ def train(
         if len(rows) == 0:
             raise selection_error(spark_rows()[0], features, selection, "training documents")
     taxonomy = features_taxonomy(features)
-    combos = small.label_combinations_of(rows) if rows is not None else label_combinations(spark_rows()[1])
+    combos = label_combinations_of(rows) if rows is not None else label_combinations(spark_rows()[1])
     skipped = 0
     if get_model_class(name).requires_labels and [] in combos:  # documents without labels: skipped, named
         if rows is not None:
@@ -567,19 +574,18 @@ def train(
                               combos=combos)
         except EmptySelectionError:
             raise selection_error(spark_rows()[0], features, selection, "training documents") from None
-    if rows is not None and not small.can_train(model, cfg.train):
+    plan = plan_training(spark, model, cfg.train, rows=rows, warm_start=warm_start is not None)
+    if plan.place != "driver":
         rows = None
-    log.info("training %s %s", name, "in the driver (train.execution)" if rows is not None else "on Spark")
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
-    spark_needed = rows is None
     result = fit_model(
-        spark, spark_rows()[1] if spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
+        spark, spark_rows()[1] if plan.spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
         warm_start=warm_start is not None,
         checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                         "warm_start": str(warm_start) if warm_start is not None else None},
-        fault_hook=fault_hook, rows=rows,
+        fault_hook=fault_hook, rows=rows, plan=plan,
     )
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
@@ -596,7 +602,7 @@ def train(
     return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
             "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2),
             # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
-            "session_start_seconds": round(small.startup_seconds(spark), 2)}
+            "session_start_seconds": round(startup_seconds(spark), 2)}
 
 
 def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:
@@ -665,6 +671,7 @@ def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
         "seed": cfg.train.seed,
         "epoch_log": [{k: v for k, v in e.items() if k not in RUN_FIGURES} for e in result.epoch_log],
         "warm_start": fsio.absolute(warm_start) if warm_start is not None else None,
+        "plan": result.plan.record() if result.plan is not None else None,
     }
 
 
@@ -708,17 +715,14 @@ def predict(
     tmp = target.sibling(f".tmp-{uuid.uuid4().hex[:12]}")
     try:
         tmp.makedirs()
-        preds.write.mode("overwrite").parquet(tmp.child_uri("data"))
-        n = spark.read.parquet(tmp.child_uri("data")).count()
+        preds.write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
+        n = spark.read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
         if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
             raise selection_error(all_rows, features, selection, "document")
-        tmp.write_bytes(tmp.child(PRED_META_FILE), json_text({
-            "model_dir": fsio.absolute(model_dir), "model_version": version, "model": meta["model"],
-            "taxonomy_fingerprint": meta["taxonomy_fingerprint"], "features": fsio.absolute(features),
-            "selection": {"split": split, "fold": fold, "exclude_fold": exclude_fold}, "documents": n,
-            "scored_labels": meta.get("scored_labels"),
-            "seconds": round(time.perf_counter() - t0, 2),
-        }).encode("utf-8"))
+        tmp.write_bytes(tmp.child(PRED_META_FILE), json_text(prediction_meta(
+            model_dir=model_dir, model_version=version, model_meta=meta, features=features,
+            selection={"split": split, "fold": fold, "exclude_fold": exclude_fold}, documents=n,
+            seconds=time.perf_counter() - t0)).encode("utf-8"))
         if target.exists() and not overwrite:
             raise SparkhcError(f"{fsio.redact(out)} appeared while predicting; not replaced")
         tmp.publish(target)
@@ -749,7 +753,7 @@ def evaluate(
     scored = pmeta.get("scored_labels")
     if scored is None:
         scored = features_corpus_info(feats).get("scored_labels")
-    df = spark.read.parquet(fsio.child(predictions, "data"))
+    df = spark.read.parquet(data_location(predictions))
     row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
                  F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
     assert row is not None  # an aggregate always has one row

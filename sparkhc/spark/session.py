@@ -1,11 +1,19 @@
-"""SparkSession creation with the defaults sparkhc needs."""
+"""SparkSession creation with the defaults sparkhc needs, and a session started on first use
+(:class:`DeferredSession`: a training in the driver process never starts Spark)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -51,7 +59,6 @@ def quiet_java_options() -> str | None:
         return None
     import hashlib
     import tempfile
-    from pathlib import Path
 
     digest = hashlib.sha256(QUIET_LOG4J2.encode("utf-8")).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"sparkhc-log4j2-{digest}.properties"
@@ -66,7 +73,6 @@ def _spark_defaults() -> dict[str, str]:
     """The settings of the installation's ``spark-defaults.conf`` (``$SPARK_CONF_DIR`` or
     ``$SPARK_HOME/conf``; pyspark's own when neither is set), which a ``--conf`` of the same key
     would replace."""
-    from pathlib import Path
 
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     if not conf_dir:
@@ -145,3 +151,112 @@ def get_session(
         created += 1
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+# ----------------------------------------------------------------------------- a session started on first use
+_LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
+
+
+class DeferredSession:
+    """The SparkSession a verb would start, started on first use (:meth:`get`) only: until then
+    its master and task slots come from the configuration alone (no JVM), so a training that runs
+    in the driver (``train.execution``) never starts Spark. Made by :func:`deferred_session`."""
+
+    def __init__(self, factory: Callable[[], SparkSession], master: str) -> None:
+        self._factory = factory
+        self._session: SparkSession | None = None
+        self.master = master
+        #: seconds :meth:`get` took to start the session (0.0 while not started)
+        self.startup_seconds = 0.0
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def get(self) -> SparkSession:
+        if self._session is None:
+            log.info("starting the Spark session (master %s)", self.master)
+            t0 = time.perf_counter()
+            self._session = self._factory()
+            self.startup_seconds = time.perf_counter() - t0
+        return self._session
+
+    def task_slots(self) -> int:
+        """Spark's ``defaultParallelism`` for this master: N of ``local[N]``, 1 for ``local``, the
+        CPUs this process may run on for ``local[*]`` (what the JVM's availableProcessors reports
+        without a container CPU quota); the started session's own figure otherwise."""
+        m = _LOCAL.match(self.master)
+        if self._session is not None or m is None:
+            return int(self.get().sparkContext.defaultParallelism)
+        if m.group(1) is None:
+            return 1
+        if m.group(1) == "*":
+            return _cpus()
+        return int(m.group(1))
+
+
+#: a session argument: a started session, or one started on first use
+SessionLike = SparkSession | DeferredSession
+
+
+def _cpus() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    quota = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2 quota, which the JVM honours
+    try:
+        q, period = quota.read_text().split()[:2]
+        if q != "max":
+            n = min(n, max(1, -(-int(q) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def _conf_sets_parallelism() -> bool:
+    """Whether a spark-defaults.conf the session would read sets ``spark.default.parallelism``."""
+    for d in (os.environ.get("SPARK_CONF_DIR"), os.path.join(os.environ.get("SPARK_HOME", ""), "conf")):
+        f = Path(d) / "spark-defaults.conf" if d else None
+        try:
+            if f is not None and f.is_file() and re.search(r"^\s*spark\.default\.parallelism\b", f.read_text(),
+                                                           re.MULTILINE):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def deferred_session(app_name: str, master: str | None) -> SessionLike:
+    """The session :func:`sparkhc.spark.session.get_session` would give (``app_name``,
+    ``master``), deferred when its master is known without starting it: not under spark-submit
+    (the submitted master lives in the JVM), no session already active, and no spark-defaults.conf
+    that sets ``spark.default.parallelism``. Otherwise the session, started now."""
+    if submitted() or SparkSession.getActiveSession() is not None or _conf_sets_parallelism():
+        return get_session(app_name=app_name, master=master)
+    resolved = master or os.environ.get("SPARKHC_MASTER", "local[*]")
+    return DeferredSession(lambda: get_session(app_name=app_name, master=resolved), resolved)
+
+
+def active(spark: SessionLike) -> SparkSession:
+    """The session itself (a deferred one is started now)."""
+    return spark.get() if isinstance(spark, DeferredSession) else spark
+
+
+def master_of(spark: SessionLike) -> str:
+    return spark.master if isinstance(spark, DeferredSession) else (spark.sparkContext.master or "")
+
+
+def startup_seconds(spark: SessionLike) -> float:
+    """Seconds a deferred session took to start (0.0 for a session given started)."""
+    return spark.startup_seconds if isinstance(spark, DeferredSession) else 0.0
+
+
+def task_slots(spark: SessionLike) -> int:
+    """Spark's ``defaultParallelism`` (a deferred session's without starting it)."""
+    return spark.task_slots() if isinstance(spark, DeferredSession) else int(spark.sparkContext.defaultParallelism)
+
+
+def is_local_master(spark: SessionLike) -> bool:
+    """Whether the master is ``local`` or ``local[N]`` (the driver is on the machine that runs the tasks)."""
+    return _LOCAL.match(master_of(spark)) is not None

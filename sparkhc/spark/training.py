@@ -30,7 +30,8 @@ from sparkhc.batch import NODE_SCORES, SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, TrainingStrategy
-from sparkhc.spark.small import SessionLike, active
+from sparkhc.spark.plan import TrainingPlan, plan_training
+from sparkhc.spark.session import SessionLike, active
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class TrainingJob:
     """Everything a driver needs: the selected feature rows, the model (fresh, or holding the state
     to continue from when ``warm_start``) and the ``[train]`` settings."""
 
-    #: a :class:`~sparkhc.spark.small.DeferredSession` (not started) when nothing needs Spark
+    #: a :class:`~sparkhc.spark.session.DeferredSession` (not started) when nothing needs Spark
     spark: SessionLike
     #: the selected feature rows on Spark (None when ``rows`` holds them and nothing needs Spark)
     df: DataFrame | None
@@ -56,9 +57,11 @@ class TrainingJob:
     progress: Progress | None = None
     #: test hook: called as ``fault_hook(epoch, shard)`` inside the mixing tasks (fault injection)
     fault_hook: Callable[[int, int], None] | None = None
-    #: the selected rows read in the driver (``train.execution``, :mod:`sparkhc.spark.small`): the
+    #: the selected rows read in the driver (``train.execution``, :mod:`sparkhc.spark.plan`): the
     #: strategies that can train in this process (mixing, local) use them instead of ``df``
     rows: SparseBatch | None = None
+    #: the plan carried out (its engine is the mixing's)
+    plan: TrainingPlan | None = None
 
 
 @dataclass
@@ -74,6 +77,8 @@ class TrainingResult:
     epoch_selection: dict[str, Any] | None = None
     #: ``train.calibrate``: the cross-fitted per-edge offsets' record (:meth:`Calibration.summary`)
     calibration: dict[str, Any] | None = None
+    #: where and how it trained (:func:`sparkhc.spark.plan.plan_training`)
+    plan: TrainingPlan | None = None
 
     @property
     def documents(self) -> int | None:
@@ -87,6 +92,8 @@ def _mixing(job: TrainingJob) -> tuple[int, int | None]:
     settings = MixingSettings.from_train(job.train, job.epochs, with_counts=job.model.needs_counts,
                                          checkpoint_dir=job.checkpoint_dir, checkpoint_key=job.checkpoint_key,
                                          warm_start=job.warm_start)
+    if job.plan is not None and job.plan.engine in ("barrier", "jobs"):  # the plan's Spark engine
+        settings = dataclasses.replace(settings, mixing=job.plan.engine)
     train_ipm(job.spark, job.df, job.model, settings, rows=job.rows, progress=job.progress, fault_hook=job.fault_hook)
     return job.epochs, job.train.shards
 
@@ -132,7 +139,7 @@ def _batch(job: TrainingJob) -> tuple[int, int | None]:
     the driver (``job.rows``), in this process with the pairs of a round in as many threads as
     the master has task slots (the same model bit for bit: :func:`sparkhc.spark.mdc.fit_mdc_driver`)."""
     from sparkhc.spark.mdc import fit_mdc_driver, fit_mdc_spark
-    from sparkhc.spark.small import task_slots
+    from sparkhc.spark.session import task_slots
 
     n, progress = _counting(job)
     if job.rows is not None:
@@ -156,8 +163,8 @@ def _local(job: TrainingJob) -> tuple[int, int | None]:
     (:func:`fit_subsets` with one fit of every row: the model's own ``fit``); the fitted model's
     attributes are adopted by ``job.model``."""
     t0 = time.perf_counter()
-    if job.rows is not None:  # read in the driver already (sparkhc.spark.small): the same rows, same order
-        from sparkhc.spark.small import sorted_by_id
+    if job.rows is not None:  # read in the driver already (sparkhc.spark.plan): the same rows, same order
+        from sparkhc.spark.plan import sorted_by_id
 
         job.model.fit(sorted_by_id(job.rows), epochs=job.epochs, seed=job.train.seed)
         batch_len = len(job.rows)
@@ -200,6 +207,7 @@ def fit_model(
     progress: Progress | None = None,
     fault_hook: Callable[[int, int], None] | None = None,
     rows: SparseBatch | None = None,
+    plan: TrainingPlan | None = None,
 ) -> TrainingResult:
     """Train ``model`` on the feature rows ``df`` the way the model declares.
 
@@ -207,24 +215,28 @@ def fit_model(
     A ``single_pass`` model gets one epoch. ``checkpoint_dir`` applies to the strategies that
     checkpoint (mixing). ``warm_start`` continues from the model's current state.
 
-    ``rows``: the same documents read in the driver (:func:`sparkhc.spark.small.read_rows`); the
+    ``rows``: the same documents read in the driver (:func:`sparkhc.spark.plan.read_rows`); the
     mixing and local strategies and the MDC models (batch, with ``fit_open``) then train in this
     process (bit-identical weights), with their epoch selection and ``train.calibrate`` folds, and
     ``df`` may be None unless the strategy needs Spark.
-    ``spark`` may be a :class:`~sparkhc.spark.small.DeferredSession`: started only when needed.
+    ``spark`` may be a :class:`~sparkhc.spark.session.DeferredSession`: started only when needed.
+    ``plan``: where and how (:func:`sparkhc.spark.plan.plan_training`; made here when not given,
+    from ``train``, the model and whether ``rows`` were read), logged in one line and returned in
+    the result.
     """
     from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
     from sparkhc.spark.mixing.selection import select_epochs
-    from sparkhc.spark.mixing.settings import resolve_shards
 
-    strategy = model.training_strategy(node_parallel=train.node_parallel)
-    if rows is not None and not (strategy in ("mixing", "local") or (strategy == "batch" and model.fits_open)):
+    if plan is None:
+        plan = plan_training(spark, model, train, rows=rows, warm_start=warm_start)
+    log.info("%s", plan.line())
+    strategy = plan.strategy
+    if plan.place != "driver":
         rows = None
-    spark_needed = rows is None
-    if df is None and spark_needed:
+    if df is None and plan.spark_needed:
         raise ValueError(f"fit_model: {model.name!r} (trained by {strategy!r}, "
                          f"calibrate={train.calibrate!r}) needs the rows on Spark (df)")
-    if spark_needed:
+    if plan.spark_needed:
         spark = active(spark)
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
@@ -234,8 +246,7 @@ def fit_model(
     select = strategy == "mixing" and not model.single_pass and (auto and not warm_start or train.select_epochs)
     cap = int(train.max_epochs) if auto else int(train.epochs)
     epochs = 1 if model.single_pass else (FALLBACK_EPOCHS if auto else int(train.epochs))
-    # train.shards = 0: as many shards as Spark has task slots
-    train = dataclasses.replace(train, shards=resolve_shards(spark, train.shards))
+    train = dataclasses.replace(train, shards=plan.shards)  # train.shards resolved once, by the plan
     epoch_selection = None
     sel_rows = rows
     c_auto = model.params.get("C") == "auto"
@@ -313,14 +324,14 @@ def fit_model(
             progress(info)
 
     job = TrainingJob(spark, df, model, train, epochs, checkpoint_dir if strategy == "mixing" else None,
-                      checkpoint_key, warm_start, _record, fault_hook, rows)
+                      checkpoint_key, warm_start, _record, fault_hook, rows, plan)
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
     if calib is not None and calib.applied:
         model.shift_edges(calib.offsets)
     return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
-                          calib.summary() if calib is not None else calib_skipped)
+                          calib.summary() if calib is not None else calib_skipped, plan)
 
 
 # =============================================================================================

@@ -100,8 +100,8 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
     are applied and ``calibration_documents`` asks for more documents than the bands hold, more
     bands are scored (at most all 5 of fraction 0.2) and the offsets fitted again on all of them;
     the final model is the serial training on every document plus those offsets."""
-    from sparkhc.spark import small
     from sparkhc.spark.calibrate import fold_ids
+    from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.training import fit_model
 
     tax, table = _data(n=200, seed=6)
@@ -124,7 +124,7 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
     def reference(bands: int) -> calibration.Calibration:
         scores, parts = [], []
         for b in range(bands):
-            held = small.validation_ids(ids, 0.2, 5, b)
+            held = validation_ids(ids, 0.2, 5, b)
             scores.append(calibration.fold_scores(_serial(part(~held), tax, e, 5), part(held)))
             parts.append(fold_ids(np.sort(ids[held]), -(-3 // bands), 5))  # fewer than 3: cut into parts
         if bands < 3:
@@ -135,7 +135,7 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
         return out
 
     ref = reference(folds)
-    held = sum(int(small.validation_ids(ids, 0.2, 5, b).sum()) for b in range(folds))
+    held = sum(int(validation_ids(ids, 0.2, 5, b).sum()) for b in range(folds))
     if ref.applied and documents > held:  # 40 documents a band: 5000 asks for all 5, 100 for 3
         ref = reference(5 if documents == 5000 else 3)
     # these data: the offsets pay on 3 bands (so 5000 scores all 5), not on 1 or 2
@@ -154,13 +154,13 @@ def test_more_bands_skip_a_band_no_document_hashed_into(spark):
     """A tiny training part: the extension asks for every band of 5 %, some of which hold no
     document; those are skipped (not an error: the selection's own band was not empty), and the
     offsets are fitted on the bands that hold documents."""
-    from sparkhc.spark import small
     from sparkhc.spark.calibrate import cross_fit_offsets
+    from sparkhc.spark.hashing import validation_ids
 
     tax, table = _data(n=40, seed=2)
     rows = SparseBatch.from_arrow(table, V)
     ids = np.array(table.column("doc_id").to_pylist())
-    held = [int(small.validation_ids(ids, 0.05, 5, b).sum()) for b in range(20)]
+    held = [int(validation_ids(ids, 0.05, 5, b).sum()) for b in range(20)]
     assert held[0] >= 3 and 0 in held  # these data: band 0 holds documents, two bands none
     model = _model(tax, "global", **PARAMS)
     result = cross_fit_offsets(spark, None, model, 2, 1, mode="on", seed=5, rows=rows, bands=(1, 0.05),

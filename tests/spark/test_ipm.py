@@ -226,7 +226,7 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     documents of a model trained serially (one shard) on the others; the choice is the first
     maximum of hF + macro-F1; the held-out documents are a seeded share of the documents given (the
     training part), the same every run, and the same in the driver (rows read there) as on Spark."""
-    from sparkhc.spark import small
+    from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.mixing.selection import select_epochs, validation_split
 
     tax, table = _data(n=160, seed=5)
@@ -244,7 +244,7 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     assert val_ids == sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=2)[1].select("doc_id").collect())
     assert val_ids != sorted(r["doc_id"] for r in validation_split(df, 0.25, seed=3)[1].select("doc_id").collect())
     ids = np.array(table.column("doc_id").to_pylist())
-    assert sorted(ids[small.validation_ids(ids, 0.25, 2)].tolist()) == val_ids  # the driver's slice is Spark's
+    assert sorted(ids[validation_ids(ids, 0.25, 2)].tolist()) == val_ids  # the driver's slice is Spark's
     fit = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, fit_ids)))).sort_by("doc_id"), V)
     val = SparseBatch.from_arrow(table.take(pa.array(np.flatnonzero(np.isin(ids, val_ids)))).sort_by("doc_id"), V)
     hf, maf = _serial_curves(tax, fit, val, params, 5, seed=2)
@@ -417,7 +417,7 @@ def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
 
     from sparkhc.batch import label_matrix
     from sparkhc.metrics import MetricCounts
-    from sparkhc.spark import small
+    from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.mixing.selection import select_epochs, validation_split
 
     tax, table = _data(n=200, seed=7)
@@ -428,7 +428,7 @@ def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
                         shards=1, seed=1, fraction=0.2, patience=2, mixing="auto" if rows is not None else mixing,
                         exchange_dir=tmp_path / "x", rows=rows, folds=2, c_grid=(0.05, 1.0))
     ids = np.array(table.column("doc_id").to_pylist())
-    bands = [small.validation_ids(ids, 0.2, 1, band=b) for b in (0, 1)]
+    bands = [validation_ids(ids, 0.2, 1, band=b) for b in (0, 1)]
     assert not (bands[0] & bands[1]).any() and bands[0].any() and bands[1].any()
     spark_band1 = sorted(r["doc_id"] for r in validation_split(df, 0.2, 1, band=1)[1].select("doc_id").collect())
     assert sorted(ids[bands[1]].tolist()) == spark_band1

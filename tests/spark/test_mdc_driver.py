@@ -19,7 +19,8 @@ from sparkhc.config import TrainConfig
 from sparkhc.models import make_model
 from sparkhc.models.jia_zhang.data import FeatureScaler, load_mdc
 from sparkhc.models.jia_zhang.solver import SerialPairSolver, ThreadPairSolver
-from sparkhc.spark import mdc, small
+from sparkhc.spark import mdc
+from sparkhc.spark.session import DeferredSession
 from sparkhc.spark.training import fit_model
 from sparkhc.taxonomy import Taxonomy
 from tests.conftest import corpus_dir
@@ -139,11 +140,11 @@ def test_fit_model_auto_trains_mdc_in_the_driver_without_a_session(spark, tmp_pa
     tax = _taxonomy(n_classes)
     df = _frame(spark, tmp_path / "pq", batch)
     params = {"w_solver": "dcd", "max_iter": 3}
-    d = small.DeferredSession(_never, "local[2]")
+    d = DeferredSession(_never, "local[2]")
     drv = make_model("m3mdc", tax, X.shape[1], **params)
     res = fit_model(d, None, drv, TrainConfig(model="m3mdc"), rows=batch)
     assert not d.started and res.strategy == "batch" and len(res.epoch_log) == len(drv.history_)
-    assert small.can_train(drv, TrainConfig(model="m3mdc"))
+    assert res.plan is not None and (res.plan.place, res.plan.engine) == ("driver", None)
     spk = make_model("m3mdc", tax, X.shape[1], **params)
     res_s = fit_model(spark, df, spk, TrainConfig(model="m3mdc"))
     _same(drv, spk)

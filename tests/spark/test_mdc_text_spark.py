@@ -162,13 +162,14 @@ def test_auto_trains_mdc_in_the_driver_with_the_spark_paths_weights(spark, mdc_r
     """``train.execution = auto`` on a local master, a deferred session whose factory fails: the MDC
     model is trained in the driver (no session), and its weights hash is the Spark path's."""
     from sparkhc.config import load_config
-    from sparkhc.spark import pipelines, session, small
+    from sparkhc.spark import pipelines, session
+    from sparkhc.spark.session import DeferredSession
 
     def never():
         raise AssertionError("the Spark session was started")
 
     before = session.created
-    d = small.DeferredSession(never, "local[2]")
+    d = DeferredSession(never, "local[2]")
     drv = pipelines.train(d, load_config(overrides=["train.execution=auto"]), mdc_run / "features", tmp_path / "d",
                           model_name=name)
     assert not d.started and session.created == before and drv["session_start_seconds"] == 0.0

@@ -1,4 +1,4 @@
-"""Small trainings in the driver process (train.execution, sparkhc.spark.small): Spark's own hash,
+"""Small trainings in the driver process (train.execution, sparkhc.spark.plan): Spark's own hash,
 the automatic choice, the forced settings, and bit-identical weights to the Spark path on a real
 slice (rcv1v2_subset, featurized by the CLI)."""
 
@@ -13,7 +13,10 @@ from pyspark.sql import functions as F
 from sparkhc.cli import run
 from sparkhc.config import load_config
 from sparkhc.features import Selection
-from sparkhc.spark import pipelines, small
+from sparkhc.spark import pipelines, plan
+from sparkhc.spark.hashing import shard_ids, spark_hash, spark_hash_int, validation_ids
+from sparkhc.spark.plan import label_combinations_of, plan_training, read_rows
+from sparkhc.spark.session import DeferredSession, deferred_session, is_local_master, task_slots
 from tests.conftest import DATA_DIR, corpus_dir
 
 
@@ -24,9 +27,9 @@ def test_spark_hash_equals_spark_sql_hash(spark):
     ids += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 23))) for _ in range(500)]
     rows = spark.createDataFrame([(s,) for s in ids], "s string").select(
         "s", F.hash("s").alias("h"), F.expr("pmod(hash(s), 7)").alias("p")).collect()
-    got = small.spark_hash([r["s"] for r in rows])
+    got = spark_hash([r["s"] for r in rows])
     assert [int(v) for v in got] == [r["h"] for r in rows]
-    assert [int(v) for v in small.shard_ids([r["s"] for r in rows], 7)] == [r["p"] for r in rows]
+    assert [int(v) for v in shard_ids([r["s"] for r in rows], 7)] == [r["p"] for r in rows]
 
 
 def test_validation_ids_equal_spark_sql(spark):
@@ -38,11 +41,11 @@ def test_validation_ids_equal_spark_sql(spark):
     df = spark.createDataFrame([(s,) for s in ids], "s string")
     for seed in (0, 2, 41, 100000):
         h = [r["h"] for r in df.select(F.expr(f"hash(s, {seed + 17})").alias("h")).collect()]
-        assert [int(v) for v in small.spark_hash_int(seed + 17, small.spark_hash(ids))] == h
+        assert [int(v) for v in spark_hash_int(seed + 17, spark_hash(ids))] == h
         for fraction in (0.1, 0.25):
             cut = int(round(fraction * 10000))
             want = [r["v"] for r in df.select(F.expr(f"pmod(hash(s, {seed + 17}), 10000) < {cut}").alias("v")).collect()]
-            assert small.validation_ids(ids, fraction, seed).tolist() == want
+            assert validation_ids(ids, fraction, seed).tolist() == want
 
 
 
@@ -88,17 +91,17 @@ def test_automatic_choice(spark, rcv1, monkeypatch):
     sel = Selection(None, None, 0)
     auto = load_config(overrides=["train.execution=auto"]).train
     assert spark.sparkContext.master.startswith("local")
-    read = small.read_rows(spark, auto, rcv1, sel, with_counts=False)
+    read = read_rows(spark, auto, rcv1, sel, with_counts=False)
     assert read is not None and len(read[0]) == 1852
     # Spark when asked, when the mixing is "jobs" (another summation order), for a URI
-    assert small.read_rows(spark, load_config(overrides=["train.execution=spark"]).train, rcv1, sel, False) is None
-    assert small.read_rows(spark, load_config(overrides=["train.mixing=jobs"]).train, rcv1, sel, False) is None
-    assert small.read_rows(spark, auto, f"hdfs://nn/{rcv1}", sel, False) is None
+    assert read_rows(spark, load_config(overrides=["train.execution=spark"]).train, rcv1, sel, False) is None
+    assert read_rows(spark, load_config(overrides=["train.mixing=jobs"]).train, rcv1, sel, False) is None
+    assert read_rows(spark, auto, f"hdfs://nn/{rcv1}", sel, False) is None
     # above the size limit: Spark with auto, the driver when forced
-    monkeypatch.setattr(small, "AUTO_MAX_INPUT_BYTES", 1000)
-    assert small.read_rows(spark, auto, rcv1, sel, False) is None
+    monkeypatch.setattr(plan, "AUTO_MAX_INPUT_BYTES", 1000)
+    assert read_rows(spark, auto, rcv1, sel, False) is None
     forced = load_config(overrides=["train.execution=driver"]).train
-    assert small.read_rows(spark, forced, rcv1, sel, False) is not None
+    assert read_rows(spark, forced, rcv1, sel, False) is not None
 
 
 def test_which_models_train_in_the_driver(spark, rcv1, monkeypatch):
@@ -106,27 +109,38 @@ def test_which_models_train_in_the_driver(spark, rcv1, monkeypatch):
     from sparkhc.models import get_model_class
 
     auto = load_config(overrides=["train.execution=auto"]).train
-    rows, spec = small.read_rows(spark, auto, rcv1, Selection(None, None, 0), False)
-    tax = model_taxonomy(features_taxonomy(rcv1), small.label_combinations_of(rows))
+    rows, spec = read_rows(spark, auto, rcv1, Selection(None, None, 0), False)
+    tax = model_taxonomy(features_taxonomy(rcv1), label_combinations_of(rows))
     forced = load_config(overrides=["train.execution=driver"]).train
 
     def make(name):
         return get_model_class(name)(tax, spec.n_features)
 
-    assert small.can_train(make("global"), auto) and small.can_train(make("flat"), auto)
-    assert small.can_train(make("nbmc"), auto)  # fitted on the driver anyway
-    assert not small.can_train(make("h_svm"), forced)  # node-parallel: one task per node on Spark
-    monkeypatch.setattr(small, "AUTO_MAX_STATE_BYTES", 1000)
-    assert not small.can_train(make("global"), auto) and small.can_train(make("global"), forced)
+    def place(name, train):  # the one decision: where the model trains on rows read in the driver
+        return plan_training(DeferredSession(lambda: spark, "local[2]"), make(name), train, rows=rows)
+
+    assert place("global", auto).place == "driver" and place("flat", auto).place == "driver"
+    assert (place("global", auto).engine, place("global", auto).shards) == ("driver", 2)
+    assert place("nbmc", auto).place == "driver"  # fitted on the driver anyway
+    h = place("h_svm", forced)  # node-parallel: one task per node on Spark
+    assert (h.place, h.strategy, h.engine) == ("spark", "node_parallel", None) and "node_parallel" in h.reason
+    monkeypatch.setattr(plan, "AUTO_MAX_STATE_BYTES", 1000)
+    big = place("global", auto)
+    assert (big.place, big.engine) == ("spark", "barrier") and "MiB" in big.reason
+    assert place("global", forced).place == "driver"
+    jobs = load_config(overrides=["train.mixing=jobs", "train.shards=3"]).train
+    p = plan_training(spark, make("global"), jobs)  # rows on Spark
+    assert (p.place, p.engine, p.shards) == ("spark", "jobs", 3)
+    assert p.line().startswith("plan: global trains by mixing on Spark, jobs engine, 3 shard(s)")
 
 
 def test_label_combinations_equal_the_spark_job(spark, rcv1):
     from sparkhc.spark.io import read_features
 
-    rows, _ = small.read_rows(spark, load_config(overrides=["train.execution=auto"]).train, rcv1, Selection(None, None, 0), False)
+    rows, _ = read_rows(spark, load_config(overrides=["train.execution=auto"]).train, rcv1, Selection(None, None, 0), False)
     df, _ = read_features(spark, str(rcv1))
     expected = pipelines.label_combinations(pipelines.select_rows(df, Selection(None, None, 0)))
-    assert small.label_combinations_of(rows) == expected
+    assert label_combinations_of(rows) == expected
     assert len(expected) > 100  # rcv1v2_subset: many distinct label sets
 
 
@@ -154,14 +168,14 @@ def test_deferred_session_knows_master_and_task_slots_without_starting():
 
     slots = {"local[3]": 3, "local": 1, "local[2, 4]": 2, "local[*]": len(os.sched_getaffinity(0))}
     for master, n in slots.items():
-        d = small.DeferredSession(_never, master)
-        assert small.task_slots(d) == n and small.is_local_master(d) and not d.started, master
+        d = DeferredSession(_never, master)
+        assert task_slots(d) == n and is_local_master(d) and not d.started, master
     for master in ("spark://h:7077", "yarn", "k8s://https://h:6443", "local-cluster[2,1,1024]"):
-        assert not small.is_local_master(small.DeferredSession(_never, master)), master
+        assert not is_local_master(DeferredSession(_never, master)), master
 
 
 def test_deferred_session_is_the_active_one_when_a_session_runs(spark):
-    assert small.deferred_session("sparkhc-train", None) is spark
+    assert deferred_session("sparkhc-train", None) is spark
 
 
 def test_driver_training_starts_no_session_and_equals_spark(spark, rcv1, tmp_path):
@@ -170,7 +184,7 @@ def test_driver_training_starts_no_session_and_equals_spark(spark, rcv1, tmp_pat
     from sparkhc.spark import session
 
     before = session.created
-    d = small.DeferredSession(_never, "local[2]")
+    d = DeferredSession(_never, "local[2]")
     cfg = load_config(overrides=["train.execution=auto", "train.epochs=2", "train.shards=0"])
     drv = pipelines.train(d, cfg, rcv1, tmp_path / "d", split=None, exclude_fold=0)
     assert not d.started and session.created == before and drv["session_start_seconds"] == 0.0
@@ -181,13 +195,13 @@ def test_driver_training_starts_no_session_and_equals_spark(spark, rcv1, tmp_pat
 
 def test_auto_starts_spark_for_a_cluster_master_or_a_large_input(spark, rcv1, tmp_path, monkeypatch):
     auto = load_config(overrides=["train.execution=auto", "train.epochs=1"])
-    cluster = small.DeferredSession(lambda: spark, "spark://nowhere:7077")
-    assert small.read_rows(cluster, auto.train, rcv1, Selection(None, None, 0), False) is None
+    cluster = DeferredSession(lambda: spark, "spark://nowhere:7077")
+    assert read_rows(cluster, auto.train, rcv1, Selection(None, None, 0), False) is None
     assert not cluster.started  # the choice itself never starts it
     info = pipelines.train(cluster, auto, rcv1, tmp_path / "c", split=None, exclude_fold=0)
     assert cluster.started and info["session_start_seconds"] >= 0.0
-    monkeypatch.setattr(small, "AUTO_MAX_INPUT_BYTES", 1000)
-    large = small.DeferredSession(lambda: spark, "local[2]")
+    monkeypatch.setattr(plan, "AUTO_MAX_INPUT_BYTES", 1000)
+    large = DeferredSession(lambda: spark, "local[2]")
     pipelines.train(large, auto, rcv1, tmp_path / "l", split=None, exclude_fold=0)
     assert large.started
 

@@ -150,12 +150,13 @@ def test_several_files_gzip_and_plain(spark, tmp_path):
 
 
 def test_uri_helpers(tmp_path):
+    from sparkhc import fsio
     from sparkhc.spark import hfs
 
     assert hfs.has_scheme("hdfs://nn:8020/x") and hfs.has_scheme("s3a://b/k") and hfs.has_scheme("file:/x")
     assert not hfs.has_scheme("/tmp/x") and not hfs.has_scheme("rel/x")
     assert hfs.local_path("file:///tmp/a%20b") == Path("/tmp/a b") and hfs.local_path("hdfs://nn/x") is None
-    out = hfs.OutputFs(str(tmp_path / "o"))
+    out = fsio.OutputFs(str(tmp_path / "o"))
     assert out.local and out.root == str(tmp_path / "o") and out.uri == (tmp_path / "o").as_uri()
     tmp = out.sibling(".tmp-1")
     tmp.makedirs()

@@ -35,8 +35,9 @@ NOMINAL = "nominal"
 
 
 @dataclass(frozen=True)
-class FeatureSpec:
-    """One input attribute: ``kind`` is ``numeric`` or ``nominal`` (then ``values`` is its domain)."""
+class ColumnSpec:
+    """One input column of an MDC data set: ``kind`` is ``numeric`` or ``nominal`` (then ``values`` is
+    its domain). Not the text features' :class:`sparkhc.text.spec.FeatureSpec` (the one feature spec)."""
 
     name: str
     kind: str
@@ -52,7 +53,7 @@ class MDCDataset:
     name : data set name.
     ids : (n,) int64 record ids.
     numeric : (n, n_numeric) float64 raw numeric features (NaN = missing).
-    nominal : (n, n_nominal) int64 value indices into ``FeatureSpec.values`` (−1 = missing).
+    nominal : (n, n_nominal) int64 value indices into ``ColumnSpec.values`` (−1 = missing).
     features : the specs, numeric ones first then nominal ones, each group in file order.
     Y : (n, q) int64 class indices.
     target_names : the q class-variable names.
@@ -64,7 +65,7 @@ class MDCDataset:
     ids: np.ndarray
     numeric: np.ndarray
     nominal: np.ndarray
-    features: tuple[FeatureSpec, ...]
+    features: tuple[ColumnSpec, ...]
     Y: np.ndarray
     target_names: tuple[str, ...]
     class_values: tuple[tuple[str, ...], ...]
@@ -97,7 +98,7 @@ class MDCDataset:
 class FeatureScaler:
     """Min–max scaling of numeric columns (training statistics) and one-hot nominal columns."""
 
-    def __init__(self, features: Sequence[FeatureSpec]) -> None:
+    def __init__(self, features: Sequence[ColumnSpec]) -> None:
         self.features = tuple(features)
 
     def fit(self, ds: MDCDataset, rows: np.ndarray | None = None) -> FeatureScaler:
@@ -154,15 +155,15 @@ def resolve_mdc_dir(data_dir: str | Path) -> Path:
     raise DataUnavailableError(f"MDC data directory {d} not found (expected ../shared/data/mdc)")
 
 
-def _parse_kind(name: str, raw: dict[str, Any], path: Path) -> FeatureSpec:
+def _parse_kind(name: str, raw: dict[str, Any], path: Path) -> ColumnSpec:
     kind = str(raw.get("type", ""))
     if kind.startswith(NUMERIC):
-        return FeatureSpec(name, NUMERIC)
+        return ColumnSpec(name, NUMERIC)
     if kind.startswith(NOMINAL):
         values = raw.get("values")
         if not isinstance(values, list) or not values:
             raise SchemaError(f"{path}: nominal feature {name!r} has no 'values' list")
-        return FeatureSpec(name, NOMINAL, tuple(str(v) for v in values))
+        return ColumnSpec(name, NOMINAL, tuple(str(v) for v in values))
     raise SchemaError(f"{path}: feature {name!r} has unknown type {kind!r} (numeric… or nominal)")
 
 

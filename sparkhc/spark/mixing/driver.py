@@ -1,5 +1,5 @@
 """The driver engine: the epochs of iterative parameter mixing in this process, on rows read in
-the driver (small inputs, :mod:`sparkhc.spark.small`): the barrier engine's shards
+the driver (small inputs, :mod:`sparkhc.spark.plan`): the barrier engine's shards
 (``pmod(hash(doc_id), shards)``, each in doc-id order), run in threads (the compiled kernels
 release the GIL) and mixed in shard order by the same code, so the weights, checkpoints and epoch
 records are the barrier engine's bit for bit. No Spark job runs."""
@@ -15,11 +15,12 @@ import numpy as np
 
 from sparkhc.batch import SparseBatch
 from sparkhc.models.base import HierModel, ModelState
-from sparkhc.spark import small
+from sparkhc.spark.hashing import shard_ids
 from sparkhc.spark.mixing.checkpoints import Checkpoint
 from sparkhc.spark.mixing.engine import Engine, ModelSpec, epoch_info, log_epoch
 from sparkhc.spark.mixing.mix import mix_deltas, shard_epoch
 from sparkhc.spark.mixing.settings import Hooks, MixingSettings
+from sparkhc.spark.plan import sorted_by_id
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,11 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
     epochs, seed, shards = settings.epochs, settings.seed, settings.shards
     ckpt = Checkpoint.of(settings)
     t_start = time.perf_counter()
-    of = small.shard_ids(rows.doc_ids, shards)
+    of = shard_ids(rows.doc_ids, shards)
     present = [int(k) for k in np.unique(of)]
     if not present:
         raise ValueError("no training documents")
-    batches = {k: small.sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
+    batches = {k: sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
     tasks = max(1, min(len(present), int(threads)))
     spec = ModelSpec.of(model)
     workers = [spec.build() for _ in range(tasks)]

@@ -1,6 +1,6 @@
 """Epoch selection: the number of epochs (and the global model's C) chosen on validation bands
 carved out of the training documents (:func:`select_epochs`), cut by a seeded hash of the doc id
-(:func:`validation_split` on Spark, :func:`sparkhc.spark.small.validation_ids` in the driver:
+(:func:`validation_split` on Spark, :func:`sparkhc.spark.hashing.validation_ids` in the driver:
 the same documents)."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.models.base import HierModel, ModelState
-from sparkhc.spark import small
+from sparkhc.spark.hashing import validation_bands, validation_cut, validation_ids
+from sparkhc.spark.plan import sorted_by_id
+from sparkhc.spark.session import SessionLike
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +28,8 @@ def validation_split(features: DataFrame, fraction: float, seed: int, band: int 
     (band ``b``: ``b * cut <= pmod(hash(doc_id, seed + 17), 10000) < (b + 1) * cut``, ``cut =
     fraction * 10000``; band 0 is the first ``fraction``), the same rows on every run; disjoint
     bands are the inner folds of :func:`select_epochs`."""
-    cut = small.validation_cut(fraction)
-    if not 0 <= int(band) < small.validation_bands(fraction):
+    cut = validation_cut(fraction)
+    if not 0 <= int(band) < validation_bands(fraction):
         raise ValueError(f"validation band {band} out of range for the fraction {fraction}")
     h = f"pmod(hash({DOC_ID}, {int(seed) + 17}), 10000)"
     val = F.expr(f"{h} < {cut}" if int(band) == 0 else f"{h} >= {int(band) * cut} AND {h} < {(int(band) + 1) * cut}")
@@ -35,7 +37,7 @@ def validation_split(features: DataFrame, fraction: float, seed: int, band: int 
 
 
 def select_epochs(
-    spark: small.SessionLike,
+    spark: SessionLike,
     features: DataFrame | None,
     model: HierModel,
     max_epochs: int,
@@ -57,7 +59,7 @@ def select_epochs(
 
     For each candidate C (``c_grid``; None: the model's own parameters) and each of ``folds``
     disjoint validation bands (inner folds: :func:`validation_split`,
-    :func:`sparkhc.spark.small.validation_ids`, the same documents on both paths), a fresh copy of
+    :func:`sparkhc.spark.hashing.validation_ids`, the same documents on both paths), a fresh copy of
     ``model`` is trained by :func:`sparkhc.spark.mixing.train.train_ipm` on the other documents for at most ``max_epochs``
     epochs and scored on its band after every epoch by :func:`sparkhc.epochs.validation_score`
     (hF + LB macro-F1 over the model taxonomy's real nodes); each fold stops early after
@@ -91,7 +93,7 @@ def select_epochs(
     from sparkhc.spark.mixing.train import train_ipm
 
     folds = int(folds)
-    if not 1 <= folds <= small.validation_bands(fraction):
+    if not 1 <= folds <= validation_bands(fraction):
         raise ValueError(f"select_epochs: {folds} inner folds of {fraction} each do not fit in the training part")
     tax = model.taxonomy
     cls = get_model_class(model.name)
@@ -101,9 +103,9 @@ def select_epochs(
     splits: list[tuple[SparseBatch | None, DataFrame | None, SparseBatch]] = []
     for band in range(folds):
         if rows is not None:
-            held = small.validation_ids(rows.doc_ids, fraction, seed, band)
+            held = validation_ids(rows.doc_ids, fraction, seed, band)
             fit_rows: SparseBatch | None = rows.subset(np.flatnonzero(~held))
-            val = small.sorted_by_id(rows.subset(np.flatnonzero(held)))
+            val = sorted_by_id(rows.subset(np.flatnonzero(held)))
             fit_df: DataFrame | None = None
         else:
             assert features is not None

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkhc.models.base import ModelState
-from sparkhc.spark import small
+from sparkhc.spark.session import SessionLike, task_slots
 
 if TYPE_CHECKING:
     from sparkhc.config import TrainConfig
 
 #: ``train.mixing``, the Spark engine: auto (barrier in local mode or with a shared exchange URI),
 #: barrier, jobs. The third engine, the driver engine, is not a mode: rows read in the driver
-#: (``train.execution``, :mod:`sparkhc.spark.small`) always train there, as the barrier engine would
+#: (``train.execution``, :mod:`sparkhc.spark.plan`) always train there, as the barrier engine would
 MIXING_MODES = ("auto", "barrier", "jobs")
 
 
@@ -73,7 +73,7 @@ class Hooks:
     fault_hook: Callable[[int, int], None] | None = None
 
 
-def resolve_shards(spark: small.SessionLike, shards: int) -> int:
+def resolve_shards(spark: SessionLike, shards: int) -> int:
     """The number of shards of ``train.shards``: itself when positive; 0 (auto): the task slots
     Spark reports (``defaultParallelism``: the executors' cores, or N of ``local[N]``). Shards
     beyond the slots do not run at the same time, so they add no speed, and every extra shard costs
@@ -82,4 +82,23 @@ def resolve_shards(spark: small.SessionLike, shards: int) -> int:
     section mixing-shards-default, "Accuracy against the number of shards")."""
     if int(shards) < 0:
         raise ValueError(f"shards must be >= 0 (0 = auto), not {shards}")
-    return int(shards) if int(shards) > 0 else max(1, small.task_slots(spark))
+    return int(shards) if int(shards) > 0 else max(1, task_slots(spark))
+
+
+def mixing_engine(master: str, requested: str, mixes_by_deltas: bool, exchange_dir: str | Path | None = None) -> str:
+    """``"barrier"`` or ``"jobs"``: the Spark engine for ``requested`` (``train.mixing``) on
+    ``master``. ``auto`` picks barrier mixing, for states that mix by row-sparse deltas
+    (``mixes_by_deltas``, :func:`sparkhc.spark.deltas.supports`), in local mode (the exchange
+    directory is then on the one machine) or when ``exchange_dir`` is a URI of a shared store
+    (``hdfs://``, ``s3://``, ``gs://``, ...: every executor reaches it); one Spark job per epoch
+    otherwise (a cluster with no exchange directory, or a plain path that may be local to each
+    machine: ``barrier`` must then be asked for)."""
+    from sparkhc import fsio
+
+    if requested == "jobs" or not mixes_by_deltas:
+        return "jobs"
+    if requested == "barrier":
+        return "barrier"
+    if exchange_dir is not None and fsio.is_uri(exchange_dir):
+        return "barrier"
+    return "barrier" if master.startswith("local") else "jobs"

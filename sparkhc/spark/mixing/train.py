@@ -12,22 +12,22 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sparkhc import fsio
 from sparkhc.batch import SparseBatch
 from sparkhc.models.base import HierModel, ModelState
-from sparkhc.spark import deltas, small
+from sparkhc.spark import deltas
 from sparkhc.spark.mixing.barrier import BarrierEngine
 from sparkhc.spark.mixing.checkpoints import Checkpoint
 from sparkhc.spark.mixing.driver import DriverEngine
 from sparkhc.spark.mixing.engine import Engine
 from sparkhc.spark.mixing.jobs import JobsEngine
-from sparkhc.spark.mixing.settings import Hooks, MixingSettings, resolve_shards
+from sparkhc.spark.mixing.settings import Hooks, MixingSettings, mixing_engine, resolve_shards
+from sparkhc.spark.session import SessionLike, active, task_slots
 
 log = logging.getLogger(__name__)
 
 
 def train_ipm(
-    spark: small.SessionLike,
+    spark: SessionLike,
     features: DataFrame | None,
     model: HierModel,
     settings: MixingSettings | None = None,
@@ -42,7 +42,7 @@ def train_ipm(
 
     ``settings``: a :class:`MixingSettings`; ``fields`` build one here (``train_ipm(spark, df,
     model, epochs=3, shards=2)``) or override fields of ``settings``. ``rows``: the documents of
-    ``features`` already read on the driver (small inputs, :mod:`sparkhc.spark.small`): trained in
+    ``features`` already read on the driver (small inputs, :mod:`sparkhc.spark.plan`): trained in
     this process by the driver engine (the barrier engine's shards and mixing, bit-identical
     weights), and ``features`` is not used (may be None). Otherwise ``settings.mixing`` picks the
     jobs or the barrier engine (:func:`mixing_mode`).
@@ -82,34 +82,22 @@ def train_ipm(
     return model
 
 
-def engine_for(spark: small.SessionLike, features: DataFrame | None, rows: SparseBatch | None, model: HierModel,
+def engine_for(spark: SessionLike, features: DataFrame | None, rows: SparseBatch | None, model: HierModel,
                settings: MixingSettings) -> Engine:
     """The engine of a training: the driver engine for rows read in the driver (``spark`` need not
     have started), else the barrier or the jobs engine on ``features`` (:func:`mixing_mode`)."""
     if rows is not None:
-        return DriverEngine(rows, threads=small.task_slots(spark))
+        return DriverEngine(rows, threads=task_slots(spark))
     if features is None:
         raise ValueError("train_ipm: neither features (a DataFrame) nor rows read in the driver")
-    session = small.active(spark)
+    session = active(spark)
     if mixing_mode(session, settings.mixing, model, settings.exchange_dir) == "barrier":
         return BarrierEngine(session, features)
     return JobsEngine(session, features)
 
 
 def mixing_mode(spark: SparkSession, requested: str, model: HierModel, exchange_dir: str | Path | None = None) -> str:
-    """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``): the engine on Spark. The third
-    engine, the driver engine, is chosen before this by :func:`engine_for` (rows read in the driver).
-
-    ``auto`` picks barrier mixing, for models whose state mixes by row-sparse deltas
-    (:func:`deltas.supports`), in local mode (the exchange directory is then on the one machine) or
-    when ``exchange_dir`` is a URI of a shared store (``hdfs://``, ``s3://``, ``gs://``, ...: every
-    executor reaches it); one Spark job per epoch otherwise (a cluster with no exchange directory,
-    or a plain path that may be local to each machine: ``barrier`` must then be asked for).
-    """
-    if requested == "jobs" or not deltas.supports(model.get_state()):
-        return "jobs"
-    if requested == "barrier":
-        return "barrier"
-    if exchange_dir is not None and fsio.is_uri(exchange_dir):
-        return "barrier"
-    return "barrier" if (spark.sparkContext.master or "").startswith("local") else "jobs"
+    """``"barrier"`` or ``"jobs"`` for ``requested`` (``train.mixing``) with this session and
+    model's state (:func:`~sparkhc.spark.mixing.settings.mixing_engine`, the one rule). The third
+    engine, the driver engine, is chosen before this by :func:`engine_for` (rows read in the driver)."""
+    return mixing_engine(spark.sparkContext.master or "", requested, deltas.supports(model.get_state()), exchange_dir)

@@ -58,7 +58,7 @@ from sparkhc.corpus.formats.labeldirs import (
     natural_key,
     read_label_dirs,
 )
-from sparkhc.corpus.formats.lyrl2004 import _LYRL_SPLIT, read_lyrl2004, read_qrels
+from sparkhc.corpus.formats.lyrl2004 import _LYRL_SPLIT, lyrl_record, read_lyrl2004, read_qrels
 from sparkhc.corpus.formats.parquet import parquet_record, read_parquet, validate_raw_schema
 from sparkhc.corpus.records import (
     _INT32_MAX,
@@ -91,15 +91,15 @@ from sparkhc.corpus.records import (
 from sparkhc.errors import InputDataError
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE", "DOC_ID", "FOLD", "ID_ALIAS", "JSONL_SUFFIXES", "LABELS", "RAW_SCHEMA", "SAMPLE_SIZE",
-    "SPLIT", "TEXT", "TOKENS", "Batches", "CleanBatch", "DirEntry", "DuplicateIdError", "EmptyDocumentError",
-    "FoldTable", "LabelDirFile", "OnEmpty", "OnInvalid", "ReadReport", "RecordSink", "UnknownLabelError",
-    "UnknownLabels", "_CLEAN_MAX_BRACKETS", "_INT32_MAX", "_LYRL_SPLIT", "_SURROGATE_ESCAPE", "_UNLABELLED_HINT",
-    "_Sink", "_as_paths", "_check_choice", "_describe_list", "_is_str_list", "_jsonl_record", "_run", "_type_name",
-    "file_bytes", "iter_lines", "jsonl_clean_batch", "jsonl_object", "label_dir_record", "list_label_dirs",
-    "local_listdir", "natural_key", "open_maybe_gzip", "parquet_record", "read_any", "read_folds", "read_jsonl",
-    "read_label_dirs", "read_lyrl2004", "read_parquet", "read_qrels", "to_table", "validate_raw_schema",
-    "write_jsonl_gz",
+    "Batches", "CleanBatch", "DEFAULT_BATCH_SIZE", "DOC_ID", "DirEntry", "DuplicateIdError",
+    "EmptyDocumentError", "FOLD", "FoldTable", "ID_ALIAS", "JSONL_SUFFIXES", "LABELS", "LabelDirFile",
+    "OnEmpty", "OnInvalid", "RAW_SCHEMA", "ReadReport", "RecordSink", "SAMPLE_SIZE", "SPLIT", "TEXT",
+    "TOKENS", "UnknownLabelError", "UnknownLabels", "_CLEAN_MAX_BRACKETS", "_INT32_MAX", "_LYRL_SPLIT",
+    "_SURROGATE_ESCAPE", "_Sink", "_UNLABELLED_HINT", "_as_paths", "_check_choice", "_describe_list",
+    "_is_str_list", "_jsonl_record", "_run", "_type_name", "file_bytes", "iter_lines", "jsonl_clean_batch",
+    "jsonl_object", "label_dir_record", "list_label_dirs", "local_listdir", "lyrl_record", "natural_key",
+    "open_maybe_gzip", "parquet_record", "read_any", "read_folds", "read_jsonl", "read_label_dirs",
+    "read_lyrl2004", "read_parquet", "read_qrels", "to_table", "validate_raw_schema", "write_jsonl_gz",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,41 +166,59 @@ def _utf8_encodable(obj: Any) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class LineFailure:
+    """Why a JSON Lines line is not a JSON object (:func:`parse_json_line`): the reason it is counted
+    under, the readers' message, and for bytes that are not UTF-8 the index of the first bad byte."""
+
+    reason: str  # "not UTF-8" | "malformed JSON" | "not a JSON object"
+    detail: str
+    start: int = -1
+
+
+def parse_json_line(raw: bytes, offset: str, strip_bom: bool, surrogates: bool = True) -> dict[str, Any] | LineFailure:
+    """Decode and parse one non-blank JSON Lines line (``raw``, its line break included or not): the
+    JSON object, or why it is not one. ``offset`` is the line's byte offset in the (decompressed)
+    stream as text; ``strip_bom``: a byte order mark at the start is dropped (a file's first line);
+    ``surrogates``: a lone UTF-16 surrogate escape (no UTF-8 text can hold it) is malformed. The one
+    parse of JSON lines: :func:`jsonl_object` (featurize, on the driver and the executors) and the
+    bad-record scan of :mod:`sparkhc.spark.reclassify`."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = f"{offset} + {e.start}" if not offset.isdigit() else str(int(offset) + e.start)
+        return LineFailure("not UTF-8", f"not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {at} "
+                           f"(column {e.start + 1} of the line)", e.start)
+    if strip_bom and line.startswith("\ufeff"):
+        line = line[1:]
+    try:
+        obj = json.loads(line.rstrip("\r\n"))
+    except json.JSONDecodeError as e:
+        return LineFailure("malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
+    except RecursionError:
+        return LineFailure("malformed JSON", "malformed JSON: nested too deeply to read (arrays or objects "
+                           "beyond Python's recursion limit)")
+    if surrogates and "\\u" in line and _SURROGATE_ESCAPE.search(line) and not _utf8_encodable(obj):
+        m = _SURROGATE_ESCAPE.search(line)
+        assert m is not None
+        return LineFailure("malformed JSON", f"malformed JSON: a lone UTF-16 surrogate escape {m.group(0)!r} at "
+                           f"column {m.start() + 1} (no UTF-8 text can hold it)")
+    if not isinstance(obj, dict):
+        return LineFailure("not a JSON object", f"expected a JSON object, got {_type_name(obj)}")
+    return obj
+
+
 def jsonl_object(sink: _Sink, no: int, raw: bytes, offset: str, first: bool) -> dict[str, Any] | None:
     """Decode and parse one non-blank JSON Lines line (``raw``, its line break included or not);
     ``None`` after :meth:`_Sink.invalid` when it is not a JSON object. ``offset`` is the line's byte
     offset in the (decompressed) stream as text, ``first`` whether it is the file's first line
     (which may start with a byte order mark). Shared by :func:`read_jsonl` and the executors of
     :mod:`sparkhc.spark.sources`."""
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = f"{offset} + {e.start}" if not offset.isdigit() else str(int(offset) + e.start)
-        sink.invalid(no, "not UTF-8",
-                     f"not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {at} "
-                     f"(column {e.start + 1} of the line)")
+    got = parse_json_line(raw, offset, first)
+    if isinstance(got, LineFailure):
+        sink.invalid(no, got.reason, got.detail)
         return None
-    if first and line.startswith("\ufeff"):
-        line = line[1:]
-    try:
-        obj = json.loads(line.rstrip("\r\n"))
-    except json.JSONDecodeError as e:
-        sink.invalid(no, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}")
-        return None
-    except RecursionError:
-        sink.invalid(no, "malformed JSON", "malformed JSON: nested too deeply to read (arrays or objects "
-                     "beyond Python's recursion limit)")
-        return None
-    if "\\u" in line and _SURROGATE_ESCAPE.search(line) and not _utf8_encodable(obj):
-        m = _SURROGATE_ESCAPE.search(line)
-        assert m is not None
-        sink.invalid(no, "malformed JSON", f"malformed JSON: a lone UTF-16 surrogate escape {m.group(0)!r} at "
-                     f"column {m.start() + 1} (no UTF-8 text can hold it)")
-        return None
-    if not isinstance(obj, dict):
-        sink.invalid(no, "not a JSON object", f"expected a JSON object, got {_type_name(obj)}")
-        return None
-    return obj
+    return got
 
 
 def _jsonl_record(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -52,6 +52,27 @@ def read_qrels(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
+def lyrl_record(sink: _Sink, pos: int, doc_id: str, tokens: list[str], saw_w: bool, split: str | None,
+                labels: Sequence[str] | None, missing_labels: str, qrels_src: str) -> pa.RecordBatch | None:
+    """The checks at the end of one ``.I`` block (its id claimed): a ``.W`` line, the qrels labels
+    (``None``: the document has no qrels line, see ``missing_labels`` of :func:`read_lyrl2004`), then the
+    core's. Shared by :func:`read_lyrl2004` and the executors of :mod:`sparkhc.spark.sources`."""
+    if not saw_w:
+        sink.invalid(pos, "malformed block", "'.I' block without a '.W' line", doc_id)
+        return None
+    if labels is None:
+        if missing_labels == "error":
+            raise InputDataError(
+                f"{sink.where(pos)}: document {doc_id!r} has no line in the qrels {qrels_src}; pass "
+                "missing_labels='empty' or 'quarantine' to accept or set aside such documents"
+            )
+        if missing_labels == "quarantine":
+            sink.report.quarantine(doc_id, "no qrels")
+            return None
+        labels = []
+    return sink.add(pos, doc_id, None, tokens, list(labels), split, None)
+
+
 def read_lyrl2004(
     token_files: str | Path | Iterable[str | Path],
     qrels: str | Path | Mapping[str, list[str]],
@@ -92,21 +113,7 @@ def read_lyrl2004(
 
     def finish_doc(pos: int, doc_id: str, tokens: list[str], saw_w: bool, split: str | None
                    ) -> pa.RecordBatch | None:
-        if not saw_w:
-            sink.invalid(pos, "malformed block", "'.I' block without a '.W' line", doc_id)
-            return None
-        labels = qrels_map.get(doc_id)
-        if labels is None:
-            if missing_labels == "error":
-                raise InputDataError(
-                    f"{sink.where(pos)}: document {doc_id!r} has no line in the qrels {qrels_src}; pass "
-                    "missing_labels='empty' or 'quarantine' to accept or set aside such documents"
-                )
-            if missing_labels == "quarantine":
-                report.quarantine(doc_id, "no qrels")
-                return None
-            labels = []
-        return sink.add(pos, doc_id, None, tokens, list(labels), split, None)
+        return lyrl_record(sink, pos, doc_id, tokens, saw_w, split, qrels_map.get(doc_id), missing_labels, qrels_src)
 
     def records() -> Iterator[pa.RecordBatch | None]:
         for path in files:

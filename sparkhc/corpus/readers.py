@@ -130,33 +130,10 @@ def read_any(path: str | Path, **options: Any) -> tuple[Batches, ReadReport]:
                 f"({', '.join(JSONL_SUFFIXES)} files)"
             )
         return read_jsonl(jsonl, **options)
-    if p.is_dir():
-        for fmt in formats.file_formats():
-            found = fmt.files_in(p)
-            if found:
-                return _read_with(fmt, found, options)
-        folder = formats.folder_format()
-        if folder is None:
-            raise formats.unknown_input(p)
-        return _read_with(folder, p, options)
-    if not p.is_file():
-        raise InputDataError(f"{p}: input not found")
-
-    def head(n: int) -> bytes:
-        with open(p, "rb") as f:
-            return f.read(n)
-
-    of_file = formats.format_of_file(p.name, head)
-    if of_file is None:
-        raise formats.unknown_input(p)
-    return _read_with(of_file, p, options)
-
-
-def _read_with(fmt: formats.InputFormat, what: Path | list[Path], options: dict[str, Any]
-               ) -> tuple[Batches, ReadReport]:
+    fmt, what = formats.detect_local(p)
     if not fmt.takes_labels:
         options.pop("require_labels", None)  # (the directories are the labels)
-    return fmt.reader()(what, **options)
+    return fmt.reader()(p if fmt.folder else what, **options)
 
 
 # ---------------------------------------------------------------------------------------- helpers

@@ -516,6 +516,8 @@ def parse_partition(
     extra = files_bc.value[2] if len(files_bc.value) > 2 else None
     sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
     scan = fmt.scan if isinstance(fmt, InputFormat) else formats.get(fmt).scan
+    if scan == "files":  # the format itself (its functions travel with this function, not in a broadcast)
+        extra = fmt if isinstance(fmt, InputFormat) else formats.get(fmt)
     records = _SCANS[scan](sink, opts, index, extra)
     sink.unit = records.unit
     rep = sink.task_report
@@ -908,16 +910,22 @@ def read_parquet_tokens(
     scan = scans[0]
     for other in scans[1:]:
         scan = scan.unionByName(other)
-    seen_all = {_norm(u) for u in scan.inputFiles()}
-    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen_all]
-    if lost:
-        raise InputDataError(f"{lost[0]}: Spark's Parquet source does not read this file (names starting with "
-                             "'_' or '.' are hidden from it); rename it or its folder")
+    _check_all_read(spark, scan, uris, names, "Parquet")
     width = max(1, int(spark.sparkContext.defaultParallelism))
     if scan.rdd.getNumPartitions() < width:  # a small file is one scan task: spread its rows over the cores
         scan = scan.repartition(width, F.col("r"))
     level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
     return _read_records(spark, scan, "parquet", (index, names, present), spec, opts, report, level)
+
+
+def _check_all_read(spark: SparkSession, scan: DataFrame, uris: Sequence[str], names: Sequence[str],
+                    source: str) -> None:
+    """Every file is among the scan's input files (Spark's listing hides names starting with '_' or '.')."""
+    seen = {_norm(u) for u in scan.inputFiles()}
+    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen]
+    if lost:
+        raise InputDataError(f"{lost[0]}: Spark's {source} source does not read this file (names starting with "
+                             "'_' or '.' are hidden from it); rename it or its folder")
 
 
 def read_files_tokens(
@@ -943,17 +951,13 @@ def read_files_tokens(
             raise InputDataError(f"{name}: file not found" if not hfs.exists(spark, uri) else f"{name}: not a regular file")
     index = {_norm(hfs.qualified(spark, u)): i for i, u in enumerate(uris)}
     scan = spark.read.format("binaryFile").load(uris).select(F.col("path").alias("p"), F.col("content"))
-    seen = {_norm(u) for u in scan.inputFiles()}
-    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen]
-    if lost:
-        raise InputDataError(f"{lost[0]}: Spark's binaryFile source does not read this file (names starting with "
-                             "'_' or '.' are hidden from it); rename it or its folder")
+    _check_all_read(spark, scan, uris, names, "binaryFile")
     width = max(1, int(spark.sparkContext.defaultParallelism))
     total = sum(hfs.size(spark, u) for u in uris)
     scan = scan.coalesce(max(1, min(len(uris), max(2 * width, -(-total // LABEL_DIR_TASK_BYTES)))))
     report = ReadReport(source=source or ", ".join(names), files=list(names))
     level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
-    return _read_records(spark, scan, fmt, (index, names, fmt), spec, opts, report, level)
+    return _read_records(spark, scan, fmt, (index, names), spec, opts, report, level)
 
 
 # ---------------------------------------------------------------------------------------- --input
@@ -976,24 +980,10 @@ def input_source(spark: SparkSession, input_path: str) -> InputSource:
         return (kind, (files, input_path)) if kind == "input" else (kind, (fmt, files, input_path))
 
     if not hfs.has_scheme(str(input_path)):
-        p = Path(input_path)
-        if p.is_dir():
-            for fmt in formats.file_formats():
-                local = fmt.files_in(p)
-                if local:
-                    return found(fmt, [str(q) for q in local], input_path)
+        fmt, what = formats.detect_local(Path(input_path))
+        if fmt.folder:
             return "labeldirs", input_path
-        if not p.is_file():
-            raise InputDataError(f"{p}: input not found")
-
-        def head(n: int) -> bytes:
-            with open(p, "rb") as f:
-                return f.read(n)
-
-        of_file = formats.format_of_file(p.name, head)
-        if of_file is None:
-            raise formats.unknown_input(p)
-        return found(of_file, [str(p)], None)
+        return found(fmt, [str(q) for q in what], input_path if Path(input_path).is_dir() else None)
     uri = hfs.qualify(spark, input_path)
     if not hfs.exists(spark, uri):
         raise InputDataError(f"{input_path}: input not found")

@@ -17,6 +17,7 @@ from sparkhc.corpus.formats import jsonl, labeldirs, lyrl2004, parquet
 from sparkhc.corpus.formats.base import (
     InputFormat,
     all_formats,
+    detect_local,
     file_formats,
     folder_format,
     format_of_file,
@@ -27,7 +28,7 @@ from sparkhc.corpus.formats.base import (
     unregister,
 )
 
-__all__ = ["InputFormat", "all_formats", "file_formats", "folder_format", "format_of_file", "get", "read_files",
+__all__ = ["InputFormat", "all_formats", "detect_local", "file_formats", "folder_format", "format_of_file", "get", "read_files",
            "register", "unknown_input", "unregister"]
 
 for _module in (parquet, jsonl, labeldirs, lyrl2004):

@@ -174,6 +174,32 @@ def format_of_file(name: str, head: Callable[[int], bytes]) -> InputFormat | Non
     return None
 
 
+def detect_local(path: Path) -> tuple[InputFormat, list[Path]]:
+    """The format of a local input and what it reads: for a folder, the files of the first file format
+    found in it, else the folder layout with ``[path]``; for a file, its format and ``[path]``. Raises
+    :class:`InputDataError` for a missing input or a file of no known format."""
+    if path.is_dir():
+        for fmt in file_formats():
+            found = fmt.files_in(path)
+            if found:
+                return fmt, found
+        folder = folder_format()
+        if folder is None:
+            raise unknown_input(path)
+        return folder, [path]
+    if not path.is_file():
+        raise InputDataError(f"{path}: input not found")
+
+    def head(n: int) -> bytes:
+        with open(path, "rb") as f:
+            return f.read(n)
+
+    of_file = format_of_file(path.name, head)
+    if of_file is None:
+        raise unknown_input(path)
+    return of_file, [path]
+
+
 # ---------------------------------------------------------------------------------------- generic reader
 def read_files(
     fmt: InputFormat,

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 import uuid
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -254,8 +254,8 @@ def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str
     folder (one sub-folder per label); with ``class_spaces`` JSON Lines only; ("lyrl", (info, root)) for the
     LYRL2004 token files of a corpus. None: the driver-side readers (their error for --class-spaces with
     LYRL2004 token files)."""
-    from sparkhc.corpus import readers, registry
-    from sparkhc.spark import hfs
+    from sparkhc.corpus import registry
+    from sparkhc.spark.sources import input_source
 
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -266,45 +266,7 @@ def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str
     assert input_path is not None
     if class_spaces:  # labels derived from record fields: JSON Lines only, every file of a folder (as read_any)
         return "input", (_class_space_files(spark, str(input_path)), input_path)
-    hidden = (".", "_")
-    if not hfs.has_scheme(str(input_path)):
-        p = Path(input_path)
-        if p.is_dir():
-            parquet = sorted(q for q in p.rglob("*.parquet") if q.is_file() and not q.name.startswith(hidden))
-            if parquet:
-                return "parquet", ([str(q) for q in parquet], input_path, input_path)
-            files = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(readers.JSONL_SUFFIXES))
-            return ("input", ([str(q) for q in files], input_path)) if files else ("labeldirs", input_path)
-        if not p.is_file():
-            raise InputDataError(f"{p}: input not found")
-        if p.suffix == ".parquet":
-            return "parquet", ([str(p)], input_path, None)
-        with open(p, "rb") as f:
-            if f.read(4) == b"PAR1":
-                return "parquet", ([str(p)], input_path, None)
-        if p.name.endswith(readers.JSONL_SUFFIXES):
-            return "input", ([str(p)], input_path)
-        raise InputDataError(
-            f"{p}: unknown input format; expected .parquet, .jsonl(.gz) or a directory (one sub-directory per "
-            "label); LYRL2004 token files are read with read_lyrl2004 and a qrels file"
-        )
-    uri = hfs.qualify(spark, input_path)
-    if not hfs.exists(spark, uri):
-        raise InputDataError(f"{input_path}: input not found")
-    if hfs.is_dir(spark, uri):
-        root = str(input_path).rstrip("/")
-        pq_uris = sorted((u for u, _n in hfs.list_tree(spark, uri) if u.endswith(".parquet")
-                          and not u.rsplit("/", 1)[-1].startswith(hidden)), key=lambda u: PurePosixPath(u).parts)
-        if pq_uris:
-            return "parquet", (pq_uris, input_path, root)
-        found = [f for f in hfs.list_files(spark, uri) if f.rsplit("/", 1)[-1].endswith(readers.JSONL_SUFFIXES)]
-        return ("input", (found, input_path)) if found else ("labeldirs", root)
-    if uri.endswith(".parquet") or hfs.head(spark, uri, 4) == b"PAR1":
-        return "parquet", ([str(input_path)], input_path, None)
-    if not uri.endswith(readers.JSONL_SUFFIXES):
-        raise InputDataError(f"{input_path}: unknown input format; expected .parquet, .jsonl(.gz) or a directory "
-                             "(one sub-directory per label)")
-    return "input", ([uri], input_path)
+    return input_source(spark, str(input_path))
 
 
 def _class_space_files(spark: SparkSession, input_path: str) -> list[str]:
@@ -392,10 +354,9 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
     from sparkhc.spark.sources import (
         JsonlOptions,
         apte_mod_categories,
+        read_input_tokens,
         read_jsonl_tokens,
-        read_label_dirs_tokens,
         read_lyrl2004_tokens,
-        read_parquet_tokens,
     )
     from sparkhc.text.spec import FeatureSpec
 
@@ -445,15 +406,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         opts["on_empty"] = read_opts.get("on_empty", "error")
         if kind != "labeldirs" and not (cfg.featurize.require_labels if require_labels is None else require_labels):
             opts["require_labels"] = False  # (the directories are the labels)
-        if kind == "labeldirs":
-            input_path = what
-            tc = read_label_dirs_tokens(spark, what, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
-        elif kind == "parquet":
-            files, input_path, root = what
-            tc = read_parquet_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts), root=root)
-        else:
-            files, input_path = what
-            tc = read_jsonl_tokens(spark, files, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
+        tc, input_path = read_input_tokens(spark, source, tok_spec, JsonlOptions(taxonomy=taxonomy, **opts))
         fit_on = ("train",) if "train" in tc.splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
     tokens, relabeled = tc.tokens, None

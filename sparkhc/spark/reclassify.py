@@ -95,6 +95,7 @@ from pyspark.sql import types as T
 
 from sparkhc import model_store
 from sparkhc.batch import ID_ALIAS
+from sparkhc.corpus import formats
 from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError, Terminated
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, id_columns, normalize_raw
@@ -129,8 +130,9 @@ RUN_ID = "run_id"
 CLASSIFIED_AT = "classified_at"
 OUTPUT_COLUMNS = (DOC_ID, LABELS, SCORES, MODEL_VERSION, TAXONOMY_FINGERPRINT, RUN_ID, CLASSIFIED_AT)
 
-_PARQUET_SUFFIXES = (".parquet",)
-_JSON_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
+# the input formats reclassify reads, as the format registry knows them
+_PARQUET_SUFFIXES = formats.get("parquet").suffixes
+_JSON_SUFFIXES = formats.get("jsonl").suffixes
 _PART = re.compile(r"^part-(\d+)-.*\.parquet$")
 _HIDDEN = ("_", ".")
 
@@ -772,32 +774,29 @@ def scan_bad_records(part: InputPartition) -> list[BadRecord]:
     object), records without an id, with ``doc_id`` and ``id`` disagreeing, and every record of an
     id that occurs more than once (the same rules as the Spark check of :func:`check_partitions`).
     Called only for partitions where that check found something."""
-    from sparkhc.corpus.readers import iter_lines
+    from sparkhc.corpus.formats.jsonl import LineFailure, parse_json_line
+    from sparkhc.corpus.records import iter_lines
 
     bad: list[BadRecord] = []
     seen: dict[str, list[BadRecord]] = {}
     for k, path in enumerate(part.files):
         if part.format == "json":
-            for no, _off, raw in iter_lines(path):
+            for no, off, raw in iter_lines(path):
                 if not raw.strip():
                     continue
                 where = f"{path}, line {no}"
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
+                # the readers' parse of a line (Spark's JSON reader: a byte order mark on any line, lone
+                # surrogate escapes read); every failure is counted as "malformed JSON" here
+                obj = parse_json_line(raw, str(off), strip_bom=True, surrogates=False)
+                if isinstance(obj, LineFailure) and obj.reason == "not UTF-8":
                     bad.append(BadRecord(where, "malformed JSON", f"malformed line: not valid UTF-8 (byte "
-                                         f"0x{raw[e.start]:02x} at column {e.start + 1})",
+                                         f"0x{raw[obj.start]:02x} at column {obj.start + 1})",
                                          None, raw.decode("utf-8", "replace")[:2000], (k, no)))
                     continue
-                try:
-                    obj = json.loads(line.removeprefix("\ufeff"))
-                except json.JSONDecodeError as e:
-                    bad.append(BadRecord(where, "malformed JSON", f"malformed JSON: {e.msg} at column {e.colno}",
-                                         None, line[:2000], (k, no)))
-                    continue
-                if not isinstance(obj, dict):
-                    bad.append(BadRecord(where, "malformed JSON", "malformed line: not a JSON object", None,
-                                         line[:2000], (k, no)))
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if isinstance(obj, LineFailure):
+                    detail = obj.detail if obj.reason == "malformed JSON" else "malformed line: not a JSON object"
+                    bad.append(BadRecord(where, "malformed JSON", detail, None, line[:2000], (k, no)))
                     continue
                 ids = {name: v for name in (DOC_ID, ID_ALIAS) if (v := _id_text(obj.get(name))) is not None}
                 b = _check_ids(ids, where, line[:2000], seen, (k, no))

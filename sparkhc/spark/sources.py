@@ -36,7 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
@@ -49,7 +49,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkhc.corpus import readers
+from sparkhc.corpus import formats, readers
+from sparkhc.corpus.formats import InputFormat
 from sparkhc.corpus.readers import (
     RAW_SCHEMA,
     SAMPLE_SIZE,
@@ -142,6 +143,8 @@ class JsonlOptions:
     encoding: str = "latin-1"
     #: labels derived from the record (``--class-spaces``; see :func:`sparkhc.corpus.readers.read_jsonl`)
     labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None
+    #: a ``"files"`` format's own options (:func:`sparkhc.corpus.formats.read_files`)
+    format_options: Mapping[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------- executors
@@ -204,12 +207,10 @@ class _TaskSink(_Sink):
         fi, block, idx = key
         if self.unit is None:
             return self.display[fi]
-        if self.unit == "row":
-            return f"{self.display[fi]}, row {idx + 1}"
         if self.spread:
             return f"\x00M{fi}:{block}:{idx}\x00"
-        if block == 0:
-            return f"{self.display[fi]}, line {idx + 1}"
+        if block == 0:  # (every record of a format whose records all have their place: rows, files)
+            return f"{self.display[fi]}, {self.unit} {idx + 1}"
         return f"\x00L{fi}:{block}:{idx}\x00"
 
     def offset(self, key: Key, nbytes: int) -> str:
@@ -454,8 +455,48 @@ class _ParquetRecords(_KeyedRecords):
         readers.parquet_record(self.sink, row, values, self.opts.require_labels)
 
 
-_FORMATS: dict[str, type[_JsonlRecords] | type[_KeyedRecords]] = {
-    "jsonl": _JsonlRecords, "labeldirs": _LabelDirRecords, "parquet": _ParquetRecords}
+class _FileRecords:
+    """Files (p, content) of a ``"files"`` format (:class:`~sparkhc.corpus.formats.InputFormat`), each read
+    whole: split into records by the format's ``split``, each record checked by its ``check`` -- the
+    functions of the driver-side reader (:func:`sparkhc.corpus.formats.read_files`). ``extra``: the format."""
+
+    def __init__(self, sink: _TaskSink, opts: JsonlOptions, index: Mapping[str, int], extra: Any) -> None:
+        self.sink, self.opts, self.index, self.fmt = sink, opts, index, extra
+        self.unit = extra.unit
+        self.labels_seen: set[str] = set()
+        self.options = {"require_labels": opts.require_labels, **(opts.format_options or {})}
+
+    def __call__(self, b: pa.RecordBatch) -> tuple[list[tuple[str, Key]], list[Key]]:
+        sink, rep, fmt = self.sink, self.sink.task_report, self.fmt
+        assert fmt.split is not None and fmt.check is not None
+        claims: list[tuple[str, Key]] = []
+        emitted_keys: list[Key] = []
+        for path, content in zip(b.column("p").to_pylist(), b.column("content").to_pylist(), strict=True):
+            i = self.index.get(path)
+            fi = self.index.get(_norm(path)) if i is None else i
+            if fi is None:
+                continue
+            rep.key = (fi, 0, 0)
+            try:
+                data = readers.file_bytes(content, sink.display[fi])
+            except InputDataError as e:
+                sink.fail(str(e), type(e))
+                continue
+            for pos, record in fmt.split(data):
+                key = (fi, 0, pos - 1)
+                rep.key = key
+                rep.read += 1
+                sizes = _counter_sizes(rep)
+                sink.claim = None
+                n_rows = len(sink._rows)
+                fmt.check(sink, pos, record, self.options)
+                _outcome(sink, key, sizes, n_rows, claims, emitted_keys)
+        return claims, emitted_keys
+
+
+#: how the executors get the records of each scan kind (:attr:`~sparkhc.corpus.formats.InputFormat.scan`)
+_SCANS: dict[str, type[_JsonlRecords] | type[_KeyedRecords] | type[_FileRecords]] = {
+    "lines": _JsonlRecords, "label files": _LabelDirRecords, "rows": _ParquetRecords, "files": _FileRecords}
 
 
 def parse_partition(
@@ -464,16 +505,20 @@ def parse_partition(
     spec_bc: Broadcast[FeatureSpec],
     files_bc: Broadcast[tuple[Any, ...]],
     dups_bc: Broadcast[dict[str, Key]] | None,
-    fmt: str = "jsonl",
+    fmt: str | InputFormat = "jsonl",
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: records (JSON lines: value, file, block; label-directory files: path,
-    content; Parquet rows: columns, path, row index) -> bags of words of the emitted documents,
-    claim rows of the other records that claimed an id, and one last row with the task's report."""
+    """mapInArrow function: records (JSON lines: value, file, block; label-directory files and the
+    files of a ``"files"`` format: path, content; Parquet rows: columns, path, row index) -> bags of
+    words of the emitted documents, claim rows of the other records that claimed an id, and one last
+    row with the task's report. ``fmt``: a registered format's name, or the format itself."""
     opts, spec = opts_bc.value, spec_bc.value
     index, display = files_bc.value[0], files_bc.value[1]
     extra = files_bc.value[2] if len(files_bc.value) > 2 else None
     sink = _TaskSink(opts, display, None if dups_bc is None else dups_bc.value)
-    records = _FORMATS[fmt](sink, opts, index, extra)
+    scan = fmt.scan if isinstance(fmt, InputFormat) else formats.get(fmt).scan
+    if scan == "files":  # the format itself (its functions travel with this function, not in a broadcast)
+        extra = fmt if isinstance(fmt, InputFormat) else formats.get(fmt)
+    records = _SCANS[scan](sink, opts, index, extra)
     sink.unit = records.unit
     rep = sink.task_report
     groups: Counter[tuple[str | None, int | None]] = Counter()  # emitted documents per (split, fold)
@@ -632,7 +677,7 @@ def read_jsonl_tokens(
                          resolve_with=(scanned, names, index), uris=uris)
 
 
-def _read_records(spark: SparkSession, records: DataFrame, fmt: str, files: tuple[Any, ...], spec: FeatureSpec,
+def _read_records(spark: SparkSession, records: DataFrame, fmt: str | InputFormat, files: tuple[Any, ...], spec: FeatureSpec,
                   opts: JsonlOptions, report: ReadReport, level: StorageLevel,
                   resolve_with: tuple[DataFrame, Sequence[str], Mapping[str, int]] | None = None,
                   uris: Sequence[str] = ()) -> TokenizedCorpus:
@@ -865,16 +910,115 @@ def read_parquet_tokens(
     scan = scans[0]
     for other in scans[1:]:
         scan = scan.unionByName(other)
-    seen_all = {_norm(u) for u in scan.inputFiles()}
-    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen_all]
-    if lost:
-        raise InputDataError(f"{lost[0]}: Spark's Parquet source does not read this file (names starting with "
-                             "'_' or '.' are hidden from it); rename it or its folder")
+    _check_all_read(spark, scan, uris, names, "Parquet")
     width = max(1, int(spark.sparkContext.defaultParallelism))
     if scan.rdd.getNumPartitions() < width:  # a small file is one scan task: spread its rows over the cores
         scan = scan.repartition(width, F.col("r"))
     level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
     return _read_records(spark, scan, "parquet", (index, names, present), spec, opts, report, level)
+
+
+def _check_all_read(spark: SparkSession, scan: DataFrame, uris: Sequence[str], names: Sequence[str],
+                    source: str) -> None:
+    """Every file is among the scan's input files (Spark's listing hides names starting with '_' or '.')."""
+    seen = {_norm(u) for u in scan.inputFiles()}
+    lost = [names[i] for i, u in enumerate(uris) if _norm(hfs.qualified(spark, u)) not in seen]
+    if lost:
+        raise InputDataError(f"{lost[0]}: Spark's {source} source does not read this file (names starting with "
+                             "'_' or '.' are hidden from it); rename it or its folder")
+
+
+def read_files_tokens(
+    spark: SparkSession,
+    fmt: InputFormat,
+    paths: Sequence[str],
+    spec: FeatureSpec,
+    opts: JsonlOptions,
+    source: str | None = None,
+) -> TokenizedCorpus:
+    """Read the files of a ``"files"`` format (:class:`~sparkhc.corpus.formats.InputFormat`; local paths,
+    ``file:`` or Hadoop URIs) with Spark's ``binaryFile`` source on the executors: each file whole, split
+    into records and each record checked there by the format's own ``split`` and ``check`` (those of the
+    driver-side reader, :func:`sparkhc.corpus.formats.read_files`), the documents tokenized. Messages,
+    counts and the read report are those of the driver-side reader. ``opts``: ``taxonomy``,
+    ``unknown_labels``, ``on_empty``, ``on_invalid``, ``require_labels``, ``format_options``."""
+    names = [str(p) for p in paths]
+    if not names:
+        raise ValueError("no input files given")
+    uris = [hfs.qualify(spark, n) for n in names]
+    for uri, name in zip(uris, names, strict=True):
+        if not hfs.exists(spark, uri) or hfs.is_dir(spark, uri):
+            raise InputDataError(f"{name}: file not found" if not hfs.exists(spark, uri) else f"{name}: not a regular file")
+    index = {_norm(hfs.qualified(spark, u)): i for i, u in enumerate(uris)}
+    scan = spark.read.format("binaryFile").load(uris).select(F.col("path").alias("p"), F.col("content"))
+    _check_all_read(spark, scan, uris, names, "binaryFile")
+    width = max(1, int(spark.sparkContext.defaultParallelism))
+    total = sum(hfs.size(spark, u) for u in uris)
+    scan = scan.coalesce(max(1, min(len(uris), max(2 * width, -(-total // LABEL_DIR_TASK_BYTES)))))
+    report = ReadReport(source=source or ", ".join(names), files=list(names))
+    level = StorageLevel.MEMORY_AND_DISK if total <= MEMORY_CACHE_BYTES else StorageLevel.DISK_ONLY
+    return _read_records(spark, scan, fmt, (index, names), spec, opts, report, level)
+
+
+# ---------------------------------------------------------------------------------------- --input
+#: what :func:`input_source` finds: the scan kind and its arguments for :func:`read_input_tokens`
+InputSource = tuple[str, Any]
+_KIND = {"parquet": "parquet", "jsonl": "input", "labeldirs": "labeldirs"}
+
+
+def input_source(spark: SparkSession, input_path: str) -> InputSource:
+    """The format of ``featurize --input`` (a local path, a ``file:`` or Hadoop URI), chosen through the
+    format registry as :func:`sparkhc.corpus.readers.read_any` chooses it: ("parquet", (files, input,
+    folder or None)) for a Parquet file or a folder with Parquet files (recursively), ("input", (files,
+    input)) for JSON Lines files or a folder of them, ("files", (format, files, input)) for the files of
+    another registered format, ("labeldirs", folder) for any other folder (one sub-folder per label)."""
+
+    def found(fmt: InputFormat, files: list[str], folder: str | None) -> InputSource:
+        kind = _KIND.get(fmt.name, "files")
+        if kind == "parquet":
+            return kind, (files, input_path, folder)
+        return (kind, (files, input_path)) if kind == "input" else (kind, (fmt, files, input_path))
+
+    if not hfs.has_scheme(str(input_path)):
+        fmt, what = formats.detect_local(Path(input_path))
+        if fmt.folder:
+            return "labeldirs", input_path
+        return found(fmt, [str(q) for q in what], input_path if Path(input_path).is_dir() else None)
+    uri = hfs.qualify(spark, input_path)
+    if not hfs.exists(spark, uri):
+        raise InputDataError(f"{input_path}: input not found")
+    if hfs.is_dir(spark, uri):
+        root = str(input_path).rstrip("/")
+        for fmt in formats.file_formats():
+            if fmt.recursive:
+                uris = sorted((u for u, _n in hfs.list_tree(spark, uri) if fmt.matches(u.rsplit("/", 1)[-1])
+                               and not u.rsplit("/", 1)[-1].startswith((".", "_"))),
+                              key=lambda u: PurePosixPath(u).parts)
+            else:
+                uris = [f for f in hfs.list_files(spark, uri) if fmt.matches(f.rsplit("/", 1)[-1])]
+            if uris:
+                return found(fmt, uris, root)
+        return "labeldirs", root
+    of_uri = formats.format_of_file(uri.rsplit("/", 1)[-1], lambda n: hfs.head(spark, uri, n))
+    if of_uri is None:
+        raise formats.unknown_input(input_path, notes=False)
+    return found(of_uri, [str(input_path) if of_uri.name == "parquet" else uri], None)
+
+
+def read_input_tokens(spark: SparkSession, source: InputSource, spec: FeatureSpec, opts: JsonlOptions
+                      ) -> tuple[TokenizedCorpus, str]:
+    """Read what :func:`input_source` found on the executors; returns the documents and the input's name."""
+    kind, what = source
+    if kind == "labeldirs":
+        return read_label_dirs_tokens(spark, what, spec, opts), what
+    if kind == "parquet":
+        files, input_path, root = what
+        return read_parquet_tokens(spark, files, spec, opts, root=root), input_path
+    if kind == "files":
+        fmt, files, input_path = what
+        return read_files_tokens(spark, fmt, files, spec, opts), input_path
+    files, input_path = what
+    return read_jsonl_tokens(spark, files, spec, opts), input_path
 
 
 # ---------------------------------------------------------------------------------------- LYRL2004
@@ -1072,24 +1216,14 @@ class _LyrlRecords(_KeyedRecords):
             return
         if not claimed:
             return
-        if not c["_saw_w"]:
-            sink.invalid(no, "malformed block", "'.I' block without a '.W' line", doc_id)
-            return
-        labels = c[readers.LABELS]
-        if labels is None:
-            if missing_labels == "error":
-                sink.fail(f"{sink.where(no)}: document {doc_id!r} has no line in the qrels {qrels_src}; pass "
-                          "missing_labels='empty' or 'quarantine' to accept or set aside such documents",
-                          InputDataError)
-                return
-            if missing_labels == "quarantine":
-                sink.task_report.quarantine(doc_id, "no qrels")
-                return
-            labels = []
-        sink.add(no, doc_id, None, c[readers.TOKENS], list(labels), c[readers.SPLIT], None)
+        try:
+            readers.lyrl_record(sink, no, doc_id, c[readers.TOKENS], c["_saw_w"], c[readers.SPLIT], c[readers.LABELS],
+                                missing_labels, qrels_src)
+        except InputDataError as e:  # no qrels line, missing_labels="error"
+            sink.fail(str(e), type(e))
 
 
-_FORMATS["lyrl2004"] = _LyrlRecords
+_SCANS["lyrl blocks"] = _LyrlRecords
 
 
 def read_lyrl2004_tokens(

@@ -183,3 +183,31 @@ def test_normalize_raw_takes_id_or_doc_id(spark):
         normalize_raw(frame([("goal",)], "text string"))
     with pytest.raises(SchemaError, match=r"column 'id' has type bigint, expected string"):
         normalize_raw(frame([(1, "goal")], "id long, text string"))
+
+
+def test_scan_names_malformed_lines_in_reclassify_wording(tmp_path):
+    """The driver's scan of a partition parses lines with the readers' parse (issue 30) and keeps
+    reclassify's wording: every malformed line is "malformed JSON", a byte order mark is read on any
+    line (as Spark's JSON reader reads it), the record is the line as it is."""
+    import json as _json
+
+    from sparkhc.spark.reclassify import discover_partitions, scan_bad_records
+
+    coll = tmp_path / "c"
+    not_utf8 = b'{"doc_id": "b", "text": "\xff"}'
+    cut = '{"doc_id": "d", "text": "z'
+    write_jsonl(day_dir(coll, "2024-01-01") / "docs.jsonl",
+                [{"doc_id": "a", "text": "x"}, not_utf8, "[1, 2]", '\ufeff{"doc_id": "c", "text": "y"}', cut,
+                 {"text": "no id"}])
+    part, = discover_partitions(coll)
+    with pytest.raises(_json.JSONDecodeError) as e:
+        _json.loads(cut)
+    got = [(b.where.rsplit(", ", 1)[-1], b.reason, b.detail, b.record) for b in scan_bad_records(part)]
+    column = not_utf8.index(b"\xff") + 1
+    assert got == [
+        ("line 2", "malformed JSON", f"malformed line: not valid UTF-8 (byte 0xff at column {column})",
+         (not_utf8 + b"\n").decode("utf-8", "replace")),  # (the line break kept, as ever)
+        ("line 3", "malformed JSON", "malformed line: not a JSON object", "[1, 2]"),
+        ("line 5", "malformed JSON", f"malformed JSON: {e.value.msg} at column {e.value.colno}", cut),
+        ("line 6", "missing id", "record with a null or missing doc_id (or id)", '{"text": "no id"}'),
+    ]

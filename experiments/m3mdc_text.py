@@ -33,10 +33,10 @@ from experiments import mdc_baselines as mb
 from experiments.m3mdc import wilcoxon_test
 from experiments.significance import VERDICT_RULE
 from experiments.significance import verdict as rule
+from sparkhc.class_spaces import MDCLayout
 from sparkhc.config import Config
 from sparkhc.features import CORPUS_FILE, features_taxonomy
 from sparkhc.models.jia_zhang.solver import mdc_metrics
-from sparkhc.models.jia_zhang.spaces import MDCLayout
 from sparkhc.spark import pipelines
 
 log = logging.getLogger(__name__)

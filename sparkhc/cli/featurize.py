@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child or RCV1 format); required with --input")
     p.add_argument("--class-spaces", default=None, metavar="FILE",
                    help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
-                        "field into one class per document (see sparkhc/models/jia_zhang/spaces.py); replaces the taxonomy")
+                        "field into one class per document (see sparkhc/class_spaces.py); replaces the taxonomy")
     p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
                    help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
                         "(default: featurize.unknown_labels of the configuration, 'error')")

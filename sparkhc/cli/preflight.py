@@ -62,7 +62,7 @@ def featurize_inputs(args: argparse.Namespace) -> None:
 
         Taxonomy.load(args.taxonomy)  # (a local path or a file: URI; another scheme is refused)
     if args.class_spaces is not None:
-        from sparkhc.models.jia_zhang.spaces import ClassSpaces
+        from sparkhc.class_spaces import ClassSpaces
 
         ClassSpaces.load(args.class_spaces)
 

@@ -154,7 +154,7 @@ class HierarchicalEvaluator(Evaluator, CheckedParams, DefaultParamsReadable, Def
         metrics = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col="_gold",
                                     pred_col="_pred").compute()
         if mdc if mdc is not None else is_mdc:
-            from sparkhc.models.jia_zhang.spaces import MDCLayout
+            from sparkhc.class_spaces import MDCLayout
             from sparkhc.spark.mdc import aggregate_mdc_labels
 
             metrics.update(aggregate_mdc_labels(df, MDCLayout.from_taxonomy(taxonomy), "_gold", "_pred").compute())

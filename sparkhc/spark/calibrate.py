@@ -23,7 +23,6 @@ DataFrame given (the training documents) is read; with the rows read in the driv
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ from sparkhc.epochs import bands_holding
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel
 from sparkhc.spark.hashing import spark_hash, spark_hash_int, validation_ids
+from sparkhc.spark.mixing.settings import MixingSettings
 from sparkhc.spark.plan import sorted_by_id
 from sparkhc.spark.session import SessionLike
 
@@ -82,25 +82,22 @@ def cross_fit_offsets(
     spark: SessionLike,
     features: DataFrame | None,
     model: HierModel,
-    epochs: int,
-    shards: int,
+    settings: MixingSettings,
+    *,
     mode: str = "auto",
     folds: int = 4,
-    seed: int = 0,
-    with_counts: bool = False,
-    mixing: str = "auto",
-    exchange_dir: str | Path | None = None,
     rows: SparseBatch | None = None,
     bands: tuple[int, float] | None = None,
     documents: int = 0,
 ) -> calibration.Calibration:
     """The offsets of :func:`sparkhc.calibration.cross_fit` for ``model`` (not trained or changed
-    here) from out-of-fold scores of ``features`` (the training documents).
+    here) from out-of-fold scores of ``features`` (the training documents), each fold's model
+    trained with ``settings`` (the real training's mixing; ``settings.epochs`` the number of epochs).
 
     The scored folds are either ``folds`` inner folds cut by :func:`fold_ids` (one training each),
     or, with ``bands = (k, fraction)``, the ``k`` validation bands the epoch selection held out
     (:func:`sparkhc.spark.hashing.validation_ids`, :func:`sparkhc.spark.mixing.selection.validation_split`: the
-    same documents and the same trainings, ``epochs`` being the chosen count, so each band's model
+    same documents and the same trainings, ``settings.epochs`` being the chosen count, so each band's model
     is the selection's at that epoch). Fewer than :data:`LEAST_FOLDS` bands are cut into parts by
     :func:`fold_ids` (each part still scored out of sample). With ``rows`` (the same documents read
     in the driver) the trainings run in this process (:func:`sparkhc.spark.mixing.driver.train_on_driver`,
@@ -123,6 +120,7 @@ def cross_fit_offsets(
     if bands is None and int(folds) < 3:
         raise ModelError(f"train.calibration_folds must be >= 3, not {folds}")
     tax = model.taxonomy
+    seed, with_counts = int(settings.seed), settings.with_counts
     n = int(folds) if bands is None else int(bands[0])
     # the driver path builds no Spark column: no session need be running
     fold = fold_column(n, seed) if rows is None and bands is None else None
@@ -154,8 +152,7 @@ def cross_fit_offsets(
             raise ModelError(f"train.calibrate: inner fold {f} of {n} holds no training document; "
                              "use fewer train.calibration_folds")
         fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-        train_ipm(spark, fit_df, fresh, epochs=epochs, shards=shards, seed=seed, with_counts=with_counts,
-                  mixing=mixing, exchange_dir=exchange_dir, rows=fit_rows)
+        train_ipm(spark, fit_df, fresh, settings, rows=fit_rows)
         scores.append(calibration.fold_scores(fresh, val))
         ids.append(val.doc_ids)
         log.info("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",

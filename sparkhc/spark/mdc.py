@@ -34,6 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
+from sparkhc.class_spaces import MDCLayout
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.metrics import MDCCounts
 from sparkhc.models.jia_zhang.solver import (
@@ -45,7 +46,6 @@ from sparkhc.models.jia_zhang.solver import (
     group_blocks,
     resolve_w_solver,
 )
-from sparkhc.models.jia_zhang.spaces import MDCLayout
 
 GOLD_TARGETS = "gold_targets"
 PRED_TARGETS = "pred_targets"

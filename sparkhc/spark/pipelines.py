@@ -114,7 +114,7 @@ def featurize(
     The vocabulary and idf are fitted on the training split, or, for cross-validated corpora,
     on every fold but ``fit_exclude_fold`` (the test fold of the round).
 
-    With ``class_spaces`` (a class-space file, :mod:`sparkhc.models.jia_zhang.spaces`) the labels are one class
+    With ``class_spaces`` (a class-space file, :mod:`sparkhc.class_spaces`) the labels are one class
     per MDC class space, derived from the records' label fields; the kept classes are fitted on the
     same documents as the vocabulary, the MDC taxonomy replaces the corpus's, every document set
     aside is counted in the read report, and ``corpus.json`` records the fitted class spaces.
@@ -138,7 +138,7 @@ def featurize(
     corpus_meta: dict[str, Any] = {}
     spaces = None
     if class_spaces is not None:
-        from sparkhc.models.jia_zhang.spaces import ClassSpaces
+        from sparkhc.class_spaces import ClassSpaces
 
         spaces = ClassSpaces.load(class_spaces)
     fc = cfg.featurize
@@ -296,7 +296,7 @@ def _fit_class_spaces(tc: Any, spaces: Any, fit_on: Any, fit_exclude_fold: int |
     """``--class-spaces`` on Spark: the kept classes fitted from the candidate labels of the training
     documents (counts aggregated on the executors), every document relabelled there, the ones without a
     kept class in some space withdrawn from ``tc.report`` (by reason, in the order the driver-side
-    :meth:`~sparkhc.models.jia_zhang.spaces.FittedClassSpaces.apply_table` counts them). Returns the
+    :meth:`~sparkhc.class_spaces.FittedClassSpaces.apply_table` counts them). Returns the
     fitted spaces and the relabelled documents (persisted)."""
     import functools
 
@@ -728,7 +728,7 @@ def evaluate(
     class_spaces = None
     if get_model_class(pmeta["model"]).multi_dimensional:
         # multi-dimensional models: Hamming Score, Exact Match, Sub-Exact Match, accuracy per space
-        from sparkhc.models.jia_zhang.spaces import MDCLayout
+        from sparkhc.class_spaces import MDCLayout
         from sparkhc.spark.mdc import aggregate_mdc_labels
 
         layout = MDCLayout.from_taxonomy(taxonomy)

@@ -597,7 +597,7 @@ RELABELED_SCHEMA = T.StructType(
 
 def relabel_partition(batches: Iterator[pa.RecordBatch], fitted_bc: Broadcast[Any]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function: tokenized documents with candidate class-space labels (and their places)
-    -> the same with the final labels (:meth:`~sparkhc.models.jia_zhang.spaces.FittedClassSpaces.map_labels`),
+    -> the same with the final labels (:meth:`~sparkhc.class_spaces.FittedClassSpaces.map_labels`),
     or an empty list and the reason when the document has no kept class in some space."""
     fitted = fitted_bc.value
     label_type = TOKENIZED_ARROW.field(readers.LABELS).type

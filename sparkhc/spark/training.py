@@ -226,6 +226,7 @@ def fit_model(
     """
     from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
     from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
 
     if plan is None:
         plan = plan_training(spark, model, train, rows=rows, warm_start=warm_start)
@@ -277,9 +278,9 @@ def fit_model(
             log.info("epoch selection on %d inner folds: %d training documents collected to the driver", folds,
                      len(sel_rows))
         epoch_selection = select_epochs(
-            spark if sel_rows is not None else active(spark), df, model, cap, train.shards,
-            seed=train.seed, fraction=train.validation_fraction, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, patience=train.patience, rows=sel_rows, folds=folds,
+            spark if sel_rows is not None else active(spark), df, model,
+            MixingSettings.from_train(train, cap, with_counts=model.needs_counts),
+            fraction=train.validation_fraction, patience=train.patience, rows=sel_rows, folds=folds,
             c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle)
         epochs = int(epoch_selection["epochs"])
         if c_auto:
@@ -312,10 +313,9 @@ def fit_model(
                                                        float(epoch_selection["fraction"]))
         cal_rows = rows if bands is None else sel_rows
         calib = cross_fit_offsets(
-            spark if cal_rows is not None else active(spark), df, model, epochs, train.shards, mode=train.calibrate,
-            folds=train.calibration_folds, seed=train.seed, with_counts=model.needs_counts, mixing=train.mixing,
-            exchange_dir=train.exchange_dir or None, rows=cal_rows, bands=bands,
-            documents=train.calibration_documents)
+            spark if cal_rows is not None else active(spark), df, model,
+            MixingSettings.from_train(train, epochs, with_counts=model.needs_counts), mode=train.calibrate,
+            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=train.calibration_documents)
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:

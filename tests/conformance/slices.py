@@ -80,8 +80,8 @@ def hier_slice() -> Slice:
 
 def mdc_slice() -> Slice:
     """Reuters-21578 ModApte documents with one topic and one place (5 kept values + other each)."""
+    from sparkhc.class_spaces import ClassSpaces
     from sparkhc.corpus import readers, registry
-    from sparkhc.models.jia_zhang.spaces import ClassSpaces
 
     root = corpus_dir("reuters21578")
     info = registry.get_corpus("reuters21578")

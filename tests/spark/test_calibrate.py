@@ -156,6 +156,7 @@ def test_more_bands_skip_a_band_no_document_hashed_into(spark):
     offsets are fitted on the bands that hold documents."""
     from sparkhc.spark.calibrate import cross_fit_offsets
     from sparkhc.spark.hashing import validation_ids
+    from sparkhc.spark.mixing.settings import MixingSettings
 
     tax, table = _data(n=40, seed=2)
     rows = SparseBatch.from_arrow(table, V)
@@ -163,8 +164,8 @@ def test_more_bands_skip_a_band_no_document_hashed_into(spark):
     held = [int(validation_ids(ids, 0.05, 5, b).sum()) for b in range(20)]
     assert held[0] >= 3 and 0 in held  # these data: band 0 holds documents, two bands none
     model = _model(tax, "global", **PARAMS)
-    result = cross_fit_offsets(spark, None, model, 2, 1, mode="on", seed=5, rows=rows, bands=(1, 0.05),
-                               documents=5000)
+    result = cross_fit_offsets(spark, None, model, MixingSettings(2, shards=1, seed=5), mode="on", rows=rows,
+                               bands=(1, 0.05), documents=5000)
     assert result.bands == sum(1 for h in held if h)
 
 

@@ -228,14 +228,15 @@ def test_select_epochs_scores_every_epoch_on_the_held_out_training_documents(spa
     training part), the same every run, and the same in the driver (rows read there) as on Spark."""
     from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.mixing.selection import select_epochs, validation_split
+    from sparkhc.spark.mixing.settings import MixingSettings
 
     tax, table = _data(n=160, seed=5)
     df = spark.createDataFrame(table.to_pandas())
     params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
     rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
-    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), max_epochs=5,
-                        shards=1, seed=2, fraction=0.25, mixing="auto" if rows is not None else mixing,
-                        exchange_dir=tmp_path / "x", rows=rows)
+    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params),
+                        MixingSettings(5, shards=1, seed=2, mixing="auto" if rows is not None else mixing,
+                                       exchange_dir=tmp_path / "x"), fraction=0.25, rows=rows)
     fit_df, val_df = validation_split(df, 0.25, seed=2)
     val_ids = sorted(r["doc_id"] for r in val_df.select("doc_id").collect())
     fit_ids = sorted(r["doc_id"] for r in fit_df.select("doc_id").collect())
@@ -264,6 +265,7 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
     best)) epochs after its running best (computed from the full curve here), and the choice is that
     prefix's first best."""
     from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
 
     tax, table = _data(n=160, seed=5)
     df = spark.createDataFrame(table.to_pandas())
@@ -272,8 +274,8 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
 
     def run(patience):
         return select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params),
-                             max_epochs=12, shards=2, seed=4, fraction=0.25, patience=patience,
-                             mixing="auto" if rows is not None else mixing, exchange_dir=tmp_path / "x", rows=rows)
+                             MixingSettings(12, shards=2, seed=4, mixing="auto" if rows is not None else mixing,
+                                            exchange_dir=tmp_path / "x"), fraction=0.25, patience=patience, rows=rows)
 
     full = run(0)["smoothed_score"]  # the trailing means the rule compares
     assert len(full) == 12
@@ -419,14 +421,16 @@ def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
     from sparkhc.metrics import MetricCounts
     from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.mixing.selection import select_epochs, validation_split
+    from sparkhc.spark.mixing.settings import MixingSettings
 
     tax, table = _data(n=200, seed=7)
     df = spark.createDataFrame(table.to_pandas())
     params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "C": 0.3}
     rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
-    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), max_epochs=8,
-                        shards=1, seed=1, fraction=0.2, patience=2, mixing="auto" if rows is not None else mixing,
-                        exchange_dir=tmp_path / "x", rows=rows, folds=2, c_grid=(0.05, 1.0))
+    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params),
+                        MixingSettings(8, shards=1, seed=1, mixing="auto" if rows is not None else mixing,
+                                       exchange_dir=tmp_path / "x"), fraction=0.2, patience=2, rows=rows, folds=2,
+                        c_grid=(0.05, 1.0))
     ids = np.array(table.column("doc_id").to_pylist())
     bands = [validation_ids(ids, 0.2, 1, band=b) for b in (0, 1)]
     assert not (bands[0] & bands[1]).any() and bands[0].any() and bands[1].any()

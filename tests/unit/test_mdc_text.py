@@ -17,12 +17,12 @@ import pytest
 import scipy.sparse as sp
 
 from sparkhc.batch import SparseBatch
+from sparkhc.class_spaces import ClassSpaces, MDCLayout
 from sparkhc.corpus.readers import RAW_SCHEMA, ReadReport, read_any, read_jsonl, to_table
 from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.models import get_model_class
 from sparkhc.models.jia_zhang import solver as m3
 from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM
-from sparkhc.models.jia_zhang.spaces import ClassSpaces, MDCLayout
 from sparkhc.persistence import load_model, read_npz, save_model
 from sparkhc.taxonomy import Taxonomy
 from tests.conftest import corpus_dir

@@ -111,7 +111,7 @@ def read_jsonl(
         Derive the labels from the parsed JSON object instead of ``labels_field`` (applied after
         ``select``): returns the label list, or a reason string to exclude the record (counted like
         ``select``); a ``ValueError`` marks a malformed record (``on_invalid``). Used by
-        ``--class-spaces`` (:meth:`sparkhc.models.jia_zhang.spaces.ClassSpaces.candidate_labels`).
+        ``--class-spaces`` (:meth:`sparkhc.class_spaces.ClassSpaces.candidate_labels`).
     on_empty : {"error", "keep", "quarantine"}
         A document with no text (or only whitespace) and no tokens.
     on_invalid : {"error", "quarantine"}

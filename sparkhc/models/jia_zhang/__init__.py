@@ -13,7 +13,7 @@ How MDC maps onto the hierarchical interface
 --------------------------------------------
 The taxonomy is the MDC taxonomy written by ``sparkhc featurize --class-spaces`` (or any
 ``parent<TAB>child`` file of that shape): the root's children are the class spaces and their
-children, all leaves, the classes (:class:`~sparkhc.models.jia_zhang.spaces.MDCLayout`; class index = position
+children, all leaves, the classes (:class:`~sparkhc.class_spaces.MDCLayout`; class index = position
 in the taxonomy's order, i.e. sorted by name). A training document must carry exactly one class
 label per space (an error names the document otherwise). The model predicts exactly one leaf per
 space, so a prediction is an ordinary label set: the predictions Parquet, the hierarchical and
@@ -34,10 +34,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sparkhc.batch import SparseBatch
+from sparkhc.class_spaces import MDCLayout
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.models.jia_zhang.solver import M3MDC, BinaryRelevanceSVM, PairSolver
-from sparkhc.models.jia_zhang.spaces import MDCLayout
 from sparkhc.taxonomy import Taxonomy
 
 #: registry names of this module's models (Jia & Zhang 2020; need MDC features: featurize

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from pyspark.sql import functions as F
 from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import validation_bands, validation_cut, validation_ids
+from sparkhc.spark.mixing.settings import MixingSettings
 from sparkhc.spark.plan import sorted_by_id
 from sparkhc.spark.session import SessionLike
 
@@ -40,13 +40,9 @@ def select_epochs(
     spark: SessionLike,
     features: DataFrame | None,
     model: HierModel,
-    max_epochs: int,
-    shards: int,
-    seed: int = 0,
+    settings: MixingSettings,
+    *,
     fraction: float = 0.1,
-    with_counts: bool = False,
-    mixing: str = "auto",
-    exchange_dir: str | Path | None = None,
     patience: int = 0,
     rows: SparseBatch | None = None,
     folds: int = 1,
@@ -55,12 +51,13 @@ def select_epochs(
 ) -> dict[str, Any]:
     """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
     data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
-    driver; nothing else is read).
+    driver; nothing else is read). ``settings``: the mixing of every validation training
+    (``settings.epochs``: the most epochs tried; shards, seed, engine, exchange as the real training's).
 
     For each candidate C (``c_grid``; None: the model's own parameters) and each of ``folds``
     disjoint validation bands (inner folds: :func:`validation_split`,
     :func:`sparkhc.spark.hashing.validation_ids`, the same documents on both paths), a fresh copy of
-    ``model`` is trained by :func:`sparkhc.spark.mixing.train.train_ipm` on the other documents for at most ``max_epochs``
+    ``model`` is trained by :func:`sparkhc.spark.mixing.train.train_ipm` on the other documents for at most ``settings.epochs``
     epochs and scored on its band after every epoch by :func:`sparkhc.epochs.validation_score`
     (hF + LB macro-F1 over the model taxonomy's real nodes); each fold stops early after
     ``max(patience, ceil(0.5 x best))`` epochs without a better score of its own
@@ -92,6 +89,7 @@ def select_epochs(
     from sparkhc.models import get_model_class
     from sparkhc.spark.mixing.train import train_ipm
 
+    max_epochs, seed, with_counts = int(settings.epochs), int(settings.seed), settings.with_counts
     folds = int(folds)
     if not 1 <= folds <= validation_bands(fraction):
         raise ValueError(f"select_epochs: {folds} inner folds of {fraction} each do not fit in the training part")
@@ -144,8 +142,7 @@ def select_epochs(
                 return stop
 
             fresh = cls(tax, model.n_features, **params)
-            train_ipm(spark, fit_df, fresh, epochs=max_epochs, shards=shards, seed=seed, with_counts=with_counts,
-                      mixing=mixing, exchange_dir=exchange_dir, on_epoch_state=score, rows=fit_rows,
+            train_ipm(spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows,
                       stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
             pooled.end_fold()
         curves.append(pooled)

@@ -147,7 +147,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
@@ -435,9 +434,9 @@ def _pair_gap(f: np.ndarray, y: np.ndarray, alpha: np.ndarray, w: np.ndarray, ce
     ``(P − D) / max(1, |P|)`` with ``P = Σ hinge(f + b*) + (s/2) ‖w − c‖²`` (``b*`` the optimal
     bias) and ``D = Σ α − s ⟨c, w − c⟩ − (s/2) ‖w − c‖²`` (the dual of :func:`solve_pair_task`)."""
     dw = w - center
-    reg = 0.5 * float(scale) * float(dw @ dw)
+    reg = 0.5 * float(scale) * float(np.sum(dw * dw))
     primal = float(np.maximum(0.0, 1.0 - y * (f + optimal_bias(f, y))).sum()) + reg
-    dual = float(alpha.sum()) - float(scale) * float(center @ dw) - reg
+    dual = float(alpha.sum()) - float(scale) * float(np.sum(center * dw)) - reg
     return (primal - dual) / max(1.0, abs(primal))
 
 
@@ -466,25 +465,18 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
         return None
     XF = X[idx].toarray()
     yF = y[idx]
-    K = XF @ XF.T
-    A = np.zeros((nf + 1, nf + 1))
-    A[:nf, :nf] = K / float(scale)
-    A[:nf, nf] = 1.0
-    A[nf, :nf] = 1.0
-    rhs = np.append(yF - f[idx], 0.0)
-    A[np.arange(nf), np.arange(nf)] += 1e-10 * max(float(np.trace(A)) / nf, 1e-300)  # |F| > d + 1: singular
-    try:
-        delta = scipy.linalg.solve(A, rhs, assume_a="sym", check_finite=False)[:nf]  # the change of α_j y_j on F
-    except (np.linalg.LinAlgError, ValueError):
+    delta = np.empty(nf)
+    solve = _face_solve_compiled if _kernels_available() else _face_solve_numpy
+    quad = solve(XF, yF - f[idx], float(scale), delta)  # the change of α_j y_j on F; δᵀ K δ / s
+    if not quad >= 0.0:  # the system was not positive definite
         return None
-    delta -= delta.mean()  # the equality exactly
     d_alpha = delta * yF
     a = alpha[idx]
     with np.errstate(divide="ignore", invalid="ignore"):
         lim = np.where(d_alpha > 0, (1.0 - a) / d_alpha, np.where(d_alpha < 0, -a / d_alpha, np.inf))
     t = min(1.0, float(lim.min()))
     # the dual's change along the step: t (Σ Δα − ⟨f_F, δ⟩) − t² δᵀ K δ / (2 s)
-    gain = t * (float(d_alpha.sum()) - float(f[idx] @ delta)) - 0.5 * t * t * float(delta @ K @ delta) / float(scale)
+    gain = t * (float(d_alpha.sum()) - float(np.sum(f[idx] * delta))) - 0.5 * t * t * quad
     if not t > 0.0 or not gain > 0.0:
         return None
     out = alpha.copy()
@@ -493,6 +485,94 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
     if abs(float(out @ y)) > 1e-12 * max(y.size, 1):
         return None
     return out
+
+
+def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
+    """Solve ``(K/s + ε I) δ + b 1 = r``, ``Σ δ = 0`` (``K = X_F X_Fᵀ``, ``ε = 1e-10 · tr(K/s)/|F|``
+    keeps it definite when ``|F| > d + 1``) into ``delta``; returns ``δᵀ K δ / s`` (−1 when the
+    Cholesky factorisation fails). Element by element for numba: the same operations in the same
+    order on every thread and process (no threaded BLAS), so the driver and Spark fits stay equal
+    bit for bit."""
+    nf, d = XF.shape
+    A = np.empty((nf, nf))
+    tr = 0.0
+    for i in range(nf):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(d):
+                acc += XF[i, k] * XF[j, k]
+            A[i, j] = acc / scale
+            A[j, i] = acc / scale
+        tr += A[i, i]
+    eps = 1e-10 * max(tr / nf, 1e-300)
+    L = np.zeros((nf, nf))
+    for j in range(nf):
+        acc = A[j, j] + eps
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return -1.0
+        L[j, j] = np.sqrt(acc)
+        for i in range(j + 1, nf):
+            acc = A[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    p = np.empty(nf)
+    q = np.empty(nf)
+    for i in range(nf):  # L z = r, L z' = 1
+        ap = r[i]
+        aq = 1.0
+        for k in range(i):
+            ap -= L[i, k] * p[k]
+            aq -= L[i, k] * q[k]
+        p[i] = ap / L[i, i]
+        q[i] = aq / L[i, i]
+    for i in range(nf - 1, -1, -1):  # Lᵀ p = z, Lᵀ q = z'
+        ap = p[i]
+        aq = q[i]
+        for k in range(i + 1, nf):
+            ap -= L[k, i] * p[k]
+            aq -= L[k, i] * q[k]
+        p[i] = ap / L[i, i]
+        q[i] = aq / L[i, i]
+    sp_ = 0.0
+    sq_ = 0.0
+    for i in range(nf):
+        sp_ += p[i]
+        sq_ += q[i]
+    b = sp_ / sq_
+    for i in range(nf):
+        delta[i] = p[i] - b * q[i]
+    quad = 0.0
+    for i in range(nf):
+        acc = 0.0
+        for j in range(nf):
+            acc += A[i, j] * delta[j]
+        quad += delta[i] * acc
+    return quad
+
+
+def _face_solve_numpy(XF: np.ndarray, r: np.ndarray, scale: float, delta: np.ndarray) -> float:
+    """:func:`_face_solve_scalar` with numpy and LAPACK (without numba; the same system)."""
+    nf = XF.shape[0]
+    A = (XF @ XF.T) / scale
+    try:
+        L = np.linalg.cholesky(A + 1e-10 * max(float(np.trace(A)) / nf, 1e-300) * np.eye(nf))
+    except np.linalg.LinAlgError:
+        return -1.0
+    pq = np.linalg.solve(L.T, np.linalg.solve(L, np.column_stack([r, np.ones(nf)])))
+    delta[:] = pq[:, 0] - (pq[:, 0].sum() / pq[:, 1].sum()) * pq[:, 1]
+    return float(delta @ A @ delta)
+
+
+def _compile_face_solve() -> Any:
+    from sparkhc import kernels
+
+    return kernels._njit(_face_solve_scalar) if kernels.HAVE_NUMBA else _face_solve_scalar
+
+
+_face_solve_compiled = _compile_face_solve()
 
 
 #: :func:`_centred_rows` centres a pair's rows when the dense centred copy has at most this many

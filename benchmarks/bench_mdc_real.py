@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # experiments/ of this checkout
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -116,15 +117,11 @@ def fit_br(X_tr: np.ndarray, Y_tr: np.ndarray, X_te: np.ndarray, **kw: Any) -> t
 
 
 def run(ds: Any, driver_folds: int, n_folds: int | None) -> dict[str, Any]:
-    from sparkhc.models.jia_zhang.data import FeatureScaler
+    from experiments.m3mdc import scaled_splits
     from sparkhc.models.jia_zhang.solver import M3MDCConvergenceWarning, mdc_metrics
 
     folds = []
-    for k, tr, te in ds.cv_splits():
-        if n_folds is not None and k >= n_folds:
-            break
-        scaler = FeatureScaler(ds.features).fit(ds, tr)
-        X_tr, X_te = scaler.transform(ds, tr), scaler.transform(ds, te)
+    for k, tr, te, X_tr, X_te in scaled_splits(ds, n_folds):  # the experiments' folds and scaling
         Y_tr, Y_te = ds.Y[tr], ds.Y[te]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", M3MDCConvergenceWarning)

@@ -84,6 +84,16 @@ relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at
 Its final objective equals the exact SMO solver's to about that tolerance, with the same
 predictions (``docs/benchmarks.md``, section design-notes; ``tests/unit/test_m3mdc_dcd.py``
 checks it within 1e-4 relative). It is what scales in rows (``docs/benchmarks.md``, section mdc).
+On dense numeric features (min-max scaled: every column in [0, 1] around a large common mean) three
+things keep DCD from crawling (issue 33; ``docs/benchmarks.md``, section mdc-real): the passes run on
+the pair's centred rows ``x_j − μ`` (:func:`_centred_rows`; the same dual on ``Σ α y = 0``, so the
+same optimum; sparse text rows stay as they are), a solve also stops on its own certified relative
+duality gap (:func:`_pair_gap`, a tenth of its tolerance), and every ``FACE_EVERY`` passes a face step
+(:func:`_face_step`) solves the free multipliers and the bias exactly on the face DCD has found
+(taken only when it raises the dual). A solve or a W step that stops at its cap is counted
+(``history_``: ``sub_problems``, ``capped_sub_problems``, ``sweep_capped``; the model's counters; the
+Spark and driver fits' results) and the fit warns (:class:`M3MDCConvergenceWarning`) with the
+setting to raise and the certified duality gap it reached.
 ``"smo"``: SMO with second-order working-set selection (described next) on the pair's own Gram
 matrix ``X_i X_iᵀ`` (``8 n_i²`` bytes, computed once per block and process, never pickled).
 

@@ -18,7 +18,7 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,16 +162,23 @@ def _fit_baselines(X_tr: np.ndarray, Y_tr: np.ndarray, X_te: np.ndarray, n_class
     return out
 
 
+def scaled_splits(ds: MDCDataset, n_folds: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray,
+                                                                               np.ndarray, np.ndarray]]:
+    """``(fold, train rows, test rows, X_tr, X_te)`` of every cross-validation fold (``n_folds``: the
+    first ones only), the features scaled on the training rows (:class:`FeatureScaler`)."""
+    for k, tr, te in ds.cv_splits():
+        if n_folds is not None and k >= n_folds:
+            break
+        scaler = FeatureScaler(ds.features).fit(ds, tr)
+        yield k, tr, te, scaler.transform(ds, tr), scaler.transform(ds, te)
+
+
 def run_dataset(ds: MDCDataset, solver: PairSolver | None = None, n_folds: int | None = None) -> dict[str, Any]:
     """Cross-validate M3MDC, BR (λ1 = 0.1 and 1) and the paper's LIBSVM baselines (BR, ECC, ECP,
     ESC; ensembles seeded with the fold number) (``n_folds``: the first folds only, for a smoke
     run); fit M3MDC on all data for C."""
     folds: list[dict[str, Any]] = []
-    for k, tr, te in ds.cv_splits():
-        if n_folds is not None and k >= n_folds:
-            break
-        scaler = FeatureScaler(ds.features).fit(ds, tr)
-        X_tr, X_te = scaler.transform(ds, tr), scaler.transform(ds, te)
+    for k, tr, te, X_tr, X_te in scaled_splits(ds, n_folds):
         Y_tr, Y_te = ds.Y[tr], ds.Y[te]
         m3 = M3MDC(lambda1=LAMBDA1, lambda2=LAMBDA2, solver=solver)
         pred_m3, sec_m3 = _fit_predict(m3, X_tr, Y_tr, X_te, ds.n_classes)
@@ -337,11 +344,7 @@ def lambda_grid(ds: MDCDataset, spark: Any = None, grid: Sequence[float] = GRID,
     """The paper's Figure 1: M3MDC's cross-validated metrics over λ1 × λ2 in ``grid`` (same folds
     and scaling as the tables). The (cell, fold) fits run as Spark tasks when ``spark`` is given."""
     tasks = []
-    for k, tr, te in ds.cv_splits():
-        if n_folds is not None and k >= n_folds:
-            break
-        scaler = FeatureScaler(ds.features).fit(ds, tr)
-        X_tr, X_te = scaler.transform(ds, tr), scaler.transform(ds, te)
+    for k, tr, te, X_tr, X_te in scaled_splits(ds, n_folds):
         for l1 in grid:
             for l2 in grid:
                 tasks.append((l1, l2, k, X_tr, ds.Y[tr], X_te, ds.Y[te], list(ds.n_classes)))

@@ -286,7 +286,7 @@ def fit_mdc_spark(
     seconds = time.perf_counter() - t0
     _report(model, n_docs, seconds, progress)
     return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": solver.jobs,
-            "execution": "spark"}
+            "execution": "spark", **_caps(model)}
 
 
 def _fit_with(model: Any, solver: Any, counts: list[np.ndarray], open_blocks: Callable[[Any, list[Pair]], None]) -> None:
@@ -364,7 +364,14 @@ def fit_mdc_driver(
     seconds = time.perf_counter() - t0
     _report(model, n_docs, seconds, progress)
     return {"documents": n_docs, "alternations": len(model.history_), "seconds": seconds, "spark_jobs": 0,
-            "rounds": solver.rounds, "threads": solver.threads, "execution": "driver"}
+            "rounds": solver.rounds, "threads": solver.threads, "execution": "driver", **_caps(model)}
+
+
+def _caps(model: Any) -> dict[str, int]:
+    """How many pair sub-problems the fit solved and how many stopped at their pass cap (and W
+    steps at ``max_inner_iter``): part of every fit's result, never only a log line."""
+    c = model.state_.counters if getattr(model, "state_", None) is not None else {}
+    return {k: int(c[k]) for k in ("sub_problems", "capped_sub_problems", "sweep_capped") if k in c}
 
 
 # ---------------------------------------------------------------------------------------------

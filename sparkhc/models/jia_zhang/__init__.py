@@ -146,6 +146,9 @@ class M3MDCModel(HierModel):
         counters: dict[str, float] = {"documents": float(n_docs), "pairs": float(est.pairs_.shape[0])}
         if hasattr(est, "n_iter_"):
             counters.update(alternations=float(est.n_iter_), converged=float(est.converged_))
+        if hasattr(est, "capped_sub_problems_"):  # no cap reached unreported: the counts in the summary
+            counters.update(sub_problems=float(est.sub_problems_), capped_sub_problems=float(est.capped_sub_problems_),
+                            sweep_capped=float(est.sweep_capped_))
         self._estimator = est
         self.state_ = ModelState(est.get_state(), counters, "mean")
         return self

@@ -84,6 +84,16 @@ relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at
 Its final objective equals the exact SMO solver's to about that tolerance, with the same
 predictions (``docs/benchmarks.md``, section design-notes; ``tests/unit/test_m3mdc_dcd.py``
 checks it within 1e-4 relative). It is what scales in rows (``docs/benchmarks.md``, section mdc).
+On dense numeric features (min-max scaled: every column in [0, 1] around a large common mean) three
+things keep DCD from crawling (issue 33; ``docs/benchmarks.md``, section mdc-real): the passes run on
+the pair's centred rows ``x_j − μ`` (:func:`_centred_rows`; the same dual on ``Σ α y = 0``, so the
+same optimum; sparse text rows stay as they are), a solve also stops on its own certified relative
+duality gap (:func:`_pair_gap`, a tenth of its tolerance), and every ``FACE_EVERY`` passes a face step
+(:func:`_face_step`) solves the free multipliers and the bias exactly on the face DCD has found
+(taken only when it raises the dual). A solve or a W step that stops at its cap is counted
+(``history_``: ``sub_problems``, ``capped_sub_problems``, ``sweep_capped``; the model's counters; the
+Spark and driver fits' results) and the fit warns (:class:`M3MDCConvergenceWarning`) with the
+setting to raise and the certified duality gap it reached.
 ``"smo"``: SMO with second-order working-set selection (described next) on the pair's own Gram
 matrix ``X_i X_iᵀ`` (``8 n_i²`` bytes, computed once per block and process, never pickled).
 
@@ -140,6 +150,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -324,28 +335,32 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     """
     rows = data.rows[task.pair]
     y = data.signs[task.pair]
-    Xp = data.csr[rows]  # the pair's rows (nnz-sized, freed with the task)
+    Xraw = data.csr[rows]  # the pair's rows (nnz-sized, freed with the task)
+    Xp = _centred_rows(Xraw)  # the rows the passes run on (centred when that stays small)
     n = rows.size
     inv_s = 1.0 / float(task.scale)
     center = np.asarray(task.center, dtype=np.float64)
     alpha = np.zeros(n) if task.alpha0 is None else np.array(task.alpha0, dtype=np.float64)
 
-    def through(a: np.ndarray) -> np.ndarray:  # (1/s) Σ a_j y_j x_j
-        return np.asarray(Xp.T @ (a * y)).ravel() * inv_s
+    def through(a: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:  # (1/s) Σ a_j y_j x_j
+        return np.asarray(X.T @ (a * y)).ravel() * inv_s
 
-    def scores(w: np.ndarray) -> np.ndarray:
-        return np.asarray(Xp @ w).ravel()
+    def scores(w: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:
+        return np.asarray(X @ w).ravel()
 
     w = center + through(alpha)
-    sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()  # = data.sq_norms[rows], pair rows only
+    sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()  # pair rows only
     mean_sq = float(sq.mean()) if n else 0.0
     rho = (mean_sq if mean_sq > 0 else 1.0) * inv_s
     qd = sq * inv_s + rho
     f0 = scores(w)
     sigma = float(alpha @ y)
-    if (task.alpha0 is not None and abs(sigma) <= 1e-12 * max(n, 1)
-            and _kkt_violation(y - f0, alpha, y) <= task.tol):  # the warm start is already a solution
-        return PairResult(task.pair, w, optimal_bias(f0, y), alpha, 0, True)
+    feasible = abs(sigma) <= 1e-12 * max(n, 1)
+    if task.alpha0 is not None and feasible and (
+            _kkt_violation(y - f0, alpha, y) <= task.tol
+            or _pair_gap(f0, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol):  # the warm start is already a solution
+        w = center + through(alpha, Xraw)
+        return PairResult(task.pair, w, optimal_bias(scores(w, Xraw), y), alpha, 0, True)
     beta = optimal_bias(f0, y)
     rng = np.random.default_rng(task.pair)
     loop = dcd_loop()
@@ -355,13 +370,43 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     active = everything
     pg_hi, pg_lo = np.inf, -np.inf
     grad = np.empty(n)
+    next_face = FACE_EVERY
+    interval, next_check = 1, 1  # the duality-gap checks: after 1, 2, 4, ... passes, then every GAP_CHECK_MAX
     for passes in range(1, int(task.max_iter) + 1):  # noqa: B007 - the count is returned
         order = rng.permutation(active)
         sigma, vmax, vmin, pgmax, pgmin = loop(
             Xp.indptr, Xp.indices, Xp.data, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo
         )
         beta += rho * sigma
-        if vmax - vmin > task.tol:  # measured during the pass (slightly stale): not yet worth a check
+        if vmax - vmin > task.tol:  # measured during the pass (slightly stale): no KKT check yet
+            if passes >= next_check:  # but the certificate of the sub-problem may already hold
+                interval = min(2 * interval, GAP_CHECK_MAX)
+                next_check = passes + interval
+                a_r = _restore_equality(alpha, y)
+                if abs(float(a_r @ y)) <= 1e-12 * max(n, 1):
+                    w_r = center + through(a_r)
+                    f_r = scores(w_r)
+                    if _pair_gap(f_r, y, a_r, w_r, center, task.scale) <= GAP_SHARE * task.tol:
+                        alpha, converged = a_r, True
+                        break
+                    moved = False
+                    for _ in range(FACE_STEPS if passes >= next_face else 0):  # the exact minimiser on the face DCD has found
+                        a_f = _face_step(Xp, y, a_r, f_r, task.scale)
+                        if a_f is None:
+                            break
+                        a_r, moved = a_f, True
+                        w_r = center + through(a_r)
+                        f_r = scores(w_r)
+                    if passes >= next_face:
+                        next_face = passes + FACE_EVERY
+                    if moved:
+                        alpha, w, sigma = a_r, w_r, float(a_r @ y)
+                        beta = optimal_bias(f_r, y)
+                        if _pair_gap(f_r, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol:
+                            converged = True
+                            break
+                        active, pg_hi, pg_lo = everything, np.inf, -np.inf
+                        continue
             active, pg_hi, pg_lo = shrink(order, alpha, grad, pg_hi, pg_lo, pgmax, pgmin)
             continue
         if active.size < n:  # converged on the active set: one full pass before any check
@@ -374,12 +419,200 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         sigma = float(alpha @ y)
         if abs(sigma) > 1e-12 * max(n, 1):  # residue left on bounded multipliers: keep going
             continue
-        if _kkt_violation(y - scores(w), alpha, y) <= task.tol:
+        f = scores(w)
+        if _kkt_violation(y - f, alpha, y) <= task.tol or _pair_gap(f, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol:
             converged = True
             break
-    w = center + through(alpha)  # without the drift of the incremental updates
-    b = optimal_bias(scores(w), y)
+    w = center + through(alpha, Xraw)  # without the drift of the incremental updates, on the rows as given
+    b = optimal_bias(scores(w, Xraw), y)
     return PairResult(task.pair, w, b, alpha, passes, converged)
+
+
+#: a DCD sub-problem at tolerance ``tol`` also stops when its relative duality gap is at most
+#: ``GAP_SHARE * tol`` (the KKT violation ``tol`` leaves a gap of about that order; a share of it
+#: leaves the W step's sweeps room to progress)
+GAP_SHARE = 0.1
+#: the DCD sub-problem checks its duality gap after 1, 2, 4, ... passes, then every this many
+GAP_CHECK_MAX = 16
+
+
+def _pair_gap(f: np.ndarray, y: np.ndarray, alpha: np.ndarray, w: np.ndarray, center: np.ndarray,
+              scale: float) -> float:
+    """The relative duality gap of a centred sub-problem at a feasible ``α`` (``Σ α_j y_j = 0``)
+    and its ``w = c + (1/s) Σ α_j y_j x_j``, from the scores ``f = ⟨x_j, w⟩`` (rows centred or
+    not: the optimal bias absorbs a shift):
+    ``(P − D) / max(1, |P|)`` with ``P = Σ hinge(f + b*) + (s/2) ‖w − c‖²`` (``b*`` the optimal
+    bias) and ``D = Σ α − s ⟨c, w − c⟩ − (s/2) ‖w − c‖²`` (the dual of :func:`solve_pair_task`)."""
+    dw = w - center
+    reg = 0.5 * float(scale) * float(np.sum(dw * dw))
+    primal = float(np.maximum(0.0, 1.0 - y * (f + optimal_bias(f, y))).sum()) + reg
+    dual = float(alpha.sum()) - float(scale) * float(np.sum(center * dw)) - reg
+    return (primal - dual) / max(1.0, abs(primal))
+
+
+#: at a duality-gap check, at most this many face steps (:func:`_face_step`) ...
+FACE_STEPS = 4
+#: ... when at most this many multipliers are free (the step solves a system of that order) ...
+FACE_MAX_FREE = 400
+#: ... after this many passes of a solve, and then every this many passes (a face step costs
+#: about as much as that many passes on the data sets it helps)
+FACE_EVERY = 32
+
+
+def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray, scale: float) -> np.ndarray | None:
+    """Move a feasible ``α`` towards the minimiser of the sub-problem's dual on its current face
+    (the bounded multipliers fixed, the free ones ``F`` and the bias solved from
+    ``y_j (⟨x_j, w⟩ + b) = 1`` on ``F`` with ``Σ_F Δα_j y_j = 0``: a system of order ``|F| + 1``),
+    as far as the box allows; ``None`` unless that raises the dual.
+
+    DCD finds the face (which multipliers sit at 0 or 1) in few passes but converges slowly on it
+    when the free examples' rows are ill-conditioned (C = 1/s large): this is the Newton step of
+    an active-set method on that face, after which DCD continues (and corrects the face if it
+    was wrong). ``f``: the scores ``⟨x_j, w⟩`` of ``α`` on the rows ``X`` (centred or not)."""
+    idx = np.flatnonzero((alpha > 0.0) & (alpha < 1.0))
+    nf = idx.size
+    if nf == 0 or nf > FACE_MAX_FREE:
+        return None
+    XF = X[idx].toarray()
+    yF = y[idx]
+    delta = np.empty(nf)
+    solve = _face_solve_compiled if _kernels_available() else _face_solve_numpy
+    quad = solve(XF, yF - f[idx], float(scale), delta)  # the change of α_j y_j on F; δᵀ K δ / s
+    if not quad >= 0.0:  # the system was not positive definite
+        return None
+    d_alpha = delta * yF
+    a = alpha[idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lim = np.where(d_alpha > 0, (1.0 - a) / d_alpha, np.where(d_alpha < 0, -a / d_alpha, np.inf))
+    t = min(1.0, float(lim.min()))
+    # the dual's change along the step: t (Σ Δα − ⟨f_F, δ⟩) − t² δᵀ K δ / (2 s)
+    gain = t * (float(d_alpha.sum()) - float(np.sum(f[idx] * delta))) - 0.5 * t * t * quad
+    if not t > 0.0 or not gain > 0.0:
+        return None
+    out = alpha.copy()
+    out[idx] = np.clip(a + t * d_alpha, 0.0, 1.0)
+    out = _restore_equality(out, y)
+    if abs(float(out @ y)) > 1e-12 * max(y.size, 1):
+        return None
+    return out
+
+
+def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
+    """Solve ``(K/s + ε I) δ + b 1 = r``, ``Σ δ = 0`` (``K = X_F X_Fᵀ``, ``ε = 1e-10 · tr(K/s)/|F|``
+    keeps it definite when ``|F| > d + 1``) into ``delta``; returns ``δᵀ K δ / s`` (−1 when the
+    Cholesky factorisation fails). Element by element for numba: the same operations in the same
+    order on every thread and process (no threaded BLAS), so the driver and Spark fits stay equal
+    bit for bit."""
+    nf, d = XF.shape
+    A = np.empty((nf, nf))
+    tr = 0.0
+    for i in range(nf):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(d):
+                acc += XF[i, k] * XF[j, k]
+            A[i, j] = acc / scale
+            A[j, i] = acc / scale
+        tr += A[i, i]
+    eps = 1e-10 * max(tr / nf, 1e-300)
+    L = np.zeros((nf, nf))
+    for j in range(nf):
+        acc = A[j, j] + eps
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return -1.0
+        L[j, j] = np.sqrt(acc)
+        for i in range(j + 1, nf):
+            acc = A[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    p = np.empty(nf)
+    q = np.empty(nf)
+    for i in range(nf):  # L z = r, L z' = 1
+        ap = r[i]
+        aq = 1.0
+        for k in range(i):
+            ap -= L[i, k] * p[k]
+            aq -= L[i, k] * q[k]
+        p[i] = ap / L[i, i]
+        q[i] = aq / L[i, i]
+    for i in range(nf - 1, -1, -1):  # Lᵀ p = z, Lᵀ q = z'
+        ap = p[i]
+        aq = q[i]
+        for k in range(i + 1, nf):
+            ap -= L[k, i] * p[k]
+            aq -= L[k, i] * q[k]
+        p[i] = ap / L[i, i]
+        q[i] = aq / L[i, i]
+    sp_ = 0.0
+    sq_ = 0.0
+    for i in range(nf):
+        sp_ += p[i]
+        sq_ += q[i]
+    b = sp_ / sq_
+    for i in range(nf):
+        delta[i] = p[i] - b * q[i]
+    quad = 0.0
+    for i in range(nf):
+        acc = 0.0
+        for j in range(nf):
+            acc += A[i, j] * delta[j]
+        quad += delta[i] * acc
+    return quad
+
+
+def _face_solve_numpy(XF: np.ndarray, r: np.ndarray, scale: float, delta: np.ndarray) -> float:
+    """:func:`_face_solve_scalar` with numpy and LAPACK (without numba; the same system)."""
+    nf = XF.shape[0]
+    A = (XF @ XF.T) / scale
+    try:
+        L = np.linalg.cholesky(A + 1e-10 * max(float(np.trace(A)) / nf, 1e-300) * np.eye(nf))
+    except np.linalg.LinAlgError:
+        return -1.0
+    pq = np.linalg.solve(L.T, np.linalg.solve(L, np.column_stack([r, np.ones(nf)])))
+    delta[:] = pq[:, 0] - (pq[:, 0].sum() / pq[:, 1].sum()) * pq[:, 1]
+    return float(delta @ A @ delta)
+
+
+def _compile_face_solve() -> Any:
+    from sparkhc import kernels
+
+    return kernels._njit(_face_solve_scalar) if kernels.HAVE_NUMBA else _face_solve_scalar
+
+
+_face_solve_compiled = _compile_face_solve()
+
+
+#: :func:`_centred_rows` centres a pair's rows when the dense centred copy has at most this many
+#: entries per stored non-zero of the rows (dense numeric features: yes; sparse text: no)
+CENTRE_MAX_FILL = 4.0
+
+
+def _centred_rows(X: sp.csr_matrix) -> sp.csr_matrix:
+    """The rows ``x_j − μ`` (``μ``: their mean) as dense-filled CSR, or ``X`` itself when that
+    copy would hold more than :data:`CENTRE_MAX_FILL` entries per non-zero of ``X`` (sparse text).
+
+    The sub-problem does not change: its dual depends on the rows only through
+    ``Σ_j α_j y_j x_j``, which is the same for ``x_j − μ`` whenever ``Σ_j α_j y_j = 0`` (the
+    equality of the unregularised bias; the bias absorbs ``⟨w, μ⟩``). What changes is the
+    conditioning of the coordinate steps: with features that share a large mean (min-max scaled
+    numeric data, all in [0, 1]) each step's curvature ``‖x_j‖² / s`` is mostly ``‖μ‖² / s``, a
+    direction the equality removes, and DCD crawls (yeast: ``‖x‖² ≈ 25`` against
+    ``‖x − μ‖² ≈ 1.6``; > 20,000 passes uncentred against about 1,300 centred at tolerance 1e-2).
+    """
+    n, d = X.shape
+    if n == 0 or n * d > CENTRE_MAX_FILL * max(X.nnz, 1):
+        return X
+    D = X.toarray()
+    D -= D.mean(axis=0)
+    C = sp.csr_matrix(D)
+    if C.nnz != n * d:  # keep every entry (a centred zero is a real zero only by chance): full rows
+        C = sp.csr_matrix((D.ravel(), np.tile(np.arange(d, dtype=np.int32), n),
+                           np.arange(0, n * d + 1, d, dtype=np.int32)), shape=(n, d))
+    C.sort_indices()
+    return C
 
 
 def _kkt_violation(v: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
@@ -1026,6 +1259,11 @@ def _check_positive(
         raise ConfigError(f"The {name!r} parameter of {owner} must be {kind} {bound}. Got {value!r} instead.")
 
 
+class M3MDCConvergenceWarning(RuntimeWarning):
+    """A fit of M3MDC or its BR baseline reached a cap (``dcd_max_passes``, ``smo_max_iter`` or
+    ``max_inner_iter``); the message names it and the certified duality gap reached."""
+
+
 W_SOLVERS = ("auto", "dcd", "smo")
 #: ``gap_schedule``: "auto" (adaptive with DCD, fixed with SMO), "adaptive", "fixed" (module docstring)
 GAP_SCHEDULES = ("auto", "adaptive", "fixed")
@@ -1033,6 +1271,8 @@ GAP_SCHEDULES = ("auto", "adaptive", "fixed")
 GAP_PROGRESS = 0.1
 #: with the adaptive schedule, a W step's first DCD sub-problem tolerance: this multiple of its gap target
 DCD_FIRST_TOL = 10.0
+#: with DCD, a W-step sweep's sub-problem tolerance: this multiple of the W step's relative gap
+DCD_TIGHTEN = 1.0
 #: ``w_solver="auto"`` takes SMO up to this many training rows, DCD above (module docstring)
 SMO_MAX_ROWS = 2000
 
@@ -1170,6 +1410,27 @@ class _OvOModel:
     def _check_params(self) -> None:
         raise NotImplementedError
 
+    def _caps_report(self, solves: int, capped: int, sweep_capped: int, rel_gap: float) -> None:
+        """Record how many pair sub-problems the fit solved and how many stopped at their cap
+        (``sub_problems_``, ``capped_sub_problems_``, ``sweep_capped_``: W steps stopped at
+        ``max_inner_iter``) and warn (:class:`M3MDCConvergenceWarning`, naming the setting to raise)
+        when any cap was reached: the fit's last W step is still certified by its duality gap
+        (``rel_gap``, relative; in ``history_``), but it took longer than it should."""
+        self.sub_problems_, self.capped_sub_problems_, self.sweep_capped_ = int(solves), int(capped), int(sweep_capped)
+        if not capped and not sweep_capped:
+            return
+        method = getattr(self, "w_solver_", "?")
+        cap_name = "dcd_max_passes" if method == "dcd" else "smo_max_iter"
+        parts = []
+        if capped:
+            parts.append(f"{capped} of {solves} pair sub-problems stopped at {cap_name}="
+                         f"{getattr(self, cap_name)} (raise {cap_name})")
+        if sweep_capped:
+            parts.append(f"{sweep_capped} W step(s) stopped at max_inner_iter={getattr(self, 'max_inner_iter', '?')} "
+                         "sweeps (raise max_inner_iter)")
+        gap = "" if not np.isfinite(rel_gap) else f"; the last W step's certified relative duality gap is {rel_gap:.2e}"
+        warnings.warn(f"{type(self).__name__}: " + "; ".join(parts) + gap, M3MDCConvergenceWarning, stacklevel=3)
+
     def _fit_open(self, solver: PairSolver) -> None:
         raise NotImplementedError
 
@@ -1304,6 +1565,7 @@ class BinaryRelevanceSVM(_OvOModel):
         self.smo_iterations_ = int(its)
         self.duality_gap_ = float(gap)
         self.w_solver_ = resolve_w_solver(self.w_solver, self._fit_rows)
+        self._caps_report(w_step._w_solves, w_step._w_capped, int(w_step._w_sweep_capped), float("nan"))
 
 
 class M3MDC(_OvOModel):
@@ -1472,6 +1734,9 @@ class M3MDC(_OvOModel):
                     "smo_iterations": smo_its,
                     "kept_previous_w": bool(kept),
                     "stationary": bool(stationary),
+                    "sub_problems": self._w_solves,
+                    "capped_sub_problems": self._w_capped,
+                    "sweep_capped": self._w_sweep_capped,
                     "seconds": time.perf_counter() - t0,
                 }
             )
@@ -1498,6 +1763,11 @@ class M3MDC(_OvOModel):
                 if rel < self.tol:
                     target = gap_tol
         self.n_iter_ = len(self.history_)
+        self._caps_report(
+            sum(h["sub_problems"] for h in self.history_), sum(h["capped_sub_problems"] for h in self.history_),
+            sum(h["sweep_capped"] for h in self.history_),
+            self.history_[-1]["duality_gap"] / max(abs(self.history_[-1]["objective_after_w"]), 1.0)
+            if self.history_ else 0.0)
         self.eps_ = eps
         self._store(W, b, cov.matrix())
 
@@ -1583,11 +1853,13 @@ class M3MDC(_OvOModel):
         smo_tol = float(self.smo_tol)
         cap_name = "dcd_max_passes" if dcd else "smo_max_iter"
         cap = int(getattr(self, cap_name))
-        # the sub-problems' KKT tolerance follows the relative duality gap, down to smo_tol: DCD at
-        # 1x (a KKT violation ε costs about ε per multiplier of the gap, and DCD's passes are what
-        # costs), SMO at 1e-2 x (its extra iterations are cheap)
-        tighten = 1.0 if dcd else 1e-2
+        # the sub-problems' tolerance follows the relative duality gap of the W step, down to
+        # smo_tol: DCD's (its own relative duality gap, or KKT violation) at DCD_TIGHTEN x (the
+        # Jacobi step gains less than the blocks' remaining gaps: at 1x the sweeps stall at the
+        # gap they started from), SMO's (KKT violation) at 1e-2 x (its extra iterations are cheap)
+        tighten = DCD_TIGHTEN if dcd else 1e-2
         smo_its = 0
+        self._w_solves, self._w_capped, self._w_sweep_capped = 0, 0, False
         sweeps = 0
         gap = np.inf
         sub_tol = smo_tol if exact else max(smo_tol, 1e-3)
@@ -1607,10 +1879,13 @@ class M3MDC(_OvOModel):
             use_momentum = momentum and not uncoupled
             order = SolveOrder(GM - G * Md, scales, sub_tol, cap, method, PLANE_RAYS if use_momentum else 0)
             solved: list[SolveReport] = solver.run(order)
-            for r in solved:
-                smo_its += r.iterations
-                if not r.converged:
-                    logger.warning("M3MDC: %s hit %s=%d on pair %d", method, cap_name, cap, r.pair)
+            capped = [r.pair for r in solved if not r.converged]
+            smo_its += sum(r.iterations for r in solved)
+            self._w_solves += len(solved)
+            self._w_capped += len(capped)
+            if capped:
+                logger.warning("M3MDC: %s hit %s=%d on %d pair(s) (%s) in W-step sweep %d", method, cap_name, cap,
+                               len(capped), ", ".join(map(str, capped[:10])), sweeps)
             dG = np.column_stack([r.dg for r in solved])
             d_sum = float(sum(r.delta_sum for r in solved))
             if uncoupled:
@@ -1664,6 +1939,7 @@ class M3MDC(_OvOModel):
                 nxt = min(nxt, 0.1 * sub_tol)
             sub_tol = max(smo_tol, min(sub_tol, nxt))
         else:
+            self._w_sweep_capped = True
             logger.warning(
                 "M3MDC: W step stopped after max_inner_iter=%d sweeps (duality gap %.3g)",
                 self.max_inner_iter,

@@ -257,6 +257,9 @@ class RecordRules:
     keep_all : bool
         Keep every record set aside, with its place, reason, message, id and raw line
         (:attr:`RecordSink.set_aside`); False: the report's counts and sample only.
+    conflict_id : bool
+        A record whose ids disagree is set aside under its ``doc_id`` value (reclassify's quarantine file
+        names it); False: under its place, as a record without an id.
     missing_id, conflict_suffix, repeated_suffix : str, optional
         Wording: the missing-id message (None: the format's own), what follows a conflict's
         ``disagree`` and a repeated-id count (``"all"``).
@@ -270,6 +273,7 @@ class RecordRules:
     lone_surrogates: bool = False
     documents: bool = True
     keep_all: bool = False
+    conflict_id: bool = False
     missing_id: str | None = None
     conflict_suffix: str | None = None
     repeated_suffix: str = ""
@@ -281,7 +285,7 @@ FEATURIZE_RULES = RecordRules()
 #: of a repeated id aside, malformed lines under one reason, every bad record kept with its raw line
 RECLASSIFY_RULES = RecordRules(
     id_fields=(DOC_ID, ID_ALIAS), any_id_value=True, repeated_ids="all", one_malformed_reason=True,
-    bom_on_any_line=True, lone_surrogates=True, documents=False, keep_all=True,
+    bom_on_any_line=True, lone_surrogates=True, documents=False, keep_all=True, conflict_id=True,
     missing_id=f"record with a null or missing {DOC_ID} (or {ID_ALIAS})", conflict_suffix="",
     repeated_suffix="; every document of a partition must have its own id",
 )
@@ -445,7 +449,7 @@ class RecordSink:
             else:
                 word, suffix = "fields", rules.conflict_suffix
             self.invalid(pos, "conflicting ids", f"{word} " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
-                         + " disagree" + suffix, ids.get(DOC_ID) if rules.keep_all else None)
+                         + " disagree" + suffix, ids.get(DOC_ID) if rules.conflict_id else None)
             return None
         return next(iter(ids.values()))
 
@@ -536,7 +540,7 @@ class RecordSink:
                         "configuration key featurize.unknown_labels)"
                     )
                 if self.unknown_labels == "quarantine":
-                    rep.quarantine(doc_id, "unknown label")
+                    self._set_aside(pos, doc_id, "unknown label", f"label {unknown[0]!r} is not a label of the taxonomy")
                     return None
                 for lab in unknown:
                     rep.drop_label(doc_id, lab)
@@ -554,7 +558,7 @@ class RecordSink:
                     "--on-empty keep|quarantine, or the configuration key featurize.on_empty)"
                 )
             if self.on_empty == "quarantine":
-                rep.quarantine(doc_id, "empty document")
+                self._set_aside(pos, doc_id, "empty document", f"document {doc_id!r} is empty (no text and no tokens)")
                 return None
             rep.empty_kept += 1
         if not labels:
@@ -564,6 +568,13 @@ class RecordSink:
         if len(self._rows) >= self.batch_size:
             return self.flush()
         return None
+
+    def _set_aside(self, pos: int, doc_id: str, reason: str, detail: str) -> None:
+        """A well-formed document quarantined by a document check (``on_empty``, ``unknown_labels``)."""
+        self.report.quarantine(doc_id, reason)
+        if self.rules.keep_all:
+            self.set_aside.append(SetAside(self.where(pos), reason, detail, doc_id, raw_text(self.raw),
+                                           (self._file_idx, pos)))
 
     def add_clean(self, clean: CleanBatch) -> None:
         """Count the documents of a clean batch (:func:`jsonl_clean_batch`) as :meth:`add` counts each."""

@@ -46,7 +46,8 @@ of the first one and the counts by reason; with ``on_invalid="quarantine"`` (``-
 quarantine``) the other records are classified and the bad ones are written aside, one JSON line
 each (file and line, reason, record), to ``<partition>/_quarantined.jsonl``, counted in the marker
 and the run summary. A cheap Spark aggregate finds them; only a partition where it found some is
-read again on the driver to name the lines.
+read again on the driver to name the lines, by the record-check core with reclassify's declared rules
+(:data:`sparkhc.corpus.records.RECLASSIFY_RULES`, which read what Spark's JSON reader reads).
 
 Failures: when the Spark job of a batch fails, its partitions are retried one by one; an error
 in one partition is logged and recorded in the run summary, the partition is left as it was, and
@@ -768,8 +769,9 @@ def check_partitions(parts: list[InputPartition], inputs: list[DataFrame],
                      on_invalid: str = "error") -> list[PartitionCheck]:
     """Find malformed JSON lines, records without an id (``doc_id`` or ``id``), records whose
     ``doc_id`` and ``id`` disagree and duplicate ids (one Spark job for the batch). Where something
-    is found, the partition's files are read again on the driver (:func:`scan_bad_records`) to name
-    every bad record's file and line. ``on_invalid="error"``: raise :class:`InputDataError` naming
+    is found, the partition's files are read again on the driver (:func:`scan_bad_records`, the core
+    with reclassify's rules) to name every bad record's file and line; the Spark aggregate only decides
+    which partitions are scanned and filters the rows to classify by the same tests. ``on_invalid="error"``: raise :class:`InputDataError` naming
     the first one and the counts (in a batch the partitions are then retried one by one, so each bad
     partition is reported with its own error); ``"quarantine"``: the other records are classified,
     the bad ones are returned (written aside by the caller)."""

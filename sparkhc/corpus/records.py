@@ -8,6 +8,10 @@ quarantined with a reason), :meth:`RecordSink.exclude` (a protocol selection) or
 formats -- labels allowed, unknown to the taxonomy or repeated, ancestors, empty documents -- and
 the batch builder). The :class:`ReadReport` counts where every record went.
 
+What the checks decide is declared by the sink's :class:`RecordRules`: the readers' rules
+(:data:`FEATURIZE_RULES`) by default, or reclassify's (:data:`RECLASSIFY_RULES`: the id only, every record
+of a repeated id set aside, every bad record kept whole), which it applies to the partitions it scans.
+
 Two adapters drive the same sinks and record checks: the driver-side readers
 (:mod:`sparkhc.corpus.readers`, one process) and the executors of :mod:`sparkhc.spark.sources`
 (``_TaskSink``, a sink that records failures and claims ids against the whole read).

@@ -152,3 +152,14 @@ def test_keep_all_needs_a_scan_report():
 
     with pytest.raises(ValueError, match="ScanReport"):
         RecordSink(ReadReport(), 10, None, "error", "error", "quarantine", None, False, True, RECLASSIFY_RULES)
+
+
+def test_reclassify_rules_raise_on_the_first_repeated_id_when_not_quarantining(tmp_path):
+    from sparkhc.corpus.records import DuplicateIdError
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"doc_id": "x"}\n{"id": "y"}\n{"id": "x"}\n')
+    batches, _ = read_jsonl(path, require_labels=False, rules=RECLASSIFY_RULES)
+    with pytest.raises(DuplicateIdError, match=r"d\.jsonl, line 1 \(document 'x'\): duplicate doc_id 'x' "
+                                               r"\(2 records: line 1, line 3\)"):
+        list(batches)

@@ -8,6 +8,10 @@ quarantined with a reason), :meth:`RecordSink.exclude` (a protocol selection) or
 formats -- labels allowed, unknown to the taxonomy or repeated, ancestors, empty documents -- and
 the batch builder). The :class:`ReadReport` counts where every record went.
 
+What the checks decide is declared by the sink's :class:`RecordRules`: the readers' rules
+(:data:`FEATURIZE_RULES`) by default, or reclassify's (:data:`RECLASSIFY_RULES`: the id only, every record
+of a repeated id set aside, every bad record kept whole), which it applies to the partitions it scans.
+
 Two adapters drive the same sinks and record checks: the driver-side readers
 (:mod:`sparkhc.corpus.readers`, one process) and the executors of :mod:`sparkhc.spark.sources`
 (``_TaskSink``, a sink that records failures and claims ids against the whole read).
@@ -16,16 +20,17 @@ Two adapters drive the same sinks and record checks: the driver-side readers
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import pyarrow as pa
 
-from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
+from sparkhc.batch import DOC_ID, FOLD, ID_ALIAS, LABELS, SPLIT
 from sparkhc.errors import InputDataError
 from sparkhc.taxonomy import Taxonomy
 
@@ -202,10 +207,129 @@ class ReadReport:
         return out
 
 
+@dataclass
+class ScanReport(ReadReport):
+    """A report that keeps every record set aside (:attr:`RecordRules.keep_all`), in ``set_aside``."""
+
+    set_aside: list[SetAside] = field(default_factory=list)
+
+
+def new_report(rules: RecordRules | None, source: str) -> ReadReport:
+    """The report a reader fills for ``rules``: a :class:`ScanReport` when they keep every record set aside."""
+    return ScanReport(source=source) if rules is not None and rules.keep_all else ReadReport(source=source)
+
+
 def _fmt_counter(c: Counter[str], k: int = 5) -> str:
     items = c.most_common(k)
     s = ", ".join(f"{name}: {n}" for name, n in items)
     return s + (", ..." if len(c) > k else "")
+
+
+# ---------------------------------------------------------------------------------------- rules
+@dataclass(frozen=True)
+class RecordRules:
+    """How the core judges a record: the declared options of the one record check.
+
+    The defaults (:data:`FEATURIZE_RULES`) are the readers' rules, which ``featurize`` applies on the
+    driver and on the executors. :data:`RECLASSIFY_RULES` declares where ``reclassify`` differs on
+    purpose: it classifies new documents, so it checks what it needs to name a prediction (a record
+    that parses and has one id of its own) and sets every bad record aside whole.
+
+    Attributes
+    ----------
+    id_fields : tuple of str, optional
+        The id fields in the order messages name them (a conflict: ``fields 'doc_id' = ... and 'id'
+        = ... disagree``); None: the format's own order (JSON Lines ``id`` first, Parquet ``doc_id``).
+    any_id_value : bool
+        Any JSON value is an id (a non-string as its JSON text, ``""`` included: what Spark's JSON
+        reader gives for a string column); False: a non-blank string or an integer.
+    repeated_ids : {"later", "all"}
+        A repeated id sets aside the later records (``"later"``: the first is kept, the message names
+        the first place) or every record of it (``"all"``: no record of the id is trusted, the message
+        counts them: ``duplicate doc_id 'x' (2 records: line 1, line 4)``), known once all are read
+        (:meth:`RecordSink.settle`).
+    one_malformed_reason : bool
+        Every line that is not a JSON object (not UTF-8, not JSON, not an object) counts as
+        ``"malformed JSON"`` with the ``"malformed line: ..."`` wording; False: by its own reason.
+    bom_on_any_line : bool
+        A byte order mark is read on any line (as Spark's JSON reader does); False: the first only.
+    lone_surrogates : bool
+        A lone UTF-16 surrogate escape is read (as Spark does); False: the line is malformed.
+    documents : bool
+        Check the document after its id (field types, labels, unknown labels, empty documents) and
+        build batches; False: the id is all (the records are read by Spark's own readers to classify).
+    keep_all : bool
+        Keep every record set aside, with its place, reason, message, id and raw line
+        (:attr:`RecordSink.set_aside`); False: the report's counts and sample only.
+    conflict_id : bool
+        A record whose ids disagree is set aside under its ``doc_id`` value (reclassify's quarantine file
+        names it); False: under its place, as a record without an id.
+    missing_id, conflict_suffix, repeated_suffix : str, optional
+        Wording: the missing-id message (None: the format's own), what follows a conflict's
+        ``disagree`` and a repeated-id count (``"all"``).
+    """
+
+    id_fields: tuple[str, ...] | None = None
+    any_id_value: bool = False
+    repeated_ids: Literal["later", "all"] = "later"
+    one_malformed_reason: bool = False
+    bom_on_any_line: bool = False
+    lone_surrogates: bool = False
+    documents: bool = True
+    keep_all: bool = False
+    conflict_id: bool = False
+    missing_id: str | None = None
+    conflict_suffix: str | None = None
+    repeated_suffix: str = ""
+
+
+#: the readers' rules (featurize, on the driver and on the executors)
+FEATURIZE_RULES = RecordRules()
+#: reclassify's declared differences (sparkhc.spark.reclassify): ids only, any JSON value, every record
+#: of a repeated id aside, malformed lines under one reason, every bad record kept with its raw line
+RECLASSIFY_RULES = RecordRules(
+    id_fields=(DOC_ID, ID_ALIAS), any_id_value=True, repeated_ids="all", one_malformed_reason=True,
+    bom_on_any_line=True, lone_surrogates=True, documents=False, keep_all=True, conflict_id=True,
+    missing_id=f"record with a null or missing {DOC_ID} (or {ID_ALIAS})", conflict_suffix="",
+    repeated_suffix="; every document of a partition must have its own id",
+)
+#: at most this many characters of a raw record are kept (:attr:`RecordRules.keep_all`)
+RECORD_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A record set aside under :attr:`RecordRules.keep_all`: where (``FILE, line N``), why, the
+    message, its id when known, the raw record (lines: at most :data:`RECORD_CHARS` characters) and
+    its order (file index, position)."""
+
+    where: str
+    reason: str
+    detail: str
+    doc_id: str | None = None
+    record: str | None = None
+    order: tuple[int, int] = (0, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "reason": self.reason, "detail": self.detail, "doc_id": self.doc_id,
+                "record": self.record}
+
+
+def raw_text(raw: bytes | None) -> str | None:
+    """A raw line as :class:`SetAside` keeps it: UTF-8 without its line break, or (not UTF-8) decoded
+    with replacement characters as it is."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")[:RECORD_CHARS]
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")[:RECORD_CHARS]
+
+
+def _id_text(v: Any) -> str:
+    """An id under :attr:`RecordRules.any_id_value`: a string as it is, another JSON value as its JSON
+    text (as Spark's JSON reader gives it for a string column)."""
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 # ---------------------------------------------------------------------------------------- sink
@@ -232,6 +356,7 @@ class RecordSink:
         allowed_labels: Collection[str] | None,
         ancestors: bool,
         check_duplicates: bool,
+        rules: RecordRules | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"The 'batch_size' parameter must be an int >= 1. Got {batch_size!r} instead.")
@@ -249,6 +374,15 @@ class RecordSink:
         self.allowed = None if allowed_labels is None else frozenset(allowed_labels)
         self.ancestors = ancestors
         self.check_duplicates = check_duplicates
+        self.rules = rules = FEATURIZE_RULES if rules is None else rules
+        #: every record set aside (:attr:`RecordRules.keep_all`; a :class:`ScanReport` shares the list)
+        self.set_aside: list[SetAside] = report.set_aside if isinstance(report, ScanReport) else []
+        if rules.keep_all and not isinstance(report, ScanReport):
+            raise ValueError("RecordRules.keep_all needs a ScanReport (records.new_report)")
+        #: the raw bytes of the record being checked (set by the readers when ``rules.keep_all``)
+        self.raw: bytes | None = None
+        # repeated_ids="all": id -> every (file index, position, raw record) that claimed it
+        self._claims: dict[str, list[tuple[int, int, str | None]]] = {}
         # id -> packed (file index, position): an int per id keeps large corpora cheap
         self._seen: dict[str, int] = {}
         self._files: list[str] = []
@@ -280,13 +414,83 @@ class RecordSink:
             raise exc(f"{where}{who}: {detail} (pass on_invalid='quarantine' to set such records aside, counted; "
                       "sparkhc featurize: --on-invalid quarantine, or the configuration key featurize.on_invalid)")
         self.report.quarantine(doc_id if doc_id is not None else where, reason)
+        if self.rules.keep_all:
+            self.set_aside.append(SetAside(where, reason, detail, doc_id, raw_text(self.raw), (self._file_idx, pos)))
+
+    def check_ids(self, pos: int, values: Mapping[str, Any], names: Sequence[str], kind: str = "field") -> str | None:
+        """The record's id from its id ``names`` (``kind``: JSON ``"field"`` s or Parquet ``"column"`` s),
+        or None after :meth:`invalid` (a bad id, none, or ids that disagree), by :attr:`rules`."""
+        rules = self.rules
+        if rules.id_fields is not None and len(names) > 1:
+            names = [n for n in rules.id_fields if n in names] + [n for n in names if n not in rules.id_fields]
+        ids: dict[str, str] = {}
+        for name in names:
+            v = values.get(name)
+            if v is None:
+                continue
+            if rules.any_id_value:
+                ids[name] = str(v) if kind == "column" else _id_text(v)
+            elif kind == "column":
+                if v.strip():
+                    ids[name] = v
+            elif isinstance(v, str) and v.strip():
+                ids[name] = v
+            elif isinstance(v, int) and not isinstance(v, bool):
+                ids[name] = str(v)
+            else:
+                self.invalid(pos, "bad id", f"field {name!r} must be a non-empty string or an integer, got "
+                             f"{type(v).__name__} {v!r}")
+                return None
+        if not ids:
+            listed = " or ".join(map(repr, names))
+            self.invalid(pos, "missing id", rules.missing_id if rules.missing_id is not None else
+                         f"column {listed} is null or empty" if kind == "column" else
+                         f"missing document id field {listed}")
+            return None
+        if len(set(ids.values())) > 1:
+            if rules.conflict_suffix is None:
+                word, suffix = f"{kind}s", f"; give one id {kind} (or equal values)"
+            else:
+                word, suffix = "fields", rules.conflict_suffix
+            self.invalid(pos, "conflicting ids", f"{word} " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
+                         + " disagree" + suffix, ids.get(DOC_ID) if rules.conflict_id else None)
+            return None
+        return next(iter(ids.values()))
+
+    def accept(self) -> None:
+        """A record whose id is all that is checked (``rules.documents`` False): counted as emitted."""
+        self.report.emitted += 1
+
+    def settle(self) -> None:
+        """Once every record was read: with ``rules.repeated_ids="all"``, every record of a repeated id is
+        invalid (withdrawn from the emitted ones), the message counting them."""
+        if self.rules.repeated_ids != "all":
+            return
+        claims, self._claims = self._claims, {}
+        for doc_id, recs in claims.items():
+            if len(recs) < 2:
+                continue
+            places = ", ".join(self.where(pos, fi).rsplit(", ", 1)[-1] for fi, pos, _ in recs[:5])
+            detail = (f"duplicate {DOC_ID} {doc_id!r} ({len(recs)} records: {places}{', ...' if len(recs) > 5 else ''})"
+                      + self.rules.repeated_suffix)
+            for fi, pos, text in recs:
+                self.report.emitted -= 1
+                if self.on_invalid == "error":
+                    raise DuplicateIdError(f"{self.where(pos, fi)} (document {doc_id!r}): {detail}")
+                self.report.quarantine(doc_id, "duplicate id")
+                if self.rules.keep_all:
+                    self.set_aside.append(SetAside(self.where(pos, fi), "duplicate id", detail, doc_id, text, (fi, pos)))
 
     def exclude(self, reason: str) -> None:
         self.report.exclude(reason)
 
     def claim_id(self, pos: int, doc_id: str) -> bool:
-        """Record ``doc_id``; a repeated id is invalid (False when it was quarantined)."""
+        """Record ``doc_id``; a repeated id is invalid (False when it was quarantined; with
+        ``rules.repeated_ids="all"`` known only at :meth:`settle`)."""
         if not self.check_duplicates:
+            return True
+        if self.rules.repeated_ids == "all":
+            self._claims.setdefault(doc_id, []).append((self._file_idx, pos, raw_text(self.raw)))
             return True
         key = (self._file_idx << 40) | pos
         first = self._seen.setdefault(doc_id, key)
@@ -340,7 +544,7 @@ class RecordSink:
                         "configuration key featurize.unknown_labels)"
                     )
                 if self.unknown_labels == "quarantine":
-                    rep.quarantine(doc_id, "unknown label")
+                    self._set_aside(pos, doc_id, "unknown label", f"label {unknown[0]!r} is not a label of the taxonomy")
                     return None
                 for lab in unknown:
                     rep.drop_label(doc_id, lab)
@@ -358,7 +562,7 @@ class RecordSink:
                     "--on-empty keep|quarantine, or the configuration key featurize.on_empty)"
                 )
             if self.on_empty == "quarantine":
-                rep.quarantine(doc_id, "empty document")
+                self._set_aside(pos, doc_id, "empty document", f"document {doc_id!r} is empty (no text and no tokens)")
                 return None
             rep.empty_kept += 1
         if not labels:
@@ -368,6 +572,13 @@ class RecordSink:
         if len(self._rows) >= self.batch_size:
             return self.flush()
         return None
+
+    def _set_aside(self, pos: int, doc_id: str, reason: str, detail: str) -> None:
+        """A well-formed document quarantined by a document check (``on_empty``, ``unknown_labels``)."""
+        self.report.quarantine(doc_id, reason)
+        if self.rules.keep_all:
+            self.set_aside.append(SetAside(self.where(pos), reason, detail, doc_id, raw_text(self.raw),
+                                           (self._file_idx, pos)))
 
     def add_clean(self, clean: CleanBatch) -> None:
         """Count the documents of a clean batch (:func:`jsonl_clean_batch`) as :meth:`add` counts each."""
@@ -401,6 +612,7 @@ def _run(sink: RecordSink, records: Iterable[pa.RecordBatch | None]) -> Batches:
     for batch in records:
         if batch is not None:
             yield batch
+    sink.settle()
     last = sink.flush()
     if last is not None:
         yield last

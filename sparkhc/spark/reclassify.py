@@ -46,7 +46,8 @@ of the first one and the counts by reason; with ``on_invalid="quarantine"`` (``-
 quarantine``) the other records are classified and the bad ones are written aside, one JSON line
 each (file and line, reason, record), to ``<partition>/_quarantined.jsonl``, counted in the marker
 and the run summary. A cheap Spark aggregate finds them; only a partition where it found some is
-read again on the driver to name the lines.
+read again on the driver to name the lines, by the record-check core with reclassify's declared rules
+(:data:`sparkhc.corpus.records.RECLASSIFY_RULES`, which read what Spark's JSON reader reads).
 
 Failures: when the Spark job of a batch fails, its partitions are retried one by one; an error
 in one partition is logged and recorded in the run summary, the partition is left as it was, and
@@ -96,6 +97,7 @@ from pyspark.sql import types as T
 from sparkhc import model_store
 from sparkhc.batch import ID_ALIAS
 from sparkhc.corpus import formats
+from sparkhc.corpus.records import RECLASSIFY_RULES, ScanReport, SetAside
 from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError, Terminated
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, id_columns, normalize_raw
@@ -732,100 +734,26 @@ def _quarantine_counts(bad: list[BadRecord]) -> dict[str, Any]:
             "quarantine_file": QUARANTINE_FILE}
 
 
-@dataclass(frozen=True)
-class BadRecord:
-    """A record of an input partition that cannot be classified (found by :func:`scan_bad_records`)."""
-
-    where: str  # "FILE, line N" (JSON Lines) or "FILE, row N" (Parquet)
-    reason: str  # "malformed JSON" | "missing id" | "conflicting ids" | "duplicate id"
-    detail: str
-    doc_id: str | None = None
-    record: str | None = None  # the raw line (JSON Lines), at most 2,000 characters
-    order: tuple[int, int] = (0, 0)  # (file index, line or row): file order
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"where": self.where, "reason": self.reason, "detail": self.detail, "doc_id": self.doc_id,
-                "record": self.record}
-
-
-def _id_text(v: Any) -> str | None:
-    """An id value as Spark's JSON reader gives it for a string column (null stays None)."""
-    if v is None:
-        return None
-    return v if isinstance(v, str) else json.dumps(v)
-
-
-def _check_ids(ids: dict[str, str], where: str, record: str | None, seen: dict[str, list[BadRecord]],
-               order: tuple[int, int]) -> BadRecord | None:
-    if not ids:
-        return BadRecord(where, "missing id", f"record with a null or missing {DOC_ID} (or {ID_ALIAS})",
-                         None, record, order)
-    if len(set(ids.values())) > 1:
-        return BadRecord(where, "conflicting ids", "fields " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
-                         + " disagree", ids.get(DOC_ID), record, order)
-    doc_id = next(iter(ids.values()))
-    seen.setdefault(doc_id, []).append(BadRecord(where, "duplicate id", "", doc_id, record, order))
-    return None
+#: A record of an input partition that cannot be classified (found by :func:`scan_bad_records`):
+#: ``where`` ("FILE, line N" or "FILE, row N"), ``reason`` ("malformed JSON" | "missing id" |
+#: "conflicting ids" | "duplicate id"), ``detail``, ``doc_id``, ``record`` (the raw line, JSON Lines)
+#: and ``order``; written to ``_quarantined.jsonl`` by ``to_dict``. The core's record (records.SetAside).
+BadRecord = SetAside
 
 
 def scan_bad_records(part: InputPartition) -> list[BadRecord]:
-    """Every record of a partition that cannot be classified, read on the driver with its file and
-    line (JSON Lines) or row (Parquet) number: malformed lines (not UTF-8, not JSON, not an
-    object), records without an id, with ``doc_id`` and ``id`` disagreeing, and every record of an
-    id that occurs more than once (the same rules as the Spark check of :func:`check_partitions`).
-    Called only for partitions where that check found something."""
-    from sparkhc.corpus.formats.jsonl import LineFailure, parse_json_line
-    from sparkhc.corpus.records import iter_lines
-
-    bad: list[BadRecord] = []
-    seen: dict[str, list[BadRecord]] = {}
-    for k, path in enumerate(part.files):
-        if part.format == "json":
-            for no, off, raw in iter_lines(path):
-                if not raw.strip():
-                    continue
-                where = f"{path}, line {no}"
-                # the readers' parse of a line (Spark's JSON reader: a byte order mark on any line, lone
-                # surrogate escapes read); every failure is counted as "malformed JSON" here
-                obj = parse_json_line(raw, str(off), strip_bom=True, surrogates=False)
-                if isinstance(obj, LineFailure) and obj.reason == "not UTF-8":
-                    bad.append(BadRecord(where, "malformed JSON", f"malformed line: not valid UTF-8 (byte "
-                                         f"0x{raw[obj.start]:02x} at column {obj.start + 1})",
-                                         None, raw.decode("utf-8", "replace")[:2000], (k, no)))
-                    continue
-                line = raw.decode("utf-8").rstrip("\r\n")
-                if isinstance(obj, LineFailure):
-                    detail = obj.detail if obj.reason == "malformed JSON" else "malformed line: not a JSON object"
-                    bad.append(BadRecord(where, "malformed JSON", detail, None, line[:2000], (k, no)))
-                    continue
-                ids = {name: v for name in (DOC_ID, ID_ALIAS) if (v := _id_text(obj.get(name))) is not None}
-                b = _check_ids(ids, where, line[:2000], seen, (k, no))
-                if b is not None:
-                    bad.append(b)
-        else:
-            pf = pq.ParquetFile(path)
-            cols = [c for c in (DOC_ID, ID_ALIAS) if c in pf.schema_arrow.names]
-            row = 0
-            for batch in pf.iter_batches(columns=cols) if cols else ():
-                data = {c: batch.column(c).to_pylist() for c in cols}
-                for i in range(batch.num_rows):
-                    row += 1
-                    ids = {c: str(data[c][i]) for c in cols if data[c][i] is not None}
-                    b = _check_ids(ids, f"{path}, row {row}", None, seen, (k, row))
-                    if b is not None:
-                        bad.append(b)
-            if not cols:  # no id column at all: every row lacks an id
-                for r in range(1, pf.metadata.num_rows + 1):
-                    b = _check_ids({}, f"{path}, row {r}", None, seen, (k, r))
-                    assert b is not None
-                    bad.append(b)
-    for doc_id, recs in seen.items():
-        if len(recs) > 1:
-            places = ", ".join(r.where.rsplit(", ", 1)[-1] for r in recs[:5])
-            bad.extend(BadRecord(r.where, r.reason, f"duplicate {DOC_ID} {doc_id!r} ({len(recs)} records: "
-                                 f"{places}{', ...' if len(recs) > 5 else ''}); every document of a partition "
-                                 "must have its own id", doc_id, r.record, r.order) for r in recs)
-    return sorted(bad, key=lambda b: b.order)
+    """Every record of a partition that cannot be classified, with its file and line (JSON Lines) or
+    row (Parquet): read on the driver by the partition's format reader on the record-check core with
+    reclassify's declared rules (:data:`sparkhc.corpus.records.RECLASSIFY_RULES`: the id only, any
+    JSON value an id, every malformed line "malformed JSON", every record of a repeated id set aside).
+    Called only for partitions where the Spark check of :func:`check_partitions` found something."""
+    fmt = formats.get("jsonl" if part.format == "json" else "parquet")
+    batches, report = fmt.reader()(list(part.files), require_labels=False, on_invalid="quarantine",
+                                   rules=RECLASSIFY_RULES)
+    for _ in batches:  # (ids only: no batch is built; the report is complete once the reader ran)
+        pass
+    assert isinstance(report, ScanReport)
+    return sorted(report.set_aside, key=lambda b: b.order)
 
 
 @dataclass
@@ -841,8 +769,9 @@ def check_partitions(parts: list[InputPartition], inputs: list[DataFrame],
                      on_invalid: str = "error") -> list[PartitionCheck]:
     """Find malformed JSON lines, records without an id (``doc_id`` or ``id``), records whose
     ``doc_id`` and ``id`` disagree and duplicate ids (one Spark job for the batch). Where something
-    is found, the partition's files are read again on the driver (:func:`scan_bad_records`) to name
-    every bad record's file and line. ``on_invalid="error"``: raise :class:`InputDataError` naming
+    is found, the partition's files are read again on the driver (:func:`scan_bad_records`, the core
+    with reclassify's rules) to name every bad record's file and line; the Spark aggregate only decides
+    which partitions are scanned and filters the rows to classify by the same tests. ``on_invalid="error"``: raise :class:`InputDataError` naming
     the first one and the counts (in a batch the partitions are then retried one by one, so each bad
     partition is reported with its own error); ``"quarantine"``: the other records are classified,
     the bad ones are returned (written aside by the caller)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -211,3 +212,42 @@ def test_scan_names_malformed_lines_in_reclassify_wording(tmp_path):
         ("line 5", "malformed JSON", f"malformed JSON: {e.value.msg} at column {e.value.colno}", cut),
         ("line 6", "missing id", "record with a null or missing doc_id (or id)", '{"text": "no id"}'),
     ]
+
+
+# ---------------------------------------------------------------------- one record-check core (issue 30)
+def test_reclassify_scan_is_the_core_with_its_declared_rules(tmp_path):
+    """reclassify's scan of a partition gives, line for line, the reclassify column of the rules table
+    of tests/unit/test_record_rules.py (its declared differences from featurize, and nothing else)."""
+    from sparkhc.spark.reclassify import discover_partitions, scan_bad_records
+    from tests.unit.test_record_rules import SAME, expected, write_fixture
+
+    coll = tmp_path / "c"
+    path = write_fixture(day_dir(coll, "2024-01-01") / "docs.jsonl")
+    part, = discover_partitions(coll)
+    got = {int(b.where.rsplit(" ", 1)[-1]): (b.reason, b.detail) for b in scan_bad_records(part)}
+    want = {no: f if r == SAME else r for no, (f, r) in expected(path).items()}
+    assert got == {no: r for no, r in want.items() if r is not None}
+
+
+def test_featurize_executors_and_driver_agree_on_the_rules_fixture(spark, tmp_path):
+    """featurize's executors (sources, a _TaskSink) and the driver's reader decide the rules fixture
+    alike: the featurize column of the table, counted the same way."""
+    from sparkhc.corpus.readers import read_jsonl
+    from sparkhc.spark.sources import JsonlOptions, read_jsonl_tokens
+    from sparkhc.text.spec import FeatureSpec
+    from tests.unit.test_record_rules import LINES, expected, write_fixture
+
+    path = write_fixture(tmp_path / "docs.jsonl")
+    opts = {"require_labels": False, "on_invalid": "quarantine", "on_empty": "quarantine"}
+    batches, driver = read_jsonl(path, **opts)
+    ids = sorted(r["doc_id"] for b in batches for r in b.to_pylist())
+    tc = read_jsonl_tokens(spark, [str(path)], FeatureSpec(fit_on=None), JsonlOptions(**opts))
+    try:
+        assert sorted(r[0] for r in tc.tokens.select("doc_id").collect()) == ids == ["a", "j"]
+        for rep in (driver, tc.report):
+            assert (rep.read, rep.emitted, rep.quarantined) == (len(LINES), 2, len(LINES) - 2)
+        featurize = {no: f for no, (f, _) in expected(path).items() if f is not None}
+        assert dict(tc.report.quarantine_reasons) == dict(driver.quarantine_reasons) == dict(
+            Counter(reason for reason, _ in featurize.values()))
+    finally:
+        tc.release()

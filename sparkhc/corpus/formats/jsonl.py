@@ -24,11 +24,13 @@ from sparkhc.corpus.records import (
     OnEmpty,
     OnInvalid,
     ReadReport,
+    RecordRules,
     UnknownLabels,
     _as_paths,
     _run,
     _Sink,
     iter_lines,
+    new_report,
 )
 from sparkhc.taxonomy import Taxonomy
 
@@ -68,6 +70,7 @@ def read_jsonl(
     check_duplicates: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     source: str | None = None,
+    rules: RecordRules | None = None,
 ) -> tuple[Batches, ReadReport]:
     """Read JSON Lines documents (gzip detected by magic bytes) into raw-document batches.
 
@@ -120,6 +123,9 @@ def read_jsonl(
         Keep every id seen to detect duplicates (one int per document).
     batch_size : int
         Rows per record batch.
+    rules : RecordRules, optional
+        The core's rules (default :data:`~sparkhc.corpus.records.FEATURIZE_RULES`); reclassify's scan
+        of a partition passes :data:`~sparkhc.corpus.records.RECLASSIFY_RULES`.
 
     Returns
     -------
@@ -127,9 +133,10 @@ def read_jsonl(
         Batches follow :data:`RAW_SCHEMA`; the report is complete once the iterator is exhausted.
     """
     files = _as_paths(paths)
-    report = ReadReport(source=source or ", ".join(str(p) for p in files))
+    report = new_report(rules, source or ", ".join(str(p) for p in files))
     sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, allowed_labels,
-                 ancestors, check_duplicates)
+                 ancestors, check_duplicates, rules)
+    keep_raw = sink.rules.keep_all
     text_fields = tuple(text_fields)
 
     def records() -> Iterator[pa.RecordBatch | None]:
@@ -140,6 +147,8 @@ def read_jsonl(
                 if not raw.strip():
                     continue
                 report.read += 1
+                if keep_raw:
+                    sink.raw = raw
                 obj = jsonl_object(sink, no, raw, str(offset), no == 1)
                 if obj is None:
                     continue
@@ -214,11 +223,24 @@ def jsonl_object(sink: _Sink, no: int, raw: bytes, offset: str, first: bool) -> 
     offset in the (decompressed) stream as text, ``first`` whether it is the file's first line
     (which may start with a byte order mark). Shared by :func:`read_jsonl` and the executors of
     :mod:`sparkhc.spark.sources`."""
-    got = parse_json_line(raw, offset, first)
+    rules = sink.rules
+    got = parse_json_line(raw, offset, first or rules.bom_on_any_line, not rules.lone_surrogates)
     if isinstance(got, LineFailure):
-        sink.invalid(no, got.reason, got.detail)
+        if rules.one_malformed_reason:
+            sink.invalid(no, "malformed JSON", _malformed_line(raw, got))
+        else:
+            sink.invalid(no, got.reason, got.detail)
         return None
     return got
+
+
+def _malformed_line(raw: bytes, got: LineFailure) -> str:
+    """A line that is not a JSON object in the wording of :attr:`RecordRules.one_malformed_reason`."""
+    if got.reason == "not UTF-8":
+        return f"malformed line: not valid UTF-8 (byte 0x{raw[got.start]:02x} at column {got.start + 1})"
+    if got.reason == "not a JSON object":
+        return "malformed line: not a JSON object"
+    return got.detail
 
 
 def _jsonl_record(
@@ -238,29 +260,11 @@ def _jsonl_record(
     labels_from: Callable[[Mapping[str, Any]], list[str] | str] | None = None,
     split_values: Mapping[str, str] | None = None,
 ) -> pa.RecordBatch | None:
-    names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
-    ids: dict[str, str] = {}
-    for name in names:
-        raw_id = obj.get(name)
-        if raw_id is None:
-            continue
-        if isinstance(raw_id, str) and raw_id.strip():
-            ids[name] = raw_id
-        elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-            ids[name] = str(raw_id)
-        else:
-            sink.invalid(no, "bad id",
-                         f"field {name!r} must be a non-empty string or an integer, got {_type_name(raw_id)} {raw_id!r}")
-            return None
-    if not ids:
-        sink.invalid(no, "missing id", f"missing document id field {' or '.join(map(repr, names))}")
+    doc_id = sink.check_ids(no, obj, (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID))
+    if doc_id is None or not sink.claim_id(no, doc_id):
         return None
-    if len(set(ids.values())) > 1:
-        sink.invalid(no, "conflicting ids", "fields " + " and ".join(f"{k!r} = {v!r}" for k, v in ids.items())
-                     + " disagree; give one id field (or equal values)")
-        return None
-    doc_id = next(iter(ids.values()))
-    if not sink.claim_id(no, doc_id):
+    if not sink.rules.documents:
+        sink.accept()
         return None
     parts: list[str] = []
     for name in text_fields:

@@ -21,10 +21,12 @@ from sparkhc.corpus.records import (
     OnEmpty,
     OnInvalid,
     ReadReport,
+    RecordRules,
     UnknownLabels,
     _as_paths,
     _run,
     _Sink,
+    new_report,
 )
 from sparkhc.errors import InputDataError, SchemaError
 from sparkhc.taxonomy import Taxonomy
@@ -86,19 +88,11 @@ def parquet_record(sink: _Sink, row: int, values: Mapping[str, Any], require_lab
     """Check one row of a raw-documents Parquet file (``values``: the row's value of each column the
     file has, :data:`RAW_SCHEMA` names and ``id``) and add it to ``sink``: shared by
     :func:`read_parquet` and the executors of :mod:`sparkhc.spark.sources`."""
-    ids = {c: values[c] for c in (DOC_ID, ID_ALIAS) if c in values and values[c] is not None}
-    ids = {c: v for c, v in ids.items() if v.strip()}
-    if not ids:
-        names_ = " or ".join(repr(c) for c in (DOC_ID, ID_ALIAS) if c in values)
-        sink.invalid(row, "missing id", f"column {names_} is null or empty")
+    doc_id = sink.check_ids(row, values, [c for c in (DOC_ID, ID_ALIAS) if c in values], "column")
+    if doc_id is None or not sink.claim_id(row, doc_id):
         return None
-    if len(set(ids.values())) > 1:
-        sink.invalid(row, "conflicting ids", "columns " + " and ".join(
-            f"{k!r} = {v!r}" for k, v in ids.items()) + " disagree; give one id column (or equal "
-            "values)")
-        return None
-    doc_id = next(iter(ids.values()))
-    if not sink.claim_id(row, doc_id):
+    if not sink.rules.documents:
+        sink.accept()
         return None
     labels = values[LABELS]
     if labels is None:
@@ -130,13 +124,16 @@ def read_parquet(
     on_invalid: OnInvalid = "error",
     check_duplicates: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    rules: RecordRules | None = None,
 ) -> tuple[Batches, ReadReport]:
     """Read Parquet files in the raw-documents schema (see :func:`validate_raw_schema`).
 
     The schemas of all files are checked before any row is read. Rows go through the same checks
     as the other readers (null ``doc_id`` or null label items are invalid records, and null
     ``labels`` unless ``require_labels=False``, which reads them as ``[]``; duplicates, empty
-    documents and unknown labels as documented in :func:`read_jsonl`).
+    documents and unknown labels as documented in :func:`read_jsonl`). ``rules``: the core's rules
+    (:func:`read_jsonl`); when they check ids only (``documents`` False), only the id columns are
+    read and the schema is not checked (a file without one: every row lacks an id).
     """
     import pyarrow.parquet as pq
 
@@ -147,16 +144,25 @@ def read_parquet(
             pf = pq.ParquetFile(p)
         except (pa.ArrowInvalid, OSError) as e:
             raise InputDataError(f"{p}: not a readable Parquet file: {e}") from None
-        missing = validate_raw_schema(pf.schema_arrow, str(p))
+        if rules is None or rules.documents:
+            missing = validate_raw_schema(pf.schema_arrow, str(p))
+        else:  # ids only
+            missing = [f.name for f in RAW_SCHEMA if f.name != DOC_ID or DOC_ID not in pf.schema_arrow.names]
         opened.append((p, pf, missing, ID_ALIAS in pf.schema_arrow.names))
-    report = ReadReport(source=", ".join(str(p) for p in files))
-    sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, False, check_duplicates)
+    report = new_report(rules, ", ".join(str(p) for p in files))
+    sink = _Sink(report, batch_size, taxonomy, unknown_labels, on_empty, on_invalid, None, False, check_duplicates,
+                 rules)
     wanted = [f.name for f in RAW_SCHEMA]
 
     def records() -> Iterator[pa.RecordBatch | None]:
         for p, pf, missing, has_alias in opened:
             sink.set_file(str(p), "row")
             cols = [c for c in wanted if c not in missing] + ([ID_ALIAS] if has_alias else [])
+            if not cols:  # (ids only) no id column: every row lacks an id
+                for row in range(1, pf.metadata.num_rows + 1):
+                    report.read += 1
+                    yield parquet_record(sink, row, {}, require_labels)
+                continue
             row = 0
             for b in pf.iter_batches(batch_size=batch_size, columns=cols):
                 data = {c: b.column(c).to_pylist() for c in cols}

@@ -18,7 +18,9 @@ mixing, Alg. 6): ``"W"`` feature-major ``(n_features, n_columns)`` -- columns ar
 for node ``c``) for TREE/GT and leaves (in ``taxonomy.leaves`` order) for FLAT -- and, with
 branching features, ``"bf"`` of shape ``(n_nodes + 1, R + 1)`` (layout in :mod:`sparkhc.decoding`).
 Weights are stored as float32 by default (``dtype="float64"`` for exact reference runs); the
-step size ``tau`` and the loss are always computed in float64.
+step size ``tau`` and the loss are always computed in float64. ``GlobalPA(layout="sparse")`` stores
+``W`` (and ``Wa``) as CSR matrices of the support only (the weights of feature/edge pairs met in a
+training document and its gold tree), for vocabularies and taxonomies whose dense weights do not fit.
 
 Per training example the cost is one gather-product ``x.data @ W[x.indices]`` (``nnz(x)``
 contiguous rows of ``W``), one DP over the taxonomy (``O(depth)`` vectorised numpy calls, see
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -231,6 +234,39 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
 
+#: ``GlobalPA`` ``layout="auto"``: the sparse layout when the dense weights (``W``, and ``Wa`` with
+#: averaging) would take more bytes than this
+AUTO_SPARSE_BYTES = 4 << 30
+
+
+def dense_message(name: str, shape: tuple[int, int], dtype: Any, copies: int) -> str:
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize * copies
+    what = f"{copies} arrays" if copies > 1 else "an array"
+    return (f"model {name!r}: the dense weights need {size / 2**30:.1f} GiB ({what} of shape "
+            f"({shape[0]}, {shape[1]}), {np.dtype(dtype).name}: features x edges)")
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory plus swap of this machine (None when unknown)."""
+    try:
+        info = dict(line.split(":", 1) for line in open("/proc/meminfo", encoding="ascii"))
+        return (int(info["MemTotal"].split()[0]) + int(info.get("SwapTotal", "0 kB").split()[0])) * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (OSError, ValueError, AttributeError):
+            return None
+
+
+def check_dense_fits(name: str, shape: tuple[int, int], dtype: Any, copies: int, hint: str) -> None:
+    """Refuse, in one line and before allocating, dense weights larger than this machine's memory."""
+    mem = physical_memory()
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize * copies
+    if mem is not None and size > mem:
+        raise ModelError(f"{dense_message(name, shape, dtype, copies)}, more than this machine's "
+                         f"{mem / 2**30:.1f} GiB of memory{hint}")
+
+
 # ---------------------------------------------------------------------------------- PA-I binary
 def pa_binary_step(
     W: np.ndarray,
@@ -270,6 +306,63 @@ def pa_binary_step(
         target = upd if cols is None else cols[upd]
         W[fi[:, None], target] += np.multiply.outer(fv64, step)
     return int(upd.size), float(lu.sum())
+
+
+# ----------------------------------------------------------------------- sparse layout (GlobalPA)
+def _edge_scores(X: sp.csr_matrix, W: Any) -> np.ndarray:
+    """``X @ W`` as a dense block for a dense or a CSR ``W`` (the same values either way)."""
+    if not sp.issparse(W):
+        return edge_scores(X, W)
+    if _kernels.available():
+        return _kernels.csr_scores(X, W)
+    return np.asarray((X @ W).toarray())
+
+
+def _set_csr(M: sp.csr_matrix, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
+    """Replace the arrays of the CSR ``M`` in place (rows sorted by column)."""
+    M.data, M.indices, M.indptr = data, indices, indptr
+    M.has_sorted_indices = True
+
+
+def _same_pattern(A: sp.csr_matrix, B: sp.csr_matrix) -> bool:
+    return A.nnz == B.nnz and np.array_equal(A.indptr, B.indptr) and np.array_equal(A.indices, B.indices)
+
+
+def _pattern_keys(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> np.ndarray:
+    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    return rows * n_cols + indices
+
+
+def _union_pattern(*mats: sp.csr_matrix) -> None:
+    """Store every CSR of ``mats`` (same shape) on the union of their patterns, in place."""
+    ones = [sp.csr_matrix((np.ones(M.nnz, np.int8), M.indices, M.indptr), shape=M.shape) for M in mats]
+    U = ones[0]
+    for P in ones[1:]:
+        U = (U + P).tocsr()
+    U.sort_indices()
+    keys = _pattern_keys(U.indptr, U.indices, U.shape[1])
+    for M in mats:
+        data = np.zeros(U.nnz, dtype=M.dtype)
+        data[np.searchsorted(keys, _pattern_keys(M.indptr, M.indices, M.shape[1]))] = M.data
+        _set_csr(M, data, U.indices.copy(), U.indptr.copy())
+
+
+def _pattern_mask(W: sp.csr_matrix) -> np.ndarray:
+    """The stored entries of the CSR ``W`` as a dense bool mask (the numpy reference of the sparse layout)."""
+    mask = np.zeros(W.shape, dtype=bool)
+    mask[np.repeat(np.arange(W.shape[0]), np.diff(W.indptr)), W.indices] = True
+    return mask
+
+
+def _store_dense(W: sp.csr_matrix, Wd: np.ndarray, Wa: sp.csr_matrix | None, Wad: np.ndarray | None,
+                 mask: np.ndarray) -> None:
+    """Store the dense ``Wd`` (and ``Wad``) into the CSR ``W`` (``Wa``) in place, on the entries of
+    ``mask`` (the numpy reference of the sparse layout)."""
+    r, c = np.nonzero(mask)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=W.shape[0]))]).astype(np.int64)
+    _set_csr(W, Wd[r, c], c.astype(np.int64), indptr)
+    if Wa is not None and Wad is not None:
+        _set_csr(Wa, Wad[r, c], c.astype(np.int64), indptr.copy())
 
 
 # ------------------------------------------------------------------------------------ base class
@@ -341,21 +434,47 @@ class _PAModel(HierModel):
 
     def init_state(self) -> ModelState:
         self.validate_params()
-        arrays = {"W": np.zeros((self._n_rows, self._n_columns()), dtype=self._dtype)}
+        shape = (self._n_rows, self._n_columns())
+        check_dense_fits(self.name, shape, self._dtype, self._dense_copies(), self._layout_hint())
+        try:
+            arrays = {"W": np.zeros(shape, dtype=self._dtype)}
+        except MemoryError as e:
+            raise ModelError(f"{dense_message(self.name, shape, self._dtype, self._dense_copies())}: {e}"
+                             f"{self._layout_hint()}") from None
         return ModelState(arrays, {}, "mean")
+
+    def _dense_copies(self) -> int:
+        """How many arrays of the shape of ``W`` a fresh state holds."""
+        return 1
+
+    def _layout_hint(self) -> str:
+        """What to set when the dense weights do not fit (the global model's sparse layout)."""
+        return ""
 
     def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int | None = None) -> HierModel:  # type: ignore[override]
         """Serial training from a fresh state: ``epochs`` (default: the parameter) calls of
         :meth:`partial_fit` with ``seed`` (default: the parameter)."""
         return super().fit(batch, epochs=epochs, seed=int(self.params["seed"] if seed is None else seed))
 
-    def _weights(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def _weights(self, name: str, shape: tuple[int, ...], sparse_ok: bool = False) -> Any:
         """A state array as a writeable C-contiguous ndarray (its dtype is kept), written back
-        into the state when it had to be converted, so that in-place updates land in ``state_``."""
+        into the state when it had to be converted, so that in-place updates land in ``state_``.
+        With ``sparse_ok`` a sparse array comes as a CSR matrix with sorted indices (the global
+        model's sparse layout), itself when it is one."""
         assert self.state_ is not None
         arr = self.state_.arrays.get(name)
         if arr is None:
             raise ModelError(f"model {self.name!r}: the state has no array {name!r}")
+        if sp.issparse(arr) and sparse_ok:
+            if arr.shape != shape:
+                raise ModelError(f"model {self.name!r}: state array {name!r} has shape {arr.shape}, expected {shape} "
+                                 f"(n_features={self.n_features}, taxonomy {self.taxonomy.source})")
+            if not isinstance(arr, sp.csr_matrix):
+                arr = sp.csr_matrix(arr)
+                self.state_.arrays[name] = arr
+            if not arr.has_sorted_indices:
+                arr.sort_indices()
+            return arr
         if sp.issparse(arr):
             arr = arr.toarray()
         if arr.shape != shape:
@@ -721,22 +840,38 @@ class GlobalPA(_PAModel):
         epoch spread over the same unit of time); with one shard it equals Collins' average
         over the ``t * n`` examples exactly.
 
+    layout : {"dense", "sparse", "auto"}, default "dense"
+        How ``W`` (and ``Wa``) are stored. ``"dense"``: an array of ``features x edges`` (the
+        paper's model). ``"sparse"`` (issue 33: memory that grows with the documents, not with
+        ``features x edges``): a CSR matrix holding only the support, the weights of (feature
+        ``f``, edge ``e``) with ``f`` in a training document whose gold tree holds ``e``; every other
+        weight is zero and stays zero. The support is stored (as zeros) by the first epoch of a
+        fresh state, from its documents, and a gold-only edge's update adds its missing entries
+        (new documents of a warm start, or, with parameter mixing, the first epoch of each shard
+        from its own documents: the mixed state then holds the union, the whole training set's
+        support). A predicted-only edge's update changes only the weights that exist, and
+        ``||Delta||^2`` counts only those coordinates: the exact PA step of the model restricted to
+        the support, whose scores and DP decoding are exact. ``"auto"``: sparse when the dense
+        weights would take more than :data:`AUTO_SPARSE_BYTES` (4 GiB), dense otherwise. A dense
+        layout larger than the machine's memory is refused in one line, before allocating.
+
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
     with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
+    In the sparse layout ``W`` and ``Wa`` are scipy CSR matrices of that shape, on one pattern.
 
     Defaults: the class defaults (the Parameters above) are the paper's GT (Alg. 5, C = 1), the model the
     runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
     ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.global]`` of
     ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
     ``C = "auto"`` (chosen on inner validation folds by ``sparkhc train``), ``branching``,
-    ``update = "cost_augmented"``, ``margin_rare``, ``bias`` and ``normalize = "l2"``
+    ``update = "cost_augmented"``, ``margin_rare``, ``bias``, ``normalize = "l2"`` and ``layout = "auto"``
     (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
     """
 
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
-        "average": False, "margin_rare": 0.0,
+        "average": False, "margin_rare": 0.0, "layout": "dense",
     }
 
     def validate_params(self) -> None:
@@ -754,6 +889,25 @@ class GlobalPA(_PAModel):
         r = self.params["margin_rare"]
         self._check_param("margin_rare", _is_real(r) and math.isfinite(float(r)) and float(r) >= 0,
                           "a float >= 0")
+        self._check_param("layout", self.params["layout"] in ("dense", "sparse", "auto"),
+                          "'dense', 'sparse' or 'auto'")
+
+    @property
+    def _sparse(self) -> bool:
+        """Whether a fresh state stores ``W`` (and ``Wa``) in the sparse layout: ``layout="sparse"``,
+        or ``"auto"`` with dense weights of more than :data:`AUTO_SPARSE_BYTES`."""
+        lay = self.params["layout"]
+        if lay == "auto":
+            size = self._n_rows * self._index.n_edges * self._dtype.itemsize * self._dense_copies()
+            return size > AUTO_SPARSE_BYTES
+        return bool(lay == "sparse")
+
+    def _dense_copies(self) -> int:
+        return 2 if self._avg else 1
+
+    def _layout_hint(self) -> str:
+        return ('; set model.global.layout = "sparse" (`--set model.global.layout=sparse`: weights stored '
+                'only where training wrote them)')
 
     @property
     def _pa2(self) -> bool:
@@ -780,24 +934,31 @@ class GlobalPA(_PAModel):
         return bool(self.params["average"])
 
     def init_state(self) -> ModelState:
-        state = super().init_state()
+        if self._sparse:
+            self.validate_params()
+            shape = (self._n_rows, self._index.n_edges)
+            state = ModelState({"W": sp.csr_matrix(shape, dtype=self._dtype)}, {}, "mean")
+        else:
+            state = super().init_state()
         R = self._R
         if R is not None:
             state.arrays["bf"] = np.zeros((self._index.n_nodes + 1, R + 1), dtype=self._dtype)
         if self._rare > 0:
             state.arrays["edge_counts"] = np.zeros(self._index.n_edges, dtype=np.float64)
         if self._avg:
-            state.arrays["Wa"] = np.zeros_like(state.arrays["W"])
+            W = state.arrays["W"]
+            state.arrays["Wa"] = sp.csr_matrix(W.shape, dtype=W.dtype) if sp.issparse(W) else np.zeros_like(W)
             if R is not None:
                 state.arrays["bfa"] = np.zeros_like(state.arrays["bf"])
             state.arrays["t"] = np.zeros(1, dtype=np.float64)
         return state
 
-    def _avg_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-        """``(Wa, bfa, t)`` of an averaging model's state (``None`` without ``average``)."""
+    def _avg_arrays(self) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
+        """``(Wa, bfa, t)`` of an averaging model's state (``None`` without ``average``; ``Wa`` a CSR
+        matrix in the sparse layout)."""
         if not self._avg:
             return None, None, None
-        Wa = self._weights("Wa", (self._n_rows, self._index.n_edges))
+        Wa = self._weights("Wa", (self._n_rows, self._index.n_edges), sparse_ok=True)
         R = self._R
         bfa = self._weights("bfa", (self._index.n_nodes + 1, R + 1)) if R is not None else None
         return Wa, bfa, self._weights("t", (1,))
@@ -805,7 +966,7 @@ class GlobalPA(_PAModel):
     def averaged_arrays(self) -> dict[str, np.ndarray]:
         """The weights the model predicts with: ``W`` (and ``bf``), or with ``average`` their
         averages ``W - Wa / t`` (``bf - bfa / t``), in the weights' dtype."""
-        W = self._weights("W", (self._n_rows, self._index.n_edges))
+        W = self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
         bf = self._bf()
         out = {"W": W} if bf is None else {"W": W, "bf": bf}
         Wa, bfa, t = self._avg_arrays()
@@ -830,7 +991,8 @@ class GlobalPA(_PAModel):
 
     def model_size(self, tol: float = 1e-7) -> int:
         """Number of weights the model predicts with whose ``|w| > tol``."""
-        return sum(int(np.count_nonzero(np.abs(v) > tol)) for v in self.averaged_arrays().values())
+        return sum(int(np.count_nonzero(np.abs(v.data if sp.issparse(v) else v) > tol))
+                   for v in self.averaged_arrays().values())
 
     # -- per-edge offsets (train.calibrate, sparkhc.calibration) ---------------------------------
     def edge_scores_of(self, batch: SparseBatch) -> np.ndarray:
@@ -864,12 +1026,21 @@ class GlobalPA(_PAModel):
             raise ModelError(f"model {self.name!r}: {off.shape} offsets for {self._index.n_edges} edges")
         if not np.isfinite(off).all():
             raise ModelError(f"model {self.name!r}: non-finite edge offsets")
-        W = self._weights("W", (self._n_rows, self._index.n_edges))
-        W[self.n_features] += (off / bias).astype(W.dtype)
+        W = self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
+        add = (off / bias).astype(W.dtype)
+        if sp.issparse(W):  # the bias row's entries: every edge (float32 sums, as the dense row's)
+            n_e = self._index.n_edges
+            row = sp.csr_matrix((add, (np.full(n_e, self.n_features), np.arange(n_e))), shape=W.shape)
+            new = (W + row).tocsr()
+            new.sort_indices()
+            _set_csr(W, new.data, new.indices, new.indptr)
+        else:
+            W[self.n_features] += add
 
     def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
         eff = self.__dict__.get("_eff")
-        return edge_scores(X, eff["W"]) if eff is not None else super()._scores_block(X)
+        W = eff["W"] if eff is not None else self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
+        return _edge_scores(X, W)
 
     def _decode_bf(self) -> np.ndarray | None:
         eff = self.__dict__.get("_eff")
@@ -895,9 +1066,11 @@ class GlobalPA(_PAModel):
         R = self._R
         gold = self._gold(batch, X, R)
         idx = self._index
-        W = self._weights("W", (self._n_rows, idx.n_edges))
+        W = self._weights("W", (self._n_rows, idx.n_edges), sparse_ok=True)
         bf = self._bf()
         Wa, bfa, t = self._avg_arrays()
+        if sp.issparse(W) and Wa is not None and not _same_pattern(W, Wa):
+            _union_pattern(W, Wa)  # e.g. after shift_edges: the epoch writes both at the same entries
         t0 = float(t[0]) if t is not None else 0.0
         C = self._C
         order = shuffled_order(len(batch), seed, epoch)
@@ -910,8 +1083,26 @@ class GlobalPA(_PAModel):
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
-                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos)
+                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos,
+                                    fresh=sp.issparse(W) and W.nnz == 0)
             self.__dict__["touched_rows_"] = touched
+        elif sp.issparse(W):  # the numpy reference on dense copies; the written entries join the pattern
+            self.__dict__["touched_rows_"] = None
+            check_dense_fits(self.name, W.shape, W.dtype, self._dense_copies(),
+                             " (the sparse layout trains without dense copies in the compiled kernels: "
+                             "pip install numba)")
+            Wd = W.toarray()
+            Wad = Wa.toarray() if Wa is not None else None
+            mask = _pattern_mask(W)
+            if W.nnz == 0:  # a fresh state: the support of the batch
+                rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+                grow = np.repeat(np.arange(X.shape[0]), np.diff(gold.nodes_ptr))
+                pairs = sp.csr_matrix((np.ones(rows.size), (X.indices, rows)), shape=(X.shape[1], X.shape[0])) @ \
+                    sp.csr_matrix((np.ones(grow.size), (grow, gold.nodes - 1)), shape=(X.shape[0], idx.n_edges))
+                mask[pairs.nonzero()] = True
+            out = self._gt_epoch_numpy(X, order, Wd, bf, R, idx, gold, C, self._aug, self._pa2, Wad, bfa, t0, mpos,
+                                       support=mask)
+            _store_dense(W, Wd, Wa, Wad, mask)
         else:
             self.__dict__["touched_rows_"] = None
             out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0, mpos)
@@ -935,13 +1126,17 @@ class GlobalPA(_PAModel):
         bfa: np.ndarray | None = None,
         t0: float = 0.0,
         mpos: np.ndarray | None = None,
+        support: np.ndarray | None = None,
     ) -> dict[str, float]:
         """The numpy reference of one GT epoch (also used when numba is absent); ``pa2``: PA-II
         steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``;
         ``Wa``/``bfa`` (averaging): every update is also added to them multiplied by its time
         ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``); ``mpos``
         (with ``aug > 0``): the margin of each edge when it is a missed gold edge (``margin_rare``),
-        ``aug`` that of a predicted edge off the gold tree."""
+        ``aug`` that of a predicted edge off the gold tree. ``support`` (bool, the shape of ``W``;
+        the sparse layout): the weights that exist, the others staying zero: a gold-only edge's
+        update adds its entries to it, a predicted-only edge's changes only those in it, and
+        ``||Delta||^2`` counts only the coordinates in it."""
         use_mpos = mpos is not None and aug > 0.0
         bf_flat = bf.reshape(-1) if bf is not None else None
         bfa_flat = bfa.reshape(-1) if bfa is not None else None
@@ -1003,7 +1198,12 @@ class GlobalPA(_PAModel):
             if loss <= 0.0:
                 continue
             loss_sum += loss
-            norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
+            fv64 = fv.astype(np.float64)
+            if support is not None:  # the coordinates of Delta that exist: all gold-only ones
+                keep = support[fi[:, None], minus - 1]
+                norm2 = plus.size * float(phi2[i]) + float(((fv64 * fv64)[:, None] * keep).sum()) + bf_n2
+            else:
+                norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
             if norm2 <= 0.0:
                 continue
             tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
@@ -1013,7 +1213,10 @@ class GlobalPA(_PAModel):
             if fi.size:
                 cols = np.concatenate([plus, minus]) - 1
                 sign = np.concatenate([np.full(plus.size, tau), np.full(minus.size, -tau)])
-                upd = np.multiply.outer(fv.astype(np.float64), sign)
+                upd = np.multiply.outer(fv64, sign)
+                if support is not None:
+                    support[fi[:, None], plus - 1] = True
+                    upd[:, plus.size :] *= keep
                 W[fi[:, None], cols] += upd
                 if Wa is not None:
                     Wa[fi[:, None], cols] += upd * tw

@@ -49,7 +49,7 @@ except Exception:  # pragma: no cover
 ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
 
 __all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch", "delta_encode",
-           "delta_apply", "csr_scores"]
+           "delta_apply", "csr_scores", "csr_union"]
 
 
 def available() -> bool:
@@ -174,70 +174,56 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 
 
 # ------------------------------------------------------------------------------------- GT epoch
-def _row_find(f, rs, rl, pe, colpos, pos, nc):  # type: ignore[no-untyped-def]
-    """``pos[j]``: the pool slot of the entry (f, cols[j]) of row ``f``, -1 when it has none
-    (``colpos[e]``: the ``j`` of edge ``e``, -1 for the edges not in cols)."""
-    for j in range(nc):
-        pos[j] = -1
-    for q in range(rs[f], rs[f] + rl[f]):
-        j = colpos[pe[q]]
-        if j >= 0:
-            pos[j] = q
+def _row_slot(wptr, wind, f, e):  # type: ignore[no-untyped-def]
+    """The position of the entry (f, e) of a CSR with sorted rows, -1 when it is not stored."""
+    lo = wptr[f]
+    hi = wptr[f + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if wind[mid] < e:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < wptr[f + 1] and wind[lo] == e:
+        return lo
+    return -1
 
 
-def _row_add(f, n_add, nc, cols, pos, rs, rl, rc, pe, pv, pa, avg, used):  # type: ignore[no-untyped-def]
-    """Append zero entries (f, cols[j]) for the ``j < n_add`` with ``pos[j] < 0`` (setting their
-    ``pos``); a full row moves to the pool's end with twice the room, a full pool doubles. Returns
-    the pool arrays (new ones when it grew) and its used size."""
-    miss = 0
-    for j in range(n_add):
-        if pos[j] < 0:
-            miss += 1
-    if miss == 0:
-        return pe, pv, pa, used
-    r0 = rs[f]
-    if rl[f] + miss > rc[f]:
-        cap = max(4, 2 * (rl[f] + miss))
-        if used + cap > pe.shape[0]:
-            size = max(2 * pe.shape[0], used + cap)
-            pe2 = np.empty(size, dtype=pe.dtype)
-            pe2[:used] = pe[:used]
-            pe = pe2
-            pv2 = np.empty(size, dtype=pv.dtype)
-            pv2[:used] = pv[:used]
-            pv = pv2
-            if avg:
-                pa2 = np.empty(size, dtype=pa.dtype)
-                pa2[:used] = pa[:used]
-                pa = pa2
-        for q in range(rl[f]):
-            pe[used + q] = pe[r0 + q]
-            pv[used + q] = pv[r0 + q]
-            if avg:
-                pa[used + q] = pa[r0 + q]
+def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, norm_only):  # type: ignore[no-untyped-def]
+    """For the stored entries (f, cols[j]) of a CSR with sorted rows: add ``d`` (``-d`` for
+    ``j >= n_plus``) to ``wval`` and ``d * tw`` to ``wa``, or with ``norm_only`` just count them.
+    Binary searches when the row is long next to ``nc``, else a scan of the row with ``colpos``
+    (``colpos[e]``: the ``j`` of edge ``e``, -1 for the others). Returns the count."""
+    lo = wptr[f]
+    hi = wptr[f + 1]
+    n = 0
+    if nc * 16 < hi - lo:
         for j in range(nc):
-            if pos[j] >= 0:
-                pos[j] += used - r0
-        rs[f] = used
-        rc[f] = cap
-        used += cap
-        r0 = used - cap
-    for j in range(n_add):
-        if pos[j] < 0:
-            q = r0 + rl[f]
-            rl[f] += 1
-            pe[q] = cols[j]
-            pv[q] = 0
-            if avg:
-                pa[q] = 0
-            pos[j] = q
-    return pe, pv, pa, used
+            q = _row_slot_j(wptr, wind, f, cols[j])
+            if q >= 0:
+                n += 1
+                if not norm_only:
+                    dj = d if j < n_plus else -d
+                    wval[q] = np.float64(wval[q]) + dj
+                    if avg:
+                        wa[q] = np.float64(wa[q]) + (dtw if j < n_plus else -dtw)
+    else:
+        for q in range(lo, hi):
+            j = colpos[wind[q]]
+            if j >= 0:
+                n += 1
+                if not norm_only:
+                    dj = d if j < n_plus else -d
+                    wval[q] = np.float64(wval[q]) + dj
+                    if avg:
+                        wa[q] = np.float64(wa[q]) + (dtw if j < n_plus else -dtw)
+    return n
 
 
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
     g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
-    mpos, use_mpos, sparse, fresh, rs, rl, rc, pe, pv, pa, used,
+    mpos, use_mpos, sparse, wptr, wind, wval, wa,
 ):
     n_nodes = fc.shape[0]
     n_order = order.shape[0]
@@ -258,23 +244,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     seen = np.zeros(bf_flat.size, dtype=np.bool_)
     ulist = np.empty(bf_flat.size, dtype=np.int64)
     colpos = np.full(n_edges if sparse else 1, -1, dtype=np.int64)  # sparse: cols position of an edge
-    pos = np.empty(n_edges if sparse else 1, dtype=np.int64)  # sparse: pool slot of each cols edge
     Rb = R + 1
-    if sparse and fresh:
-        # a fresh sparse state: the support (f, e) for f in a document and e on its gold tree
-        for i in range(indptr.shape[0] - 1):
-            ng = 0
-            for t in range(g_nptr[i], g_nptr[i + 1]):
-                cols[ng] = g_nodes[t] - 1
-                colpos[cols[ng]] = ng
-                ng += 1
-            for t in range(indptr[i], indptr[i + 1]):
-                f = indices[t]
-                touched[f] = True
-                _row_find_j(f, rs, rl, pe, colpos, pos, ng)
-                pe, pv, pa, used = _row_add_j(f, ng, ng, cols, pos, rs, rl, rc, pe, pv, pa, avg, used)
-            for j in range(ng):
-                colpos[cols[j]] = -1
     n_upd = 0
     n_exact = 0
     loss_sum = 0.0
@@ -290,8 +260,8 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
             for t in range(a, b):
                 f = indices[t]
                 v = dataw[t]
-                for q in range(rs[f], rs[f] + rl[f]):
-                    s[pe[q]] += v * pv[q]
+                for q in range(wptr[f], wptr[f + 1]):
+                    s[wind[q]] += v * wval[q]
         else:
             for t in range(a, b):
                 f = indices[t]
@@ -384,18 +354,13 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         nc = n_plus + n_minus
         if loss > 0.0:
             loss_sum += loss
-            if sparse:  # ||Delta||^2 of the restricted model: the minus coordinates that exist
+            if sparse:  # ||Delta||^2 of the restricted model: the coordinates that exist
                 for j in range(nc):
                     colpos[cols[j]] = j
-                minus_n2 = 0.0
-                if n_minus > 0:
-                    for t in range(a, b):
-                        f = indices[t]
-                        x2 = data64[t] * data64[t]
-                        for q in range(rs[f], rs[f] + rl[f]):
-                            if colpos[pe[q]] >= n_plus:
-                                minus_n2 += x2
-                norm2 = n_plus * phi2[i] + minus_n2 + bf_n2
+                norm2 = bf_n2
+                for t in range(a, b):
+                    k = _row_step_j(wptr, wind, wval, wa, avg, indices[t], cols, colpos, nc, n_plus, 0.0, 0.0, True)
+                    norm2 += k * (data64[t] * data64[t])
             else:
                 norm2 = (n_plus + n_minus) * phi2[i] + bf_n2
             if norm2 > 0.0:
@@ -408,17 +373,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                     touched[f] = True
                     vt = data64[t] * tau
                     if sparse:
-                        # gold-only edges: their entries created when missing; predicted-only edges:
-                        # only the entries that exist
-                        _row_find_j(f, rs, rl, pe, colpos, pos, nc)
-                        pe, pv, pa, used = _row_add_j(f, n_plus, nc, cols, pos, rs, rl, rc, pe, pv, pa, avg, used)
-                        for j in range(nc):
-                            q = pos[j]
-                            if q >= 0:
-                                d = vt if j < n_plus else -vt
-                                pv[q] = np.float64(pv[q]) + d
-                                if avg:
-                                    pa[q] = np.float64(pa[q]) + d * tw
+                        _row_step_j(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, vt, vt * tw, False)
                         continue
                     for j in range(n_plus):
                         e = cols[j]
@@ -454,37 +409,37 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     out[3] = cost_sum
     out[4] = n_exact
     out[5] = tau_sum
-    return pe, pv, pa, used
 
 
-def _pool_csr_impl(rs, rl, pe, pv, pa, avg, indptr, indices, data, adata):  # type: ignore[no-untyped-def]
-    """The rows of a pool (row ``f``: slots ``rs[f] .. rs[f] + rl[f]``) as CSR, each row sorted by
-    edge id (rows still sorted are copied as they are)."""
-    p = 0
-    for f in range(rs.shape[0]):
-        indptr[f] = p
-        r0 = rs[f]
-        n = rl[f]
-        ok = True
-        for q in range(r0 + 1, r0 + n):
-            if pe[q] < pe[q - 1]:
-                ok = False
-                break
-        if ok:
-            for q in range(n):
-                indices[p + q] = pe[r0 + q]
-                data[p + q] = pv[r0 + q]
-                if avg:
-                    adata[p + q] = pa[r0 + q]
-        else:
-            o = np.argsort(pe[r0 : r0 + n])
-            for q in range(n):
-                indices[p + q] = pe[r0 + o[q]]
-                data[p + q] = pv[r0 + o[q]]
-                if avg:
-                    adata[p + q] = pa[r0 + o[q]]
-        p += n
-    indptr[rs.shape[0]] = p
+def _csr_union_impl(aptr, aind, bptr, bind, uptr, uind, amap, fill):  # type: ignore[no-untyped-def]
+    """The union of two CSR patterns with sorted rows, row by row: its row sizes into ``uptr[1:]``
+    (``fill`` False), or its indices and the position of every entry of the first (``fill``)."""
+    for r in range(aptr.shape[0] - 1):
+        p = aptr[r]
+        pe = aptr[r + 1]
+        q = bptr[r]
+        qe = bptr[r + 1]
+        u = uptr[r] if fill else 0
+        while p < pe or q < qe:
+            if q >= qe or (p < pe and aind[p] < bind[q]):
+                c = aind[p]
+                if fill:
+                    amap[p] = u
+                p += 1
+            elif p >= pe or bind[q] < aind[p]:
+                c = bind[q]
+                q += 1
+            else:
+                c = aind[p]
+                if fill:
+                    amap[p] = u
+                p += 1
+                q += 1
+            if fill:
+                uind[u] = c
+            u += 1
+        if not fill:
+            uptr[r + 1] = u
 
 
 def _csr_scores_impl(xptr, xind, xval, wptr, wind, wval, S):  # type: ignore[no-untyped-def]
@@ -608,11 +563,11 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
 
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
-_row_find_j = _njit(_row_find)
-_row_add_j = _njit(_row_add)
+_row_slot_j = _njit(_row_slot)
+_row_step_j = _njit(_row_step)
 _gt_epoch_j = _njit(_gt_epoch_impl)
-_pool_csr_j = _njit(_pool_csr_impl)
 _csr_scores_j = _njit(_csr_scores_impl)
+_csr_union_j = _njit(_csr_union_impl)
 _binary_epoch_j = _njit(_binary_epoch_impl)
 _delta_count_j = _njit(_delta_count_impl)
 _delta_fill_j = _njit(_delta_fill_impl)
@@ -696,7 +651,7 @@ def _csr_args(X: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 def gt_epoch(
     X: Any,
     order: np.ndarray,
-    W: np.ndarray,
+    W: Any,
     bf: np.ndarray | None,
     R: int,
     index: Any,
@@ -705,11 +660,10 @@ def gt_epoch(
     touched: np.ndarray | None = None,
     aug: float = 0.0,
     pa2: bool = False,
-    Wa: np.ndarray | None = None,
+    Wa: Any = None,
     bfa: np.ndarray | None = None,
     t0: float = 0.0,
     mpos: np.ndarray | None = None,
-    fresh: bool = False,
 ) -> dict[str, float]:
     """One epoch of Alg. 5 over the CSR ``X`` in ``order``, updating ``W`` (and ``bf``) in place.
 
@@ -724,84 +678,67 @@ def gt_epoch(
     gold edge the prediction misses (``GlobalPA`` ``margin_rare``), ``aug`` staying the margin of a
     predicted edge off the gold tree. Returns the counters of ``GlobalPA.partial_fit``.
 
-    ``W`` (and ``Wa``, of the same pattern) may be scipy CSR matrices (``GlobalPA``
-    ``layout="sparse"``): the weights of the model restricted to the stored entries (a missing one
-    is a zero weight that stays zero). A gold-only edge's update creates its missing entries, a
-    predicted-only edge's changes only the entries that exist, and ``||Delta||^2`` counts only the
-    coordinates that exist: the PA step of the restricted model. ``fresh``: first store every
-    (feature of a document, edge of its gold tree) of ``X`` (the support), as zeros. The
-    matrices' arrays are replaced in place (rows sorted by edge id, ``Wa`` sharing ``W``'s index
-    arrays).
+    ``W`` (and ``Wa``, of the same pattern) may be scipy CSR matrices with sorted rows (``GlobalPA``
+    ``layout="sparse"``): the model restricted to the stored entries (a missing one is a zero
+    weight that stays zero). Scores add the stored entries only; an update changes the stored
+    entries of the symmetric difference and ``||Delta||^2`` counts only those coordinates: the
+    exact PA step of the restricted model. Their data arrays are updated in place (the pattern
+    does not change: :func:`csr_union` adds entries before).
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
     bfarg, use_bf = _bf_arg(bf, W.dtype)
     avg = Wa is not None
-    sparse = hasattr(W, "indptr")  # a scipy CSR W (GlobalPA layout="sparse"): a pool of its rows
+    sparse = hasattr(W, "indptr")  # a scipy CSR W (GlobalPA layout="sparse"): its arrays, in place
     if sparse:
-        Wd, Wa_arg, (rs, rl, rc, pe, pv, pa) = np.zeros((1, 1), dtype=W.dtype), np.zeros((1, 1), dtype=W.dtype), \
-            _pool_of(W, Wa)
+        Wd = Wa_arg = np.zeros((1, 1), dtype=W.dtype)
+        if Wa is not None and (Wa.nnz != W.nnz or not np.array_equal(Wa.indptr, W.indptr)
+                               or not np.array_equal(Wa.indices, W.indices)):
+            raise ValueError("the averaged weights Wa must have the pattern of W")
+        if not W.has_sorted_indices:
+            raise ValueError("W must have sorted indices")
+        wptr: Any = _i64(W.indptr)
+        wind: Any = W.indices
+        wval: Any = W.data
+        wa: Any = Wa.data if Wa is not None else np.zeros(1, dtype=W.dtype)
     else:
         Wd, Wa_arg = W, (Wa if Wa is not None else np.zeros((1, 1), dtype=W.dtype))
-        rs = rl = rc = np.zeros(1, dtype=np.int64)
-        pe, pv, pa = np.zeros(1, dtype=np.int32), np.zeros(1, dtype=W.dtype), np.zeros(1, dtype=W.dtype)
+        wptr, wind = np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int32)
+        wval = wa = np.zeros(1, dtype=W.dtype)
     bfa_arg = bfa if (avg and bfa is not None and use_bf) else np.zeros((1, 1), dtype=W.dtype)
     if touched is None:
         touched = np.zeros(W.shape[0], dtype=np.bool_)
     out = np.zeros(6, dtype=np.float64)
     use_mpos = mpos is not None and aug > 0.0
     mpos_arg = np.ascontiguousarray(mpos, dtype=np.float64) if use_mpos else np.zeros(1, dtype=np.float64)
-    pe, pv, pa, _ = _gt_epoch_j(
+    _gt_epoch_j(
         indptr, indices, dataw, data64, _i64(order), Wd, bfarg, use_bf, int(R),
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
         touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0), mpos_arg, use_mpos,
-        sparse, bool(sparse and fresh), rs, rl, rc, pe, pv, pa, int(rl.sum()) if sparse else 0,
+        sparse, wptr, wind, wval, wa,
     )
-    if sparse:
-        _csr_of_pool(W, Wa, rs, rl, pe, pv, pa)
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}
 
 
-def _pool_of(W: Any, Wa: Any) -> tuple[np.ndarray, ...]:
-    """The rows of a CSR ``W`` (and ``Wa``, of the same pattern) as the pool of :func:`gt_epoch`:
-    row starts, lengths and capacities (full), the edge ids, values and averaged values, with room
-    for half as many entries more at the end."""
-    if Wa is not None and (Wa.nnz != W.nnz or not np.array_equal(Wa.indptr, W.indptr)
-                           or not np.array_equal(Wa.indices, W.indices)):
-        raise ValueError("the averaged weights Wa must have the pattern of W")
-    ptr = np.asarray(W.indptr, dtype=np.int64)
-    rs = ptr[:-1].copy()
-    rl = np.diff(ptr)
-    nnz = int(ptr[-1])
-    size = nnz + nnz // 2 + 1024
-    pe = np.empty(size, dtype=np.int32)
-    pe[:nnz] = W.indices
-    pv = np.empty(size, dtype=W.dtype)
-    pv[:nnz] = W.data
-    pa = np.zeros(1, dtype=W.dtype)
-    if Wa is not None:
-        pa = np.empty(size, dtype=W.dtype)
-        pa[:nnz] = Wa.data
-    return rs, rl, rl.copy(), pe, pv, pa
-
-
-def _csr_of_pool(W: Any, Wa: Any, rs: np.ndarray, rl: np.ndarray, pe: np.ndarray, pv: np.ndarray,
-                 pa: np.ndarray) -> None:
-    """Replace the arrays of the CSR ``W`` (and ``Wa``: the same index arrays) by the pool's rows,
-    sorted within each row."""
-    total = int(rl.sum())
-    it = np.int32 if total < np.iinfo(np.int32).max else np.int64
-    indptr = np.empty(rs.size + 1, dtype=it)
-    indices = np.empty(total, dtype=it)
-    data = np.empty(total, dtype=W.dtype)
-    adata = np.empty(total if Wa is not None else 1, dtype=W.dtype)
-    _pool_csr_j(rs, rl, pe, pv, pa, Wa is not None, indptr, indices, data, adata)
-    for M, d in ((W, data), (Wa, adata)):
-        if M is not None:
-            M.data, M.indices, M.indptr = d, indices, indptr
-            M.has_sorted_indices = True
+def csr_union(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The union of the patterns of the CSR matrices ``A`` and ``B`` (same shape, sorted rows) as
+    ``(indptr, indices, amap)``, ``amap`` the position in it of every entry of ``A``; None when
+    ``B``'s entries are all in ``A`` (two passes over both, no other memory than the result)."""
+    aptr, bptr = _i64(A.indptr), _i64(B.indptr)
+    counts = np.zeros(aptr.size, dtype=np.int64)
+    dummy = np.zeros(1, dtype=np.int64)
+    _csr_union_j(aptr, A.indices, bptr, B.indices, counts, dummy, dummy, False)
+    np.cumsum(counts, out=counts)
+    total = int(counts[-1])
+    if total == A.nnz:
+        return None
+    it = np.int32 if max(total, A.shape[1]) < np.iinfo(np.int32).max else np.int64
+    uind = np.empty(total, dtype=it)
+    amap = np.empty(A.nnz, dtype=np.int64)
+    _csr_union_j(aptr, A.indices, bptr, B.indices, counts, uind, amap, True)
+    return counts.astype(it), uind, amap
 
 
 def csr_scores(X: Any, W: Any) -> np.ndarray:

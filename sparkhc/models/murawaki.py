@@ -324,27 +324,50 @@ def _set_csr(M: sp.csr_matrix, data: np.ndarray, indices: np.ndarray, indptr: np
     M.has_sorted_indices = True
 
 
-def _same_pattern(A: sp.csr_matrix, B: sp.csr_matrix) -> bool:
-    return A.nnz == B.nnz and np.array_equal(A.indptr, B.indptr) and np.array_equal(A.indices, B.indices)
-
-
-def _pattern_keys(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> np.ndarray:
-    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
-    return rows * n_cols + indices
-
-
-def _union_pattern(*mats: sp.csr_matrix) -> None:
-    """Store every CSR of ``mats`` (same shape) on the union of their patterns, in place."""
-    ones = [sp.csr_matrix((np.ones(M.nnz, np.int8), M.indices, M.indptr), shape=M.shape) for M in mats]
-    U = ones[0]
-    for P in ones[1:]:
-        U = (U + P).tocsr()
+def _csr_union(A: sp.csr_matrix, B: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`sparkhc.kernels.csr_union` (the union of two sorted CSR patterns and where ``A``'s
+    entries go in it; None when ``B``'s are all in ``A``), with a numpy path."""
+    if _kernels.available():
+        return _kernels.csr_union(A, B)
+    U = (sp.csr_matrix((np.ones(A.nnz, np.int8), A.indices, A.indptr), shape=A.shape)
+         + sp.csr_matrix((np.ones(B.nnz, np.int8), B.indices, B.indptr), shape=B.shape)).tocsr()
+    if U.nnz == A.nnz:
+        return None
     U.sort_indices()
-    keys = _pattern_keys(U.indptr, U.indices, U.shape[1])
+
+    def keys(ptr: np.ndarray, ind: np.ndarray) -> np.ndarray:
+        return np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr)) * A.shape[1] + ind
+
+    return U.indptr, U.indices, np.searchsorted(keys(U.indptr, U.indices), keys(A.indptr, A.indices))
+
+
+def _share_pattern(mats: list[sp.csr_matrix], extra: sp.csr_matrix | None = None) -> None:
+    """Store every CSR of ``mats`` (same shape, sorted rows) on the union of their patterns and
+    ``extra``'s, in place, the new entries as zeros and the index arrays shared."""
+    P = mats[0]
+    for M in mats[1:] + ([extra] if extra is not None else []):
+        u = _csr_union(P, M)
+        if u is not None:
+            P = sp.csr_matrix((np.zeros(u[1].size, np.int8), u[1], u[0]), shape=P.shape)
     for M in mats:
-        data = np.zeros(U.nnz, dtype=M.dtype)
-        data[np.searchsorted(keys, _pattern_keys(M.indptr, M.indices, M.shape[1]))] = M.data
-        _set_csr(M, data, U.indices.copy(), U.indptr.copy())
+        u = _csr_union(M, P)
+        data = M.data
+        if u is not None:
+            data = np.zeros(u[1].size, dtype=M.dtype)
+            data[u[2]] = M.data
+        _set_csr(M, data, P.indices, P.indptr)
+
+
+def batch_support(X: sp.csr_matrix, gold: GoldSets, n_edges: int) -> sp.csr_matrix:
+    """The support of a batch, ``(n_rows, n_edges)``: (f, e) for every feature ``f`` of a document
+    (``X`` with the bias column) and every edge ``e`` of its gold tree (a sparse product; only
+    the pattern matters)."""
+    n = X.shape[0]
+    XT = sp.csr_matrix((np.ones(X.nnz, np.float32), X.indices, X.indptr), shape=X.shape).T.tocsr()
+    G = sp.csr_matrix((np.ones(gold.nodes.size, np.float32), gold.nodes - 1, gold.nodes_ptr), shape=(n, n_edges))
+    S = (XT @ G).tocsr()
+    S.sort_indices()
+    return S
 
 
 def _pattern_mask(W: sp.csr_matrix) -> np.ndarray:
@@ -421,7 +444,7 @@ class _PAModel(HierModel):
     def __getstate__(self) -> dict[str, Any]:
         # caches hold weak references and derived arrays: rebuilt on demand
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_tree_index", "_gold_cache", "_prep_cache", "touched_rows_")}
+                if k not in ("_tree_index", "_gold_cache", "_prep_cache", "_supp_cache", "touched_rows_")}
 
     @property
     def _n_rows(self) -> int:
@@ -534,6 +557,16 @@ class _PAModel(HierModel):
         gold = _gold_sets(batch, X, self._index, self, R)
         _cache_put(cache, batch, key, gold, limit=_CACHE_BATCHES)
         return gold
+
+    def _support(self, batch: SparseBatch, X: sp.csr_matrix, gold: GoldSets) -> sp.csr_matrix:
+        """:func:`batch_support` of ``batch`` (the last batch's is cached)."""
+        key = (float(self.params["bias"]), X.shape, X.nnz, len(batch))
+        cache = self.__dict__.setdefault("_supp_cache", {})
+        hit = _cache_get(cache, batch, key)
+        if hit is None:
+            hit = batch_support(X, gold, self._index.n_edges)
+            _cache_put(cache, batch, key, hit, limit=1)
+        return hit
 
     def _start_epoch(self) -> None:
         self.validate_params()
@@ -842,18 +875,20 @@ class GlobalPA(_PAModel):
 
     layout : {"dense", "sparse", "auto"}, default "dense"
         How ``W`` (and ``Wa``) are stored. ``"dense"``: an array of ``features x edges`` (the
-        paper's model). ``"sparse"`` (issue 33: memory that grows with the documents, not with
-        ``features x edges``): a CSR matrix holding only the support, the weights of (feature
-        ``f``, edge ``e``) with ``f`` in a training document whose gold tree holds ``e``; every other
-        weight is zero and stays zero. The support is stored (as zeros) by the first epoch of a
-        fresh state, from its documents, and a gold-only edge's update adds its missing entries
-        (new documents of a warm start, or, with parameter mixing, the first epoch of each shard
-        from its own documents: the mixed state then holds the union, the whole training set's
-        support). A predicted-only edge's update changes only the weights that exist, and
-        ``||Delta||^2`` counts only those coordinates: the exact PA step of the model restricted to
-        the support, whose scores and DP decoding are exact. ``"auto"``: sparse when the dense
-        weights would take more than :data:`AUTO_SPARSE_BYTES` (4 GiB), dense otherwise. A dense
-        layout larger than the machine's memory is refused in one line, before allocating.
+        paper's model). ``"sparse"`` (memory that grows with the documents, not with ``features x
+        edges``): a CSR matrix of the model restricted to a support, every other weight being zero
+        and staying zero. The support of an epoch over a batch: the pairs (feature ``f``, edge
+        ``e``) with ``f`` in a document of the batch whose gold tree holds ``e`` (stored as zeros
+        first when missing), and every stored weight (so every non-zero one). A predicted-only
+        edge's update changes only the weights in it, and ``||Delta||^2`` counts only those
+        coordinates: the exact PA step of the restricted model, whose scores and DP decoding are
+        exact. Serial training is so the model restricted to the training set's support; with
+        parameter mixing a shard's epoch is restricted to its documents' support plus every
+        weight the mixed model has learned (the mean of the shards' CSR matrices: zero entries
+        may be dropped, they come back from the documents that support them). ``"auto"``: sparse
+        when the dense weights would take more than :data:`AUTO_SPARSE_BYTES` (4 GiB), dense
+        otherwise. A dense layout larger than the machine's memory is refused in one line, before
+        allocating.
 
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
     with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
@@ -1069,8 +1104,8 @@ class GlobalPA(_PAModel):
         W = self._weights("W", (self._n_rows, idx.n_edges), sparse_ok=True)
         bf = self._bf()
         Wa, bfa, t = self._avg_arrays()
-        if sp.issparse(W) and Wa is not None and not _same_pattern(W, Wa):
-            _union_pattern(W, Wa)  # e.g. after shift_edges: the epoch writes both at the same entries
+        if sp.issparse(W):  # the batch's support joins the stored entries (Wa on the same pattern)
+            _share_pattern([W] if Wa is None else [W, Wa], self._support(batch, X, gold))
         t0 = float(t[0]) if t is not None else 0.0
         C = self._C
         order = shuffled_order(len(batch), seed, epoch)
@@ -1083,10 +1118,9 @@ class GlobalPA(_PAModel):
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
-                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos,
-                                    fresh=sp.issparse(W) and W.nnz == 0)
+                                    aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos)
             self.__dict__["touched_rows_"] = touched
-        elif sp.issparse(W):  # the numpy reference on dense copies; the written entries join the pattern
+        elif sp.issparse(W):  # the numpy reference: dense copies, the stored entries as a mask
             self.__dict__["touched_rows_"] = None
             check_dense_fits(self.name, W.shape, W.dtype, self._dense_copies(),
                              " (the sparse layout trains without dense copies in the compiled kernels: "
@@ -1094,12 +1128,6 @@ class GlobalPA(_PAModel):
             Wd = W.toarray()
             Wad = Wa.toarray() if Wa is not None else None
             mask = _pattern_mask(W)
-            if W.nnz == 0:  # a fresh state: the support of the batch
-                rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-                grow = np.repeat(np.arange(X.shape[0]), np.diff(gold.nodes_ptr))
-                pairs = sp.csr_matrix((np.ones(rows.size), (X.indices, rows)), shape=(X.shape[1], X.shape[0])) @ \
-                    sp.csr_matrix((np.ones(grow.size), (grow, gold.nodes - 1)), shape=(X.shape[0], idx.n_edges))
-                mask[pairs.nonzero()] = True
             out = self._gt_epoch_numpy(X, order, Wd, bf, R, idx, gold, C, self._aug, self._pa2, Wad, bfa, t0, mpos,
                                        support=mask)
             _store_dense(W, Wd, Wa, Wad, mask)
@@ -1134,9 +1162,8 @@ class GlobalPA(_PAModel):
         ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``); ``mpos``
         (with ``aug > 0``): the margin of each edge when it is a missed gold edge (``margin_rare``),
         ``aug`` that of a predicted edge off the gold tree. ``support`` (bool, the shape of ``W``;
-        the sparse layout): the weights that exist, the others staying zero: a gold-only edge's
-        update adds its entries to it, a predicted-only edge's changes only those in it, and
-        ``||Delta||^2`` counts only the coordinates in it."""
+        the sparse layout): the weights that exist, the others staying zero: an update changes only
+        those, and ``||Delta||^2`` counts only the coordinates in it."""
         use_mpos = mpos is not None and aug > 0.0
         bf_flat = bf.reshape(-1) if bf is not None else None
         bfa_flat = bfa.reshape(-1) if bfa is not None else None
@@ -1199,9 +1226,9 @@ class GlobalPA(_PAModel):
                 continue
             loss_sum += loss
             fv64 = fv.astype(np.float64)
-            if support is not None:  # the coordinates of Delta that exist: all gold-only ones
-                keep = support[fi[:, None], minus - 1]
-                norm2 = plus.size * float(phi2[i]) + float(((fv64 * fv64)[:, None] * keep).sum()) + bf_n2
+            if support is not None:  # the coordinates of Delta that exist
+                keep = support[fi[:, None], np.concatenate([plus, minus]) - 1]
+                norm2 = float(((fv64 * fv64)[:, None] * keep).sum()) + bf_n2
             else:
                 norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
             if norm2 <= 0.0:
@@ -1215,8 +1242,7 @@ class GlobalPA(_PAModel):
                 sign = np.concatenate([np.full(plus.size, tau), np.full(minus.size, -tau)])
                 upd = np.multiply.outer(fv64, sign)
                 if support is not None:
-                    support[fi[:, None], plus - 1] = True
-                    upd[:, plus.size :] *= keep
+                    upd *= keep
                 W[fi[:, None], cols] += upd
                 if Wa is not None:
                     Wa[fi[:, None], cols] += upd * tw

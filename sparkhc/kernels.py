@@ -189,6 +189,14 @@ def _row_slot(wptr, wind, f, e):  # type: ignore[no-untyped-def]
     return -1
 
 
+def _entry_add(wval, wa, avg, q, plus, d, dtw):  # type: ignore[no-untyped-def]
+    """Entry ``q`` of a sparse epoch's update: ``+d`` on a gold-only edge, ``-d`` on a
+    predicted-only one (and ``+-d * tw`` into the averaged weights)."""
+    wval[q] = np.float64(wval[q]) + (d if plus else -d)
+    if avg:
+        wa[q] = np.float64(wa[q]) + (dtw if plus else -dtw)
+
+
 def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, norm_only):  # type: ignore[no-untyped-def]
     """For the stored entries (f, cols[j]) of a CSR with sorted rows: add ``d`` (``-d`` for
     ``j >= n_plus``) to ``wval`` and ``d * tw`` to ``wa``, or with ``norm_only`` just count them.
@@ -203,20 +211,14 @@ def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, no
             if q >= 0:
                 n += 1
                 if not norm_only:
-                    dj = d if j < n_plus else -d
-                    wval[q] = np.float64(wval[q]) + dj
-                    if avg:
-                        wa[q] = np.float64(wa[q]) + (dtw if j < n_plus else -dtw)
+                    _entry_add_j(wval, wa, avg, q, j < n_plus, d, dtw)
     else:
         for q in range(lo, hi):
             j = colpos[wind[q]]
             if j >= 0:
                 n += 1
                 if not norm_only:
-                    dj = d if j < n_plus else -d
-                    wval[q] = np.float64(wval[q]) + dj
-                    if avg:
-                        wa[q] = np.float64(wa[q]) + (dtw if j < n_plus else -dtw)
+                    _entry_add_j(wval, wa, avg, q, j < n_plus, d, dtw)
     return n
 
 
@@ -564,6 +566,7 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
 _row_slot_j = _njit(_row_slot)
+_entry_add_j = _njit(_entry_add)
 _row_step_j = _njit(_row_step)
 _gt_epoch_j = _njit(_gt_epoch_impl)
 _csr_scores_j = _njit(_csr_scores_impl)

@@ -80,20 +80,6 @@ def _assert_close(got, ref, batch, tol):
     assert got.predict(batch) == ref.predict(batch)
 
 
-@pytest.fixture
-def reference(monkeypatch):
-    """``reference(fn)`` runs ``fn`` on the numpy path."""
-
-    def run(fn):
-        monkeypatch.setattr(kernels, "ENABLED", False)
-        try:
-            return fn()
-        finally:
-            monkeypatch.setattr(kernels, "ENABLED", kernels.HAVE_NUMBA)
-
-    return run
-
-
 needs_numba = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed (optional extra 'fast')")
 
 
@@ -140,7 +126,7 @@ def _pattern(W: sp.csr_matrix) -> np.ndarray:
     return mask
 
 
-def test_a_full_support_is_the_dense_model(reference):
+def test_a_full_support_is_the_dense_model():
     """When every document holds every feature and the gold trees cover every edge, the support is
     everything: the sparse model is the dense one (to the rounding of ||Delta||^2's sum)."""
     tax, batch = _problem(3, n_nodes=12, n_docs=60)

@@ -941,8 +941,8 @@ class GlobalPA(_PAModel):
         return 2 if self._avg else 1
 
     def _layout_hint(self) -> str:
-        return ('; set model.global.layout = "sparse" (`--set model.global.layout=sparse`: weights stored '
-                'only where training wrote them)')
+        return ('; set model.global.layout = "sparse" (`--set model.global.layout=sparse`: weights only for '
+                'the feature/edge pairs the training documents hold)')
 
     @property
     def _pa2(self) -> bool:

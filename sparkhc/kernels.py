@@ -12,6 +12,8 @@ dispatch here instead:
   ``nnz(x)`` rows of the feature-major ``W``, the DP (float64), the cost, the loss and the PA-I
   (or PA-II) update of the symmetric-difference edges and of the branching weights, in place
   (cost-augmented updates with one Hamming margin, or per-edge margins of missed gold edges);
+  with a CSR ``W`` (the sparse layout) the epoch of the model restricted to the stored entries
+  (:func:`csr_scores`: the edge scores of a block with a CSR ``W``);
 * :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB);
 * :func:`delta_encode`, :func:`delta_apply` -- the row-sparse IPM deltas of a shard's epoch and their
   mean added into the base state (:mod:`sparkhc.spark.deltas`), value for value as its numpy path.
@@ -47,7 +49,7 @@ except Exception:  # pragma: no cover
 ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
 
 __all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch", "delta_encode",
-           "delta_apply"]
+           "delta_apply", "csr_scores", "csr_union"]
 
 
 def available() -> bool:
@@ -172,10 +174,58 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
 
 
 # ------------------------------------------------------------------------------------- GT epoch
+def _row_slot(wptr, wind, f, e):  # type: ignore[no-untyped-def]
+    """The position of the entry (f, e) of a CSR with sorted rows, -1 when it is not stored."""
+    lo = wptr[f]
+    hi = wptr[f + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if wind[mid] < e:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < wptr[f + 1] and wind[lo] == e:
+        return lo
+    return -1
+
+
+def _entry_add(wval, wa, avg, q, plus, d, dtw):  # type: ignore[no-untyped-def]
+    """Entry ``q`` of a sparse epoch's update: ``+d`` on a gold-only edge, ``-d`` on a
+    predicted-only one (and ``+-d * tw`` into the averaged weights)."""
+    wval[q] = np.float64(wval[q]) + (d if plus else -d)
+    if avg:
+        wa[q] = np.float64(wa[q]) + (dtw if plus else -dtw)
+
+
+def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, norm_only):  # type: ignore[no-untyped-def]
+    """For the stored entries (f, cols[j]) of a CSR with sorted rows: add ``d`` (``-d`` for
+    ``j >= n_plus``) to ``wval`` and ``d * tw`` to ``wa``, or with ``norm_only`` just count them.
+    Binary searches when the row is long next to ``nc``, else a scan of the row with ``colpos``
+    (``colpos[e]``: the ``j`` of edge ``e``, -1 for the others). Returns the count."""
+    lo = wptr[f]
+    hi = wptr[f + 1]
+    n = 0
+    if nc * 16 < hi - lo:
+        for j in range(nc):
+            q = _row_slot_j(wptr, wind, f, cols[j])
+            if q >= 0:
+                n += 1
+                if not norm_only:
+                    _entry_add_j(wval, wa, avg, q, j < n_plus, d, dtw)
+    else:
+        for q in range(lo, hi):
+            j = colpos[wind[q]]
+            if j >= 0:
+                n += 1
+                if not norm_only:
+                    _entry_add_j(wval, wa, avg, q, j < n_plus, d, dtw)
+    return n
+
+
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
     g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
-    mpos, use_mpos,
+    mpos, use_mpos, sparse, wptr, wind, wval, wa,
 ):
     n_nodes = fc.shape[0]
     n_order = order.shape[0]
@@ -195,6 +245,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     net = np.zeros(bf_flat.size, dtype=np.float64)
     seen = np.zeros(bf_flat.size, dtype=np.bool_)
     ulist = np.empty(bf_flat.size, dtype=np.int64)
+    colpos = np.full(n_edges if sparse else 1, -1, dtype=np.int64)  # sparse: cols position of an edge
     Rb = R + 1
     n_upd = 0
     n_exact = 0
@@ -207,11 +258,18 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         b = indptr[i + 1]
         for e in range(n_edges):
             s[e] = 0
-        for t in range(a, b):
-            f = indices[t]
-            v = dataw[t]
-            for e in range(n_edges):
-                s[e] += v * W[f, e]
+        if sparse:  # the stored entries of each row: per edge the dense sum without its zero terms
+            for t in range(a, b):
+                f = indices[t]
+                v = dataw[t]
+                for q in range(wptr[f], wptr[f + 1]):
+                    s[wind[q]] += v * wval[q]
+        else:
+            for t in range(a, b):
+                f = indices[t]
+                v = dataw[t]
+                for e in range(n_edges):
+                    s[e] += v * W[f, e]
         for c in range(n_nodes):
             gm[c] = False
         gm[0] = True
@@ -295,19 +353,30 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         else:
             loss = margin + (aug * (n_plus + n_minus) if aug > 0.0 else np.sqrt(rho))
         cost_sum += rho
+        nc = n_plus + n_minus
         if loss > 0.0:
             loss_sum += loss
-            norm2 = (n_plus + n_minus) * phi2[i] + bf_n2
+            if sparse:  # ||Delta||^2 of the restricted model: the coordinates that exist
+                for j in range(nc):
+                    colpos[cols[j]] = j
+                norm2 = bf_n2
+                for t in range(a, b):
+                    k = _row_step_j(wptr, wind, wval, wa, avg, indices[t], cols, colpos, nc, n_plus, 0.0, 0.0, True)
+                    norm2 += k * (data64[t] * data64[t])
+            else:
+                norm2 = (n_plus + n_minus) * phi2[i] + bf_n2
             if norm2 > 0.0:
                 tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
                 tau_sum += tau
                 n_upd += 1
-                nc = n_plus + n_minus
                 tw = t0 + oi / n_order  # the step's time (averaging): epochs before it, fractional
                 for t in range(a, b):
                     f = indices[t]
                     touched[f] = True
                     vt = data64[t] * tau
+                    if sparse:
+                        _row_step_j(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, vt, vt * tw, False)
+                        continue
                     for j in range(n_plus):
                         e = cols[j]
                         W[f, e] = np.float64(W[f, e]) + vt
@@ -329,6 +398,9 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
                             bf_flat[u] = np.float64(bf_flat[u]) + tau * net[u]
                             if avg:
                                 bfa_flat[u] = np.float64(bfa_flat[u]) + tau * net[u] * tw
+        if sparse and loss > 0.0:
+            for j in range(nc):
+                colpos[cols[j]] = -1
         for j in range(nu):
             u = ulist[j]
             net[u] = 0.0
@@ -339,6 +411,48 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     out[3] = cost_sum
     out[4] = n_exact
     out[5] = tau_sum
+
+
+def _csr_union_impl(aptr, aind, bptr, bind, uptr, uind, amap, fill):  # type: ignore[no-untyped-def]
+    """The union of two CSR patterns with sorted rows, row by row: its row sizes into ``uptr[1:]``
+    (``fill`` False), or its indices and the position of every entry of the first (``fill``)."""
+    for r in range(aptr.shape[0] - 1):
+        p = aptr[r]
+        pe = aptr[r + 1]
+        q = bptr[r]
+        qe = bptr[r + 1]
+        u = uptr[r] if fill else 0
+        while p < pe or q < qe:
+            if q >= qe or (p < pe and aind[p] < bind[q]):
+                c = aind[p]
+                if fill:
+                    amap[p] = u
+                p += 1
+            elif p >= pe or bind[q] < aind[p]:
+                c = bind[q]
+                q += 1
+            else:
+                c = aind[p]
+                if fill:
+                    amap[p] = u
+                p += 1
+                q += 1
+            if fill:
+                uind[u] = c
+            u += 1
+        if not fill:
+            uptr[r + 1] = u
+
+
+def _csr_scores_impl(xptr, xind, xval, wptr, wind, wval, S):  # type: ignore[no-untyped-def]
+    """``S[i] = sum_t xval[t] * W[xind[t]]`` of a CSR ``W``, in ``S``'s dtype and the per-edge
+    order of the dense product (features in document order)."""
+    for i in range(xptr.shape[0] - 1):
+        for t in range(xptr[i], xptr[i + 1]):
+            f = xind[t]
+            v = xval[t]
+            for q in range(wptr[f], wptr[f + 1]):
+                S[i, wind[q]] += v * wval[q]
 
 
 # --------------------------------------------------------------------------------- binary epoch
@@ -451,7 +565,12 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
 
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
+_row_slot_j = _njit(_row_slot)
+_entry_add_j = _njit(_entry_add)
+_row_step_j = _njit(_row_step)
 _gt_epoch_j = _njit(_gt_epoch_impl)
+_csr_scores_j = _njit(_csr_scores_impl)
+_csr_union_j = _njit(_csr_union_impl)
 _binary_epoch_j = _njit(_binary_epoch_impl)
 _delta_count_j = _njit(_delta_count_impl)
 _delta_fill_j = _njit(_delta_fill_impl)
@@ -535,7 +654,7 @@ def _csr_args(X: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 def gt_epoch(
     X: Any,
     order: np.ndarray,
-    W: np.ndarray,
+    W: Any,
     bf: np.ndarray | None,
     R: int,
     index: Any,
@@ -544,7 +663,7 @@ def gt_epoch(
     touched: np.ndarray | None = None,
     aug: float = 0.0,
     pa2: bool = False,
-    Wa: np.ndarray | None = None,
+    Wa: Any = None,
     bfa: np.ndarray | None = None,
     t0: float = 0.0,
     mpos: np.ndarray | None = None,
@@ -561,11 +680,33 @@ def gt_epoch(
     ``mpos`` (float64, ``(n_edges,)``; with ``aug > 0`` only): the margin of each edge when it is a
     gold edge the prediction misses (``GlobalPA`` ``margin_rare``), ``aug`` staying the margin of a
     predicted edge off the gold tree. Returns the counters of ``GlobalPA.partial_fit``.
+
+    ``W`` (and ``Wa``, of the same pattern) may be scipy CSR matrices with sorted rows (``GlobalPA``
+    ``layout="sparse"``): the model restricted to the stored entries (a missing one is a zero
+    weight that stays zero). Scores add the stored entries only; an update changes the stored
+    entries of the symmetric difference and ``||Delta||^2`` counts only those coordinates: the
+    exact PA step of the restricted model. Their data arrays are updated in place (the pattern
+    does not change: :func:`csr_union` adds entries before).
     """
     indptr, indices, dataw, data64 = _csr_args(X, W.dtype)
     bfarg, use_bf = _bf_arg(bf, W.dtype)
     avg = Wa is not None
-    Wa_arg = Wa if Wa is not None else np.zeros((1, 1), dtype=W.dtype)
+    sparse = hasattr(W, "indptr")  # a scipy CSR W (GlobalPA layout="sparse"): its arrays, in place
+    if sparse:
+        Wd = Wa_arg = np.zeros((1, 1), dtype=W.dtype)
+        if Wa is not None and (Wa.nnz != W.nnz or not np.array_equal(Wa.indptr, W.indptr)
+                               or not np.array_equal(Wa.indices, W.indices)):
+            raise ValueError("the averaged weights Wa must have the pattern of W")
+        if not W.has_sorted_indices:
+            raise ValueError("W must have sorted indices")
+        wptr: Any = _i64(W.indptr)
+        wind: Any = W.indices
+        wval: Any = W.data
+        wa: Any = Wa.data if Wa is not None else np.zeros(1, dtype=W.dtype)
+    else:
+        Wd, Wa_arg = W, (Wa if Wa is not None else np.zeros((1, 1), dtype=W.dtype))
+        wptr, wind = np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int32)
+        wval = wa = np.zeros(1, dtype=W.dtype)
     bfa_arg = bfa if (avg and bfa is not None and use_bf) else np.zeros((1, 1), dtype=W.dtype)
     if touched is None:
         touched = np.zeros(W.shape[0], dtype=np.bool_)
@@ -573,14 +714,44 @@ def gt_epoch(
     use_mpos = mpos is not None and aug > 0.0
     mpos_arg = np.ascontiguousarray(mpos, dtype=np.float64) if use_mpos else np.zeros(1, dtype=np.float64)
     _gt_epoch_j(
-        indptr, indices, dataw, data64, _i64(order), W, bfarg, use_bf, int(R),
+        indptr, indices, dataw, data64, _i64(order), Wd, bfarg, use_bf, int(R),
         _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
         touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0), mpos_arg, use_mpos,
+        sparse, wptr, wind, wval, wa,
     )
     keys = ("examples", "updates", "loss", "cost", "exact", "tau")
     return {k: float(v) for k, v in zip(keys, out, strict=True)}
+
+
+def csr_union(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The union of the patterns of the CSR matrices ``A`` and ``B`` (same shape, sorted rows) as
+    ``(indptr, indices, amap)``, ``amap`` the position in it of every entry of ``A``; None when
+    ``B``'s entries are all in ``A`` (two passes over both, no other memory than the result)."""
+    aptr, bptr = _i64(A.indptr), _i64(B.indptr)
+    counts = np.zeros(aptr.size, dtype=np.int64)
+    dummy = np.zeros(1, dtype=np.int64)
+    _csr_union_j(aptr, A.indices, bptr, B.indices, counts, dummy, dummy, False)
+    np.cumsum(counts, out=counts)
+    total = int(counts[-1])
+    if total == A.nnz:
+        return None
+    it = np.int32 if max(total, A.shape[1]) < np.iinfo(np.int32).max else np.int64
+    uind = np.empty(total, dtype=it)
+    amap = np.empty(A.nnz, dtype=np.int64)
+    _csr_union_j(aptr, A.indices, bptr, B.indices, counts, uind, amap, True)
+    return counts.astype(it), uind, amap
+
+
+def csr_scores(X: Any, W: Any) -> np.ndarray:
+    """``X @ W`` as a dense ``(n_docs, n_edges)`` array for CSR ``X`` and CSR ``W`` (the dtype scipy's
+    sparse x dense product gives, and its per-entry order of additions)."""
+    dt = np.promote_types(X.dtype, W.dtype)
+    xptr, xind, xval, _ = _csr_args(X, dt)
+    S = np.zeros((X.shape[0], W.shape[1]), dtype=dt)
+    _csr_scores_j(xptr, xind, xval, W.indptr, W.indices, np.ascontiguousarray(W.data, dtype=dt), S)
+    return S
 
 
 def binary_epoch(

@@ -18,7 +18,9 @@ mixing, Alg. 6): ``"W"`` feature-major ``(n_features, n_columns)`` -- columns ar
 for node ``c``) for TREE/GT and leaves (in ``taxonomy.leaves`` order) for FLAT -- and, with
 branching features, ``"bf"`` of shape ``(n_nodes + 1, R + 1)`` (layout in :mod:`sparkhc.decoding`).
 Weights are stored as float32 by default (``dtype="float64"`` for exact reference runs); the
-step size ``tau`` and the loss are always computed in float64.
+step size ``tau`` and the loss are always computed in float64. ``GlobalPA(layout="sparse")`` stores
+``W`` (and ``Wa``) as CSR matrices of the support only (the weights of feature/edge pairs met in a
+training document and its gold tree), for vocabularies and taxonomies whose dense weights do not fit.
 
 Per training example the cost is one gather-product ``x.data @ W[x.indices]`` (``nnz(x)``
 contiguous rows of ``W``), one DP over the taxonomy (``O(depth)`` vectorised numpy calls, see
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -231,6 +234,39 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
 
 
+#: ``GlobalPA`` ``layout="auto"``: the sparse layout when the dense weights (``W``, and ``Wa`` with
+#: averaging) would take more bytes than this
+AUTO_SPARSE_BYTES = 4 << 30
+
+
+def dense_message(name: str, shape: tuple[int, int], dtype: Any, copies: int) -> str:
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize * copies
+    what = f"{copies} arrays" if copies > 1 else "an array"
+    return (f"model {name!r}: the dense weights need {size / 2**30:.1f} GiB ({what} of shape "
+            f"({shape[0]}, {shape[1]}), {np.dtype(dtype).name}: features x edges)")
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory plus swap of this machine (None when unknown)."""
+    try:
+        info = dict(line.split(":", 1) for line in open("/proc/meminfo", encoding="ascii"))
+        return (int(info["MemTotal"].split()[0]) + int(info.get("SwapTotal", "0 kB").split()[0])) * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (OSError, ValueError, AttributeError):
+            return None
+
+
+def check_dense_fits(name: str, shape: tuple[int, int], dtype: Any, copies: int, hint: str) -> None:
+    """Refuse, in one line and before allocating, dense weights larger than this machine's memory."""
+    mem = physical_memory()
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize * copies
+    if mem is not None and size > mem:
+        raise ModelError(f"{dense_message(name, shape, dtype, copies)}, more than this machine's "
+                         f"{mem / 2**30:.1f} GiB of memory{hint}")
+
+
 # ---------------------------------------------------------------------------------- PA-I binary
 def pa_binary_step(
     W: np.ndarray,
@@ -270,6 +306,86 @@ def pa_binary_step(
         target = upd if cols is None else cols[upd]
         W[fi[:, None], target] += np.multiply.outer(fv64, step)
     return int(upd.size), float(lu.sum())
+
+
+# ----------------------------------------------------------------------- sparse layout (GlobalPA)
+def _edge_scores(X: sp.csr_matrix, W: Any) -> np.ndarray:
+    """``X @ W`` as a dense block for a dense or a CSR ``W`` (the same values either way)."""
+    if not sp.issparse(W):
+        return edge_scores(X, W)
+    if _kernels.available():
+        return _kernels.csr_scores(X, W)
+    return np.asarray((X @ W).toarray())
+
+
+def _set_csr(M: sp.csr_matrix, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
+    """Replace the arrays of the CSR ``M`` in place (rows sorted by column)."""
+    M.data, M.indices, M.indptr = data, indices, indptr
+    M.has_sorted_indices = True
+
+
+def _csr_union(A: sp.csr_matrix, B: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`sparkhc.kernels.csr_union` (the union of two sorted CSR patterns and where ``A``'s
+    entries go in it; None when ``B``'s are all in ``A``), with a numpy path."""
+    if _kernels.available():
+        return _kernels.csr_union(A, B)
+    U = (sp.csr_matrix((np.ones(A.nnz, np.int8), A.indices, A.indptr), shape=A.shape)
+         + sp.csr_matrix((np.ones(B.nnz, np.int8), B.indices, B.indptr), shape=B.shape)).tocsr()
+    if U.nnz == A.nnz:
+        return None
+    U.sort_indices()
+
+    def keys(ptr: np.ndarray, ind: np.ndarray) -> np.ndarray:
+        return np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr)) * A.shape[1] + ind
+
+    return U.indptr, U.indices, np.searchsorted(keys(U.indptr, U.indices), keys(A.indptr, A.indices))
+
+
+def _share_pattern(mats: list[sp.csr_matrix], extra: sp.csr_matrix | None = None) -> None:
+    """Store every CSR of ``mats`` (same shape, sorted rows) on the union of their patterns and
+    ``extra``'s, in place, the new entries as zeros and the index arrays shared."""
+    P = mats[0]
+    for M in mats[1:] + ([extra] if extra is not None else []):
+        u = _csr_union(P, M)
+        if u is not None:
+            P = sp.csr_matrix((np.zeros(u[1].size, np.int8), u[1], u[0]), shape=P.shape)
+    for M in mats:
+        u = _csr_union(M, P)
+        data = M.data
+        if u is not None:
+            data = np.zeros(u[1].size, dtype=M.dtype)
+            data[u[2]] = M.data
+        _set_csr(M, data, P.indices, P.indptr)
+
+
+def batch_support(X: sp.csr_matrix, gold: GoldSets, n_edges: int) -> sp.csr_matrix:
+    """The support of a batch, ``(n_rows, n_edges)``: (f, e) for every feature ``f`` of a document
+    (``X`` with the bias column) and every edge ``e`` of its gold tree (a sparse product; only
+    the pattern matters)."""
+    n = X.shape[0]
+    XT = sp.csr_matrix((np.ones(X.nnz, np.float32), X.indices, X.indptr), shape=X.shape).T.tocsr()
+    G = sp.csr_matrix((np.ones(gold.nodes.size, np.float32), gold.nodes - 1, gold.nodes_ptr), shape=(n, n_edges))
+    S = (XT @ G).tocsr()
+    S.sort_indices()
+    return S
+
+
+def _pattern_mask(W: sp.csr_matrix) -> np.ndarray:
+    """The stored entries of the CSR ``W`` as a dense bool mask (the numpy reference of the sparse layout)."""
+    mask = np.zeros(W.shape, dtype=bool)
+    mask[np.repeat(np.arange(W.shape[0]), np.diff(W.indptr)), W.indices] = True
+    return mask
+
+
+def _store_dense(W: sp.csr_matrix, Wd: np.ndarray, Wa: sp.csr_matrix | None, Wad: np.ndarray | None,
+                 mask: np.ndarray) -> None:
+    """Store the dense ``Wd`` (and ``Wad``) into the CSR ``W`` (``Wa``) in place, on the entries of
+    ``mask`` (the numpy reference of the sparse layout)."""
+    r, c = np.nonzero(mask)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=W.shape[0]))]).astype(np.int64)
+    _set_csr(W, Wd[r, c], c.astype(np.int64), indptr)
+    if Wa is not None and Wad is not None:
+        _set_csr(Wa, Wad[r, c], c.astype(np.int64), indptr.copy())
 
 
 # ------------------------------------------------------------------------------------ base class
@@ -328,7 +444,7 @@ class _PAModel(HierModel):
     def __getstate__(self) -> dict[str, Any]:
         # caches hold weak references and derived arrays: rebuilt on demand
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_tree_index", "_gold_cache", "_prep_cache", "touched_rows_")}
+                if k not in ("_tree_index", "_gold_cache", "_prep_cache", "_supp_cache", "touched_rows_")}
 
     @property
     def _n_rows(self) -> int:
@@ -341,21 +457,47 @@ class _PAModel(HierModel):
 
     def init_state(self) -> ModelState:
         self.validate_params()
-        arrays = {"W": np.zeros((self._n_rows, self._n_columns()), dtype=self._dtype)}
+        shape = (self._n_rows, self._n_columns())
+        check_dense_fits(self.name, shape, self._dtype, self._dense_copies(), self._layout_hint())
+        try:
+            arrays = {"W": np.zeros(shape, dtype=self._dtype)}
+        except MemoryError as e:
+            raise ModelError(f"{dense_message(self.name, shape, self._dtype, self._dense_copies())}: {e}"
+                             f"{self._layout_hint()}") from None
         return ModelState(arrays, {}, "mean")
+
+    def _dense_copies(self) -> int:
+        """How many arrays of the shape of ``W`` a fresh state holds."""
+        return 1
+
+    def _layout_hint(self) -> str:
+        """What to set when the dense weights do not fit (the global model's sparse layout)."""
+        return ""
 
     def fit(self, batch: SparseBatch, epochs: int | None = None, seed: int | None = None) -> HierModel:  # type: ignore[override]
         """Serial training from a fresh state: ``epochs`` (default: the parameter) calls of
         :meth:`partial_fit` with ``seed`` (default: the parameter)."""
         return super().fit(batch, epochs=epochs, seed=int(self.params["seed"] if seed is None else seed))
 
-    def _weights(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def _weights(self, name: str, shape: tuple[int, ...], sparse_ok: bool = False) -> Any:
         """A state array as a writeable C-contiguous ndarray (its dtype is kept), written back
-        into the state when it had to be converted, so that in-place updates land in ``state_``."""
+        into the state when it had to be converted, so that in-place updates land in ``state_``.
+        With ``sparse_ok`` a sparse array comes as a CSR matrix with sorted indices (the global
+        model's sparse layout), itself when it is one."""
         assert self.state_ is not None
         arr = self.state_.arrays.get(name)
         if arr is None:
             raise ModelError(f"model {self.name!r}: the state has no array {name!r}")
+        if sp.issparse(arr) and sparse_ok:
+            if arr.shape != shape:
+                raise ModelError(f"model {self.name!r}: state array {name!r} has shape {arr.shape}, expected {shape} "
+                                 f"(n_features={self.n_features}, taxonomy {self.taxonomy.source})")
+            if not isinstance(arr, sp.csr_matrix):
+                arr = sp.csr_matrix(arr)
+                self.state_.arrays[name] = arr
+            if not arr.has_sorted_indices:
+                arr.sort_indices()
+            return arr
         if sp.issparse(arr):
             arr = arr.toarray()
         if arr.shape != shape:
@@ -415,6 +557,16 @@ class _PAModel(HierModel):
         gold = _gold_sets(batch, X, self._index, self, R)
         _cache_put(cache, batch, key, gold, limit=_CACHE_BATCHES)
         return gold
+
+    def _support(self, batch: SparseBatch, X: sp.csr_matrix, gold: GoldSets) -> sp.csr_matrix:
+        """:func:`batch_support` of ``batch`` (the last batch's is cached)."""
+        key = (float(self.params["bias"]), X.shape, X.nnz, len(batch))
+        cache = self.__dict__.setdefault("_supp_cache", {})
+        hit = _cache_get(cache, batch, key)
+        if hit is None:
+            hit = batch_support(X, gold, self._index.n_edges)
+            _cache_put(cache, batch, key, hit, limit=1)
+        return hit
 
     def _start_epoch(self) -> None:
         self.validate_params()
@@ -721,22 +873,40 @@ class GlobalPA(_PAModel):
         epoch spread over the same unit of time); with one shard it equals Collins' average
         over the ``t * n`` examples exactly.
 
+    layout : {"dense", "sparse", "auto"}, default "dense"
+        How ``W`` (and ``Wa``) are stored. ``"dense"``: an array of ``features x edges`` (the
+        paper's model). ``"sparse"`` (memory that grows with the documents, not with ``features x
+        edges``): a CSR matrix of the model restricted to a support, every other weight being zero
+        and staying zero. The support of an epoch over a batch: the pairs (feature ``f``, edge
+        ``e``) with ``f`` in a document of the batch whose gold tree holds ``e`` (stored as zeros
+        first when missing), and every stored weight (so every non-zero one). A predicted-only
+        edge's update changes only the weights in it, and ``||Delta||^2`` counts only those
+        coordinates: the exact PA step of the restricted model, whose scores and DP decoding are
+        exact. Serial training is so the model restricted to the training set's support; with
+        parameter mixing a shard's epoch is restricted to its documents' support plus every
+        weight the mixed model has learned (the mean of the shards' CSR matrices: zero entries
+        may be dropped, they come back from the documents that support them). ``"auto"``: sparse
+        when the dense weights would take more than :data:`AUTO_SPARSE_BYTES` (4 GiB), dense
+        otherwise. A dense layout larger than the machine's memory is refused in one line, before
+        allocating.
+
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
     with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
+    In the sparse layout ``W`` and ``Wa`` are scipy CSR matrices of that shape, on one pattern.
 
     Defaults: the class defaults (the Parameters above) are the paper's GT (Alg. 5, C = 1), the model the
     runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
     ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.global]`` of
     ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
     ``C = "auto"`` (chosen on inner validation folds by ``sparkhc train``), ``branching``,
-    ``update = "cost_augmented"``, ``margin_rare``, ``bias`` and ``normalize = "l2"``
+    ``update = "cost_augmented"``, ``margin_rare``, ``bias``, ``normalize = "l2"`` and ``layout = "auto"``
     (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
     """
 
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
-        "average": False, "margin_rare": 0.0,
+        "average": False, "margin_rare": 0.0, "layout": "dense",
     }
 
     def validate_params(self) -> None:
@@ -754,6 +924,25 @@ class GlobalPA(_PAModel):
         r = self.params["margin_rare"]
         self._check_param("margin_rare", _is_real(r) and math.isfinite(float(r)) and float(r) >= 0,
                           "a float >= 0")
+        self._check_param("layout", self.params["layout"] in ("dense", "sparse", "auto"),
+                          "'dense', 'sparse' or 'auto'")
+
+    @property
+    def _sparse(self) -> bool:
+        """Whether a fresh state stores ``W`` (and ``Wa``) in the sparse layout: ``layout="sparse"``,
+        or ``"auto"`` with dense weights of more than :data:`AUTO_SPARSE_BYTES`."""
+        lay = self.params["layout"]
+        if lay == "auto":
+            size = self._n_rows * self._index.n_edges * self._dtype.itemsize * self._dense_copies()
+            return size > AUTO_SPARSE_BYTES
+        return bool(lay == "sparse")
+
+    def _dense_copies(self) -> int:
+        return 2 if self._avg else 1
+
+    def _layout_hint(self) -> str:
+        return ('; set model.global.layout = "sparse" (`--set model.global.layout=sparse`: weights only for '
+                'the feature/edge pairs the training documents hold)')
 
     @property
     def _pa2(self) -> bool:
@@ -780,24 +969,31 @@ class GlobalPA(_PAModel):
         return bool(self.params["average"])
 
     def init_state(self) -> ModelState:
-        state = super().init_state()
+        if self._sparse:
+            self.validate_params()
+            shape = (self._n_rows, self._index.n_edges)
+            state = ModelState({"W": sp.csr_matrix(shape, dtype=self._dtype)}, {}, "mean")
+        else:
+            state = super().init_state()
         R = self._R
         if R is not None:
             state.arrays["bf"] = np.zeros((self._index.n_nodes + 1, R + 1), dtype=self._dtype)
         if self._rare > 0:
             state.arrays["edge_counts"] = np.zeros(self._index.n_edges, dtype=np.float64)
         if self._avg:
-            state.arrays["Wa"] = np.zeros_like(state.arrays["W"])
+            W = state.arrays["W"]
+            state.arrays["Wa"] = sp.csr_matrix(W.shape, dtype=W.dtype) if sp.issparse(W) else np.zeros_like(W)
             if R is not None:
                 state.arrays["bfa"] = np.zeros_like(state.arrays["bf"])
             state.arrays["t"] = np.zeros(1, dtype=np.float64)
         return state
 
-    def _avg_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-        """``(Wa, bfa, t)`` of an averaging model's state (``None`` without ``average``)."""
+    def _avg_arrays(self) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
+        """``(Wa, bfa, t)`` of an averaging model's state (``None`` without ``average``; ``Wa`` a CSR
+        matrix in the sparse layout)."""
         if not self._avg:
             return None, None, None
-        Wa = self._weights("Wa", (self._n_rows, self._index.n_edges))
+        Wa = self._weights("Wa", (self._n_rows, self._index.n_edges), sparse_ok=True)
         R = self._R
         bfa = self._weights("bfa", (self._index.n_nodes + 1, R + 1)) if R is not None else None
         return Wa, bfa, self._weights("t", (1,))
@@ -805,7 +1001,7 @@ class GlobalPA(_PAModel):
     def averaged_arrays(self) -> dict[str, np.ndarray]:
         """The weights the model predicts with: ``W`` (and ``bf``), or with ``average`` their
         averages ``W - Wa / t`` (``bf - bfa / t``), in the weights' dtype."""
-        W = self._weights("W", (self._n_rows, self._index.n_edges))
+        W = self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
         bf = self._bf()
         out = {"W": W} if bf is None else {"W": W, "bf": bf}
         Wa, bfa, t = self._avg_arrays()
@@ -830,7 +1026,8 @@ class GlobalPA(_PAModel):
 
     def model_size(self, tol: float = 1e-7) -> int:
         """Number of weights the model predicts with whose ``|w| > tol``."""
-        return sum(int(np.count_nonzero(np.abs(v) > tol)) for v in self.averaged_arrays().values())
+        return sum(int(np.count_nonzero(np.abs(v.data if sp.issparse(v) else v) > tol))
+                   for v in self.averaged_arrays().values())
 
     # -- per-edge offsets (train.calibrate, sparkhc.calibration) ---------------------------------
     def edge_scores_of(self, batch: SparseBatch) -> np.ndarray:
@@ -864,12 +1061,21 @@ class GlobalPA(_PAModel):
             raise ModelError(f"model {self.name!r}: {off.shape} offsets for {self._index.n_edges} edges")
         if not np.isfinite(off).all():
             raise ModelError(f"model {self.name!r}: non-finite edge offsets")
-        W = self._weights("W", (self._n_rows, self._index.n_edges))
-        W[self.n_features] += (off / bias).astype(W.dtype)
+        W = self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
+        add = (off / bias).astype(W.dtype)
+        if sp.issparse(W):  # the bias row's entries: every edge (float32 sums, as the dense row's)
+            n_e = self._index.n_edges
+            row = sp.csr_matrix((add, (np.full(n_e, self.n_features), np.arange(n_e))), shape=W.shape)
+            new = (W + row).tocsr()
+            new.sort_indices()
+            _set_csr(W, new.data, new.indices, new.indptr)
+        else:
+            W[self.n_features] += add
 
     def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
         eff = self.__dict__.get("_eff")
-        return edge_scores(X, eff["W"]) if eff is not None else super()._scores_block(X)
+        W = eff["W"] if eff is not None else self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
+        return _edge_scores(X, W)
 
     def _decode_bf(self) -> np.ndarray | None:
         eff = self.__dict__.get("_eff")
@@ -895,9 +1101,11 @@ class GlobalPA(_PAModel):
         R = self._R
         gold = self._gold(batch, X, R)
         idx = self._index
-        W = self._weights("W", (self._n_rows, idx.n_edges))
+        W = self._weights("W", (self._n_rows, idx.n_edges), sparse_ok=True)
         bf = self._bf()
         Wa, bfa, t = self._avg_arrays()
+        if sp.issparse(W):  # the batch's support joins the stored entries (Wa on the same pattern)
+            _share_pattern([W] if Wa is None else [W, Wa], self._support(batch, X, gold))
         t0 = float(t[0]) if t is not None else 0.0
         C = self._C
         order = shuffled_order(len(batch), seed, epoch)
@@ -912,6 +1120,17 @@ class GlobalPA(_PAModel):
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
                                     aug=self._aug, pa2=self._pa2, Wa=Wa, bfa=bfa, t0=t0, mpos=mpos)
             self.__dict__["touched_rows_"] = touched
+        elif sp.issparse(W):  # the numpy reference: dense copies, the stored entries as a mask
+            self.__dict__["touched_rows_"] = None
+            check_dense_fits(self.name, W.shape, W.dtype, self._dense_copies(),
+                             " (the sparse layout trains without dense copies in the compiled kernels: "
+                             "pip install numba)")
+            Wd = W.toarray()
+            Wad = Wa.toarray() if Wa is not None else None
+            mask = _pattern_mask(W)
+            out = self._gt_epoch_numpy(X, order, Wd, bf, R, idx, gold, C, self._aug, self._pa2, Wad, bfa, t0, mpos,
+                                       support=mask)
+            _store_dense(W, Wd, Wa, Wad, mask)
         else:
             self.__dict__["touched_rows_"] = None
             out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0, mpos)
@@ -935,13 +1154,16 @@ class GlobalPA(_PAModel):
         bfa: np.ndarray | None = None,
         t0: float = 0.0,
         mpos: np.ndarray | None = None,
+        support: np.ndarray | None = None,
     ) -> dict[str, float]:
         """The numpy reference of one GT epoch (also used when numba is absent); ``pa2``: PA-II
         steps ``tau = l / (||Delta||^2 + 1 / (2C))`` instead of PA-I ``min(C, l / ||Delta||^2)``;
         ``Wa``/``bfa`` (averaging): every update is also added to them multiplied by its time
         ``t0 + j / len(order)`` (``j`` the example's 0-based position in ``order``); ``mpos``
         (with ``aug > 0``): the margin of each edge when it is a missed gold edge (``margin_rare``),
-        ``aug`` that of a predicted edge off the gold tree."""
+        ``aug`` that of a predicted edge off the gold tree. ``support`` (bool, the shape of ``W``;
+        the sparse layout): the weights that exist, the others staying zero: an update changes only
+        those, and ``||Delta||^2`` counts only the coordinates in it."""
         use_mpos = mpos is not None and aug > 0.0
         bf_flat = bf.reshape(-1) if bf is not None else None
         bfa_flat = bfa.reshape(-1) if bfa is not None else None
@@ -1003,7 +1225,12 @@ class GlobalPA(_PAModel):
             if loss <= 0.0:
                 continue
             loss_sum += loss
-            norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
+            fv64 = fv.astype(np.float64)
+            if support is not None:  # the coordinates of Delta that exist
+                keep = support[fi[:, None], np.concatenate([plus, minus]) - 1]
+                norm2 = float(((fv64 * fv64)[:, None] * keep).sum()) + bf_n2
+            else:
+                norm2 = (plus.size + minus.size) * float(phi2[i]) + bf_n2
             if norm2 <= 0.0:
                 continue
             tau = loss / (norm2 + 0.5 / C) if pa2 else min(C, loss / norm2)
@@ -1013,7 +1240,9 @@ class GlobalPA(_PAModel):
             if fi.size:
                 cols = np.concatenate([plus, minus]) - 1
                 sign = np.concatenate([np.full(plus.size, tau), np.full(minus.size, -tau)])
-                upd = np.multiply.outer(fv.astype(np.float64), sign)
+                upd = np.multiply.outer(fv64, sign)
+                if support is not None:
+                    upd *= keep
                 W[fi[:, None], cols] += upd
                 if Wa is not None:
                     Wa[fi[:, None], cols] += upd * tw

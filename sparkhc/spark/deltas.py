@@ -15,8 +15,9 @@ which equals the mean of the full states up to float rounding (exactly with one 
 The base arrays are read on the workers without a copy from the broadcast bytes (the ``.npz`` of
 :func:`sparkhc.persistence.state_to_bytes` is stored uncompressed), see :func:`npz_view`.
 
-Only for states whose arrays are dense float ndarrays combined by ``"mean"``; :func:`encode`
-returns ``None`` otherwise and the caller ships the full state as before. A delta is a
+Only for states whose arrays are dense float ndarrays (or float CSR matrices: the sparse layout of
+``GlobalPA``, whose delta holds the entries that changed or appeared) combined by ``"mean"``;
+:func:`encode` returns ``None`` otherwise and the caller ships the full state as before. A delta is a
 :class:`ModelState` (combine ``"delta"``, CSR arrays) and is serialized like any state
 (:func:`sparkhc.persistence.state_to_bytes`, :func:`~sparkhc.persistence.write_state`).
 """
@@ -65,10 +66,38 @@ def npz_view(data: bytes | memoryview, name: str) -> np.ndarray:
 
 
 def supports(state: ModelState) -> bool:
-    """Whether :func:`encode` applies: mean-combined, every array a dense float ndarray."""
+    """Whether :func:`encode` applies: mean-combined, every array a dense float ndarray or a float
+    CSR matrix (the sparse layout of ``GlobalPA``)."""
     return state.combine == "mean" and all(
-        isinstance(v, np.ndarray) and v.dtype.kind == "f" and not sp.issparse(v) for v in state.arrays.values()
+        ((isinstance(v, np.ndarray) and not sp.issparse(v)) or isinstance(v, sp.csr_matrix)) and v.dtype.kind == "f"
+        for v in state.arrays.values()
     )
+
+
+def _csr_base(base_bytes: bytes | dict[str, Any], name: str) -> sp.csr_matrix:
+    if isinstance(base_bytes, dict):
+        return base_bytes[name]
+    parts = {p: npz_view(base_bytes, f"{name}__{p}") for p in ("data", "indices", "indptr", "shape")}
+    return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=tuple(int(n) for n in parts["shape"]))
+
+
+def _encode_csr(new: sp.csr_matrix, base: sp.csr_matrix, hint: np.ndarray | None) -> sp.csr_matrix:
+    """``new - base`` of CSR matrices in float64 (exact for float32 values), the entries that
+    changed only, compared in the rows of ``hint`` (all without)."""
+    if base.shape != new.shape:
+        raise ValueError(f"shape {new.shape} differs from the base {base.shape}")
+    if hint is None:
+        d = new.astype(np.float64) - base.astype(np.float64)
+    else:
+        rows = np.flatnonzero(hint)
+        part = (new[rows].astype(np.float64) - base[rows].astype(np.float64)).tocsr()
+        counts = np.zeros(new.shape[0], dtype=np.int64)
+        counts[rows] = np.diff(part.indptr)
+        d = sp.csr_matrix((part.data, part.indices, np.concatenate([[0], np.cumsum(counts)])), shape=new.shape)
+    d = d.tocsr()
+    d.eliminate_zeros()
+    d.sort_indices()
+    return d
 
 
 def _changed_rows(new: np.ndarray, base: np.ndarray, hint: np.ndarray | None, block: int = 4096) -> np.ndarray:
@@ -105,6 +134,9 @@ def encode(
     touched = touched or {}
     out: dict[str, Any] = {}
     for name, new in state.arrays.items():
+        if sp.issparse(new):
+            out[name] = _encode_csr(new, _csr_base(base_bytes, name), touched.get(name))
+            continue
         base = base_bytes[name] if isinstance(base_bytes, dict) else npz_view(base_bytes, name)
         if base.shape != new.shape:
             raise ValueError(f"array {name!r}: shape {new.shape} differs from the base {base.shape}")
@@ -147,7 +179,10 @@ def encode_values(state: ModelState, base: dict[str, np.ndarray]) -> ModelState 
     of ``state``: what :func:`apply_values` needs to rebuild ``state`` from ``base`` exactly, by
     assignment. For float32 arrays 8 bytes per changed entry instead of :func:`encode`'s 12 (the
     jobs engine's broadcast of the mixed state, :class:`sparkhc.spark.mixing.jobs.BaseChain`). ``None``
-    when the state is not supported (:func:`supports`)."""
+    when the state is not supported (:func:`supports`) or holds CSR arrays (whose entries come and
+    go: the state is sent whole)."""
+    if any(sp.issparse(v) for v in state.arrays.values()):
+        return None
     d = encode(state, base)
     if d is None:
         return None
@@ -246,6 +281,14 @@ class DeltaSum:
             ds = [p[name] for p in self.parts if name in p and p[name].nnz]
             if not ds:
                 out[name] = arr
+                continue
+            if sp.issparse(arr):  # the union of the entries: (d_1 + d_2 + ...) * scale + base, in float64
+                acc = ds[0].copy()
+                for d in ds[1:]:
+                    acc = acc + d
+                mixed = (acc * scale + arr.astype(np.float64)).astype(arr.dtype).tocsr()
+                mixed.sort_indices()
+                out[name] = mixed
                 continue
             new = arr if inplace and isinstance(arr, np.ndarray) and arr.flags.writeable else np.array(arr, copy=True)
             flat = new.reshape(ds[0].shape)

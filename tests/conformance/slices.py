@@ -103,6 +103,24 @@ def small_params(cls: Any) -> dict[str, Any]:
     return {"max_iter": 5} if cls.training in ("em", "batch") and "max_iter" in cls.defaults else {}
 
 
+#: parameter variants that change how a model stores or trains its state, checked as cases of
+#: their own next to each registered name's default (``case`` ids ``name-variant``)
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "global": {"sparse": {"layout": "sparse"}},  # issue 33: CSR weights of the support
+}
+
+
+def cases(names: list[str]) -> list[Any]:
+    """``(name, params)`` for every name (its defaults) and every variant of :data:`VARIANTS`, as
+    pytest params with readable ids."""
+    import pytest
+
+    out = [pytest.param(n, {}, id=n) for n in names]
+    for n in names:
+        out += [pytest.param(n, p, id=f"{n}-{v}") for v, p in VARIANTS.get(n, {}).items()]
+    return out
+
+
 def new_model(name: str, data: Slice, **params: Any) -> HierModel:
     """A fresh model for the slice, on the model taxonomy ``sparkhc train`` would use."""
     cls = get_model_class(name)

@@ -25,11 +25,14 @@ import scipy.sparse as sp
 from sparkhc.models import get_model_class, names
 from sparkhc.models.base import TRAINING_STRATEGIES, HierModel, ModelState, StateSum
 from sparkhc.persistence import load_model, save_model
-from tests.conformance.slices import Slice, hier_slice, mdc_slice, new_model
+from tests.conformance.slices import Slice, cases, hier_slice, mdc_slice, new_model
 
 ALL_MODELS = names()
 #: the models trained by iterative parameter mixing (the others never have their states mixed)
 MIXING_MODELS = [n for n in ALL_MODELS if get_model_class(n).training == "mixing"]
+#: every name with its defaults, plus the declared parameter variants (``slices.VARIANTS``)
+ALL_CASES = cases(ALL_MODELS)
+MIXING_CASES = cases(MIXING_MODELS)
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +47,9 @@ def _slice(name: str, cache: dict[str, Slice]) -> Slice:
     return cache[kind]
 
 
-def _fitted(name: str, cache: dict[str, Slice]) -> tuple[object, Slice]:
+def _fitted(name: str, cache: dict[str, Slice], params: dict | None = None) -> tuple[object, Slice]:
     data = _slice(name, cache)
-    model = new_model(name, data)
+    model = new_model(name, data, **(params or {}))
     model.fit(data.train, epochs=2, seed=0)
     return model, data
 
@@ -73,9 +76,9 @@ def test_declares_a_training_strategy(name: str) -> None:
     assert cls.combine in ("mean", "sum")
 
 
-@pytest.mark.parametrize("name", ALL_MODELS)
-def test_predictions_are_valid_label_sets(name: str, slices: dict[str, Slice]) -> None:
-    model, data = _fitted(name, slices)
+@pytest.mark.parametrize("name,params", ALL_CASES)
+def test_predictions_are_valid_label_sets(name: str, params: dict, slices: dict[str, Slice]) -> None:
+    model, data = _fitted(name, slices, params)
     pred = model.predict(data.test)  # type: ignore[attr-defined]
     assert len(pred) == len(data.test)
     tax = data.taxonomy
@@ -92,9 +95,9 @@ def test_predictions_are_valid_label_sets(name: str, slices: dict[str, Slice]) -
     assert hits > 0, hits  # (accuracy is not the contract here: the majority baseline predicts one set for all)
 
 
-@pytest.mark.parametrize("name", ALL_MODELS)
-def test_save_load_round_trip_predicts_identically(name: str, slices: dict[str, Slice], tmp_path) -> None:
-    model, data = _fitted(name, slices)
+@pytest.mark.parametrize("name,params", ALL_CASES)
+def test_save_load_round_trip_predicts_identically(name: str, params: dict, slices: dict[str, Slice], tmp_path) -> None:
+    model, data = _fitted(name, slices, params)
     save_model(tmp_path / "m", model, {"note": "conformance"})  # type: ignore[arg-type]
     loaded, meta = load_model(tmp_path / "m", taxonomy=data.taxonomy)
     assert meta["model"] == name
@@ -103,31 +106,31 @@ def test_save_load_round_trip_predicts_identically(name: str, slices: dict[str, 
     assert loaded.predict(data.test) == model.predict(data.test)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("name", MIXING_MODELS)
-def test_mixing_identical_states_changes_nothing(name: str, slices: dict[str, Slice]) -> None:
+@pytest.mark.parametrize("name,params", MIXING_CASES)
+def test_mixing_identical_states_changes_nothing(name: str, params: dict, slices: dict[str, Slice]) -> None:
     """The product's mixing rule (``sparkhc.spark.mixing.mix.mix``, run by both Spark mixing modes) over two
     shards that return the same state: the mean of two copies (exact in any float type), or for
     summed statistics the sum minus the one extra copy of the shared start."""
     from sparkhc.spark.mixing.mix import mix
 
-    model, data = _fitted(name, slices)
+    model, data = _fitted(name, slices, params)
     state = model.get_state()  # type: ignore[attr-defined]
     mixed, counters = mix(state, StateSum().add(state.copy()).add(state.copy()))
     assert counters["shards"] == 2
     _same_state(state, mixed)
-    other = new_model(name, data).set_state(mixed)
+    other = new_model(name, data, **params).set_state(mixed)
     assert other.predict(data.test) == model.predict(data.test)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("name", ALL_MODELS)
-def test_same_seed_gives_the_same_model(name: str, slices: dict[str, Slice]) -> None:
-    a, _ = _fitted(name, slices)
-    b, _ = _fitted(name, slices)
+@pytest.mark.parametrize("name,params", ALL_CASES)
+def test_same_seed_gives_the_same_model(name: str, params: dict, slices: dict[str, Slice]) -> None:
+    a, _ = _fitted(name, slices, params)
+    b, _ = _fitted(name, slices, params)
     _same_state(a.get_state(), b.get_state())  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("name", ALL_MODELS)
-def test_declared_capabilities_match_the_model(name: str, slices: dict[str, Slice]) -> None:
+@pytest.mark.parametrize("name,params", ALL_CASES)
+def test_declared_capabilities_match_the_model(name: str, params: dict, slices: dict[str, Slice]) -> None:
     """``fits_open`` exactly when the class has its own ``fit_open``; ``touched_arrays`` only on
     models trained by mixing, naming feature-major arrays of the state whose rows ``touched_rows_``
     (when set after an epoch) has one flag for each; a model that accepts per-edge offsets
@@ -136,7 +139,7 @@ def test_declared_capabilities_match_the_model(name: str, slices: dict[str, Slic
     assert cls.fits_open == (cls.fit_open is not HierModel.fit_open)
     assert isinstance(cls.touched_arrays, tuple)
     assert not cls.touched_arrays or cls.training == "mixing"
-    model, _ = _fitted(name, slices)
+    model, _ = _fitted(name, slices, params)
     assert isinstance(model, HierModel)
     if model.supports_edge_offsets():
         assert callable(getattr(model, "shift_edges", None))

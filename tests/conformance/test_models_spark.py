@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from sparkhc.config import TrainConfig
 from sparkhc.models import get_model_class, names
-from tests.conformance.slices import Slice, hier_slice, mdc_slice, new_model
+from tests.conformance.slices import Slice, cases, hier_slice, mdc_slice, new_model
 
 EPOCHS = 2
 
@@ -22,8 +22,8 @@ def slices() -> dict[str, Slice]:
     return {}
 
 
-@pytest.mark.parametrize("name", names())
-def test_one_partition_on_spark_equals_serial_training(spark, name: str, slices: dict[str, Slice]) -> None:
+@pytest.mark.parametrize("name,params", cases(names()))
+def test_one_partition_on_spark_equals_serial_training(spark, name: str, params: dict, slices: dict[str, Slice]) -> None:
     from sparkhc.spark.training import DRIVERS, fit_model
 
     cls = get_model_class(name)
@@ -32,14 +32,14 @@ def test_one_partition_on_spark_equals_serial_training(spark, name: str, slices:
         slices[kind] = mdc_slice() if kind == "mdc" else hier_slice()
     data = slices[kind]
     df = spark.createDataFrame(data.features_table()).repartition(1)
-    model = new_model(name, data)
+    model = new_model(name, data, **params)
     cfg = TrainConfig(model=name, epochs=EPOCHS, shards=1, seed=0, checkpoint=False)
     result = fit_model(spark, df, model, cfg)
     assert result.strategy in DRIVERS
     assert result.documents == len(data.train) or result.strategy in ("node_parallel",)
 
     order = np.argsort(np.asarray([str(d) for d in data.train.doc_ids]), kind="stable")
-    serial = new_model(name, data)
+    serial = new_model(name, data, **params)
     serial.fit(dataclasses.replace(data.train.subset(order)), epochs=1 if cls.single_pass else EPOCHS, seed=0)
     a, b = model.get_state().arrays, serial.get_state().arrays
     assert a.keys() == b.keys()

@@ -18,3 +18,20 @@ def no_spark(monkeypatch):
     monkeypatch.setattr(sparkhc.spark.session, "get_session", lambda *a, **k: calls.append("session"))
     monkeypatch.setattr(sparkhc.spark.session, "deferred_session", lambda *a, **k: calls.append("session"))
     return calls
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    """A context switch for the compiled kernels' tests: call ``reference(fn)`` to run ``fn`` on
+    the numpy path (``sparkhc.kernels.ENABLED`` False); the test itself runs with the kernels."""
+    from sparkhc import kernels
+
+    def run(fn):
+        monkeypatch.setattr(kernels, "ENABLED", False)
+        try:
+            return fn()
+        finally:
+            monkeypatch.setattr(kernels, "ENABLED", True)
+
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    return run

@@ -83,7 +83,7 @@ def test_merge_is_associative():
 def test_unsupported_states_fall_back():
     import scipy.sparse as sp
 
-    st = ModelState({"W": sp.csr_matrix(np.eye(3))}, {}, "mean")
+    st = ModelState({"W": sp.csc_matrix(np.eye(3))}, {}, "mean")
     assert not supports(st)
     assert encode(st, state_to_bytes(st)) is None
     assert not supports(ModelState({"W": np.zeros(3)}, {}, "sum"))
@@ -189,3 +189,44 @@ def test_compiled_deltas_equal_the_numpy_path_bit_for_bit(dtype, use_hint, block
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
     assert np.isnan(state_from_bytes(data).arrays["v"]).sum() == 0  # the base bytes are untouched
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 3])
+@pytest.mark.parametrize("use_hint", [False, True])
+def test_sparse_layout_states_mix_by_deltas(n_shards, use_hint):
+    """GlobalPA(layout="sparse"): CSR W / Wa whose entries differ between shards mix by deltas (the
+    entries that changed or appeared) to the mean of the states, exactly for one shard."""
+    import scipy.sparse as sp
+
+    from sparkhc.models.murawaki import GlobalPA
+    from tests.unit.test_kernels import make_batch, random_taxonomy
+
+    rng = np.random.default_rng(n_shards)
+    tax = random_taxonomy(30, rng)
+    batch = make_batch(tax, 120, 300, rng)
+    params = {"layout": "sparse", "average": True, "branching": True, "bias": 0.3}
+    m = GlobalPA(tax, 300, **params)
+    m.partial_fit(batch.subset(np.arange(40)), seed=1, epoch=0)
+    base = m.get_state()
+    data = state_to_bytes(base)
+    assert supports(base)
+    shards, acc = [], DeltaSum()
+    for k in range(n_shards):
+        w = GlobalPA(tax, 300, **params)
+        w.set_state(base.copy())
+        w.partial_fit(batch.subset(np.arange(40 + k * 25, 65 + k * 25)), seed=k, epoch=1)
+        d = encode(w.get_state(), data if k % 2 else base.arrays, w.changed_rows() if use_hint else None)
+        assert d is not None and d.arrays["W"].nnz < w.get_state().arrays["W"].nnz
+        shards.append(w.get_state())
+        acc = acc.add(state_from_bytes(state_to_bytes(d)))
+    mixed = acc.apply(base)
+    ref = combine_states(shards)
+    for name, arr in ref.arrays.items():
+        assert sp.issparse(mixed.arrays[name]) == sp.issparse(arr) == (name in ("W", "Wa"))
+        assert mixed.arrays[name].dtype == arr.dtype
+        got, want = (a.toarray() if sp.issparse(a) else a for a in (mixed.arrays[name], arr))
+        if n_shards == 1:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert base.arrays["W"].nnz == m.get_state().arrays["W"].nnz  # the base is untouched

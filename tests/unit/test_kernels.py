@@ -20,21 +20,6 @@ from sparkhc.taxonomy import Taxonomy
 pytestmark = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed (optional extra 'fast')")
 
 
-@pytest.fixture
-def reference(monkeypatch):
-    """A context switch: call ``reference(fn)`` to run ``fn`` on the numpy path."""
-
-    def run(fn):
-        monkeypatch.setattr(kernels, "ENABLED", False)
-        try:
-            return fn()
-        finally:
-            monkeypatch.setattr(kernels, "ENABLED", True)
-
-    monkeypatch.setattr(kernels, "ENABLED", True)
-    return run
-
-
 def random_taxonomy(n_nodes: int, rng: np.random.Generator, wide: bool = False) -> Taxonomy:
     """Random rooted tree; ``wide`` favours a few high fan-out nodes (k > R + 1 branchings)."""
     names = ["ROOT"]

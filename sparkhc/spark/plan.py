@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from sparkhc import fsio
 from sparkhc.batch import SparseBatch
@@ -92,6 +93,13 @@ class TrainingPlan:
         return dataclasses.asdict(self)
 
 
+def _nbytes(a: Any) -> int:
+    """The bytes of one state array (a CSR matrix of the sparse layout: its three arrays)."""
+    if sp.issparse(a):
+        return int(a.data.nbytes + a.indices.nbytes + a.indptr.nbytes)
+    return int(getattr(a, "nbytes", 0))
+
+
 def driver_reason(model: HierModel, strategy: TrainingStrategy, train: TrainConfig) -> str:
     """Why ``model`` cannot train in the driver on rows read there ("" when it can): the models
     fitted on the driver anyway (``local``), the MDC models' open fit, and the models trained by
@@ -106,7 +114,7 @@ def driver_reason(model: HierModel, strategy: TrainingStrategy, train: TrainConf
     state = model.init_state()
     if not deltas.supports(state):
         return "its state does not mix by row-sparse deltas"
-    size = sum(int(getattr(a, "nbytes", 0)) for a in state.arrays.values())
+    size = sum(_nbytes(a) for a in state.arrays.values())
     if train.execution != "driver" and size > AUTO_MAX_STATE_BYTES:
         return (f"a state of {size / 2**20:.0f} MiB > {AUTO_MAX_STATE_BYTES >> 20} MiB "
                 "(train.execution = driver trains it here)")

@@ -447,7 +447,8 @@ def _check_bf(idx: TreeIndex, bf: np.ndarray, R: int) -> np.ndarray:
 
 
 def dp_solve(
-    taxonomy: Taxonomy | TreeIndex, S: np.ndarray, bf: np.ndarray | None = None, R: int = 3
+    taxonomy: Taxonomy | TreeIndex, S: np.ndarray, bf: np.ndarray | None = None, R: int = 3,
+    with_k: bool = True,
 ) -> DPResult:
     """Exact decoding of the global model (MAXTREE, Alg. 3; with ``bf``, Alg. 4), for a batch.
 
@@ -460,6 +461,9 @@ def dp_solve(
         Branching-feature weights (module docstring for the layout).
     R : int
         Number of explicit branching buckets (the paper's R = 3).
+    with_k : bool
+        False: ``k`` may be None also with ``bf`` (decoding needs only the selection; ``k`` is an
+        int64 ``(n_docs, n_nodes)`` array, the largest output).
 
     Returns
     -------
@@ -483,7 +487,7 @@ def dp_solve(
     if bf is not None:
         _check_bf(idx, bf, R)
     if _kernels.available():
-        sel_k, score_k, kk_k = _kernels.dp_batch(idx, S2, bf, R)
+        sel_k, score_k, kk_k = _kernels.dp_batch(idx, S2, bf, R, with_k=with_k)
         return DPResult(selected=sel_k, score=score_k, k=kk_k)
     return _dp_solve_numpy(idx, S2, bf, R)
 

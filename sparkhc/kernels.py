@@ -98,11 +98,14 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
             # one pass: the top R + 1 offers (value desc, then id asc) by insertion into picks
             npick = k if k < R + 1 else R + 1
             m = 0
+            npos = 0  # positive offers: when all are among the picks, the extra sum is empty
             for c in range(lo, hi):
                 o = s[c - 1] + sub[c]
                 off[c] = o
                 taken[c] = False
                 chosen[c] = False
+                if o > zero:
+                    npos += 1
                 if m < npick:
                     q = m
                     m += 1
@@ -128,10 +131,11 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
             nextra = 0
             if k > R:
                 extra = zero
-                for c in range(lo, hi):
-                    if not taken[c] and off[c] > zero:
-                        extra += off[c]
-                        nextra += 1
+                if npos > npick:  # else every positive offer is among the picks: extra stays 0
+                    for c in range(lo, hi):
+                        if not taken[c] and off[c] > zero:
+                            extra += off[c]
+                            nextra += 1
                 cand = cum + extra + (bf[p, R] + bf[nb, R])
                 if cand > best:
                     best = cand
@@ -140,7 +144,7 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
             for j in range(top):
                 chosen[picks[j]] = True
             kb = jbest + 1
-            if jbest == R and k > R:
+            if jbest == R and nextra > 0:
                 for c in range(lo, hi):
                     if not taken[c] and off[c] > zero:
                         chosen[c] = True
@@ -156,7 +160,7 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
                 kk[p] = 0
 
 
-def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel, score, kk_out):  # type: ignore[no-untyped-def]
+def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel, score, kk_out, keep_k):  # type: ignore[no-untyped-def]
     n = S.shape[0]
     n_nodes = fc.shape[0]
     chosen = np.zeros(n_nodes, dtype=np.bool_)
@@ -168,7 +172,7 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
         for c in range(n_nodes):
             sel[i, c] = chosen[c]
         score[i] = sub[0]
-        if use_bf:
+        if keep_k:
             for c in range(n_nodes):
                 kk_out[i, c] = kk[c]
 
@@ -592,23 +596,25 @@ def _bf_arg(bf: np.ndarray | None, dtype: Any) -> tuple[np.ndarray, bool]:
 
 
 def dp_batch(
-    index: Any, S: np.ndarray, bf: np.ndarray | None, R: int
+    index: Any, S: np.ndarray, bf: np.ndarray | None, R: int, with_k: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Exact DP of a block ``S`` ``(n_docs, n_edges)``: ``(selected, score, k)`` as
-    :func:`sparkhc.decoding.dp_solve` (arithmetic in ``promote(S.dtype, float32)``)."""
+    :func:`sparkhc.decoding.dp_solve` (arithmetic in ``promote(S.dtype, float32)``); without
+    ``with_k`` no ``k`` (None: decoding needs only the selection, and ``k`` is the largest output)."""
     dt = np.promote_types(S.dtype, np.float32)
     S = np.ascontiguousarray(S, dtype=dt)
     n = S.shape[0]
     bfa, use_bf = _bf_arg(None if bf is None else np.asarray(bf, dtype=dt), dt)
     sel = np.zeros((n, index.n_nodes), dtype=np.bool_)
     score = np.zeros(n, dtype=np.float64)
-    kk = np.zeros((n, index.n_nodes) if use_bf else (1, 1), dtype=np.int64)
+    keep_k = use_bf and with_k
+    kk = np.zeros((n, index.n_nodes) if keep_k else (1, 1), dtype=np.int64)
     zero = dt.type(0)
     _dp_batch_j(
         S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
-        zero, dt.type(-np.inf), np.zeros(index.n_nodes, dt), np.zeros(index.n_nodes, dt), sel, score, kk,
+        zero, dt.type(-np.inf), np.zeros(index.n_nodes, dt), np.zeros(index.n_nodes, dt), sel, score, kk, keep_k,
     )
-    return sel, score, (kk if use_bf else None)
+    return sel, score, (kk if keep_k else None)
 
 
 def dp_one(
@@ -638,6 +644,7 @@ def dp_batch_f64(
     _dp_batch_j(
         S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
         np.float64(0.0), np.float64(-np.inf), np.zeros(index.n_nodes), np.zeros(index.n_nodes), sel, score, kk,
+        use_bf,
     )
     return sel, score, (kk if use_bf else None)
 

@@ -274,6 +274,15 @@ class HierModel:
         (n_docs, n_nodes) for threshold sweeps."""
         raise NotImplementedError
 
+    def decode_picked(self, batch: SparseBatch) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Predicted leaf sets and the scores of their nodes (aligned; NaN for a model without
+        per-node scores): what predictions store. Models with large score matrices override it to
+        decode block by block."""
+        leaf_sets, scores = self.decode(batch)
+        if scores is None:
+            return leaf_sets, [np.full(len(m), np.nan, dtype=np.float32) for m in leaf_sets]
+        return leaf_sets, [scores[i, np.asarray(m, dtype=np.int64)] for i, m in enumerate(leaf_sets)]
+
     def predict(self, batch: SparseBatch) -> list[list[str]]:
         """Predicted label names (deepest labels; virtual leaves mapped back)."""
         leaf_sets, _ = self.decode(batch)

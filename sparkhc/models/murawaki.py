@@ -589,13 +589,27 @@ class _PAModel(HierModel):
         scores = np.zeros((n, self.taxonomy.n_nodes), dtype=np.float32) if return_scores else None
         for a in range(0, n, DECODE_CHUNK):
             b = min(n, a + DECODE_CHUNK)
-            part, sc = self._decode_block(X[a:b])
+            part, sc = self._decode_block(X[a:b], return_scores)
             sets.extend(part)
             if scores is not None:
                 scores[a:b] = sc
         return sets, scores
 
-    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+    def decode_picked(self, batch: SparseBatch) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """:meth:`decode`'s leaf sets and the scores of their nodes, block by block: never the
+        ``(n_docs, n_nodes)`` score matrix of the whole batch (tens of thousands of nodes)."""
+        self.get_state()
+        X = self._prepare(batch)
+        sets: list[np.ndarray] = []
+        picked: list[np.ndarray] = []
+        for a in range(0, X.shape[0], DECODE_CHUNK):
+            part, sc = self._decode_block(X[a:a + DECODE_CHUNK], True)
+            assert sc is not None
+            sets.extend(part)
+            picked.extend(sc[i, np.asarray(m, dtype=np.int64)] for i, m in enumerate(part))
+        return sets, picked
+
+    def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         raise NotImplementedError
 
     # -- local (binary) training shared by FLAT and TREE --------------------------------------------
@@ -710,10 +724,12 @@ class FlatPA(_PAModel):
         order = shuffled_order(len(batch), seed, epoch)
         return self._binary_epoch(X, order, gold.phi2, pos, gold.leaves_ptr)
 
-    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+    def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         S = self._scores_block(X)
         leaves = self._index.leaves
         sets = [leaves[c] for c in mask_to_sets(flat_select(S))]
+        if not with_scores:
+            return sets, None
         scores = np.full((X.shape[0], self._index.n_nodes), -np.inf, dtype=np.float32)
         scores[:, leaves] = S
         return sets, scores
@@ -800,13 +816,15 @@ class TreePA(_PAModel):
         ycols = np.where(np.isin(col_key, gold_key), 1.0, -1.0)
         return cols.astype(np.int64), cols_ptr, ycols
 
-    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+    def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         S = self._scores_block(X)
         idx = self._index
         if self.params["decoder"] == "ls":
             sel = local_search_mask(idx, S)
         else:
             sel = dp_solve(idx, S).selected
+        if not with_scores:
+            return mask_to_sets(sel & idx.is_leaf), None
         scores = np.zeros((X.shape[0], idx.n_nodes), dtype=np.float32)
         scores[:, 1:] = S
         return mask_to_sets(sel & idx.is_leaf), scores
@@ -1259,11 +1277,13 @@ class GlobalPA(_PAModel):
             "tau": tau_sum,
         }
 
-    def _decode_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], np.ndarray]:
+    def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         S = self._scores_block(X)
         idx = self._index
         R = self._R
-        res = dp_solve(idx, S, bf=self._decode_bf(), R=R if R is not None else 3)
+        res = dp_solve(idx, S, bf=self._decode_bf(), R=R if R is not None else 3, with_k=False)
+        if not with_scores:
+            return res.leaf_sets(idx), None
         scores = np.zeros((X.shape[0], idx.n_nodes), dtype=np.float32)
         scores[:, 1:] = S
         return res.leaf_sets(idx), scores

@@ -41,19 +41,15 @@ PRED_DDL = (
 
 def decode_batch(model: HierModel, batch: SparseBatch) -> tuple[list[list[str]], list[list[float]]]:
     """Label names and aligned scores for every document of ``batch``."""
-    leaf_sets, scores = model.decode(batch)
+    leaf_sets, picked = model.decode_picked(batch)
     tax = model.taxonomy
     labels: list[list[str]] = []
     out_scores: list[list[float]] = []
-    for i, m in enumerate(leaf_sets):
+    for m, sc in zip(leaf_sets, picked, strict=True):
         m = np.asarray(m, dtype=np.int64)
         order = np.argsort([tax.real_id(int(c)) for c in m], kind="stable")
-        names = [tax.names[tax.real_id(int(m[j]))] for j in order]
-        labels.append(names)
-        if scores is not None:
-            out_scores.append([float(scores[i, int(m[j])]) for j in order])
-        else:
-            out_scores.append([float("nan")] * len(names))
+        labels.append([tax.names[tax.real_id(int(m[j]))] for j in order])
+        out_scores.append([float(sc[j]) for j in order])
     return labels, out_scores
 
 

@@ -314,6 +314,27 @@ def test_dp_is_the_exact_argmax(with_bf):
                 assert np.array_equal(k, counts)
 
 
+@pytest.mark.parametrize("shift", [-0.8, -1.5, -3.0])
+def test_dp_bf_exact_when_few_offers_are_positive(shift):
+    """The compiled DP skips the sum of the positive offers beyond the top R + 1 when no such
+    offer exists (most edges of a large taxonomy score below 0); scores shifted down, so that wide
+    nodes (more than R + 1 children) have 0, 1, ... positive offers: still the brute-force argmax,
+    and ``with_k=False`` selects the same sets."""
+    seen_wide = 0
+    for tax, S, bf in problems(23, 30):
+        idx = tree_index(tax)
+        S = S + shift
+        res = dp_solve(tax, S, bf=bf)
+        lean = dp_solve(tax, S, bf=bf, with_k=False)
+        assert np.array_equal(lean.selected, res.selected) and np.array_equal(lean.score, res.score)
+        seen_wide += int((idx.n_children > 3).any())  # k > R = 3
+        for i in range(S.shape[0]):
+            ranked = brute_all(tax, S[i], bf)
+            assert res.score[i] == pytest.approx(ranked[0][0], abs=1e-9), tax.edges()
+            assert tuple(res.leaf_sets(idx)[i].tolist()) == ranked[0][1]
+    assert seen_wide >= 3
+
+
 @pytest.mark.parametrize("with_bf", [False, True], ids=["dp", "dp_bf"])
 def test_dp_with_ties_is_still_optimal(with_bf):
     """Integer scores make ties everywhere: the set may be any argmax, the score is the max and

@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""An epoch, a scoring pass and decoding of the same global model, one thread, the same documents
+(issue 33, point 2: "an epoch within 3x one scoring pass of the same model; decoding at least 0.5x
+that pass").
+
+    python benchmarks/bench_mesh_passes.py --model /tmp/mesh/model_bench --features /tmp/mesh/features \\
+        --docs 20000 --section mesh-passes
+
+The model is a saved one (e.g. the one epoch of ``train-mesh300k-sparse``), so its weights have the
+size and pattern a real training gives. On a seeded sample of ``--docs`` training documents, in this
+process and one thread, each timed on its own:
+
+- **scoring pass** (the physical limit): the edge scores ``X W`` of every document, the product
+  every training step and every decoding starts from (:func:`sparkhc.kernels.csr_scores` for the
+  sparse layout, the dense product otherwise), in blocks of ``DECODE_CHUNK`` documents;
+- **epoch**: one more training epoch of the model on the sample (``GlobalPA.partial_fit``: per
+  document the scores, the exact DP of the cost-augmented scores, the PA step; the sample's support
+  joins the stored entries first, as in every epoch of the sparse layout);
+- **decoding**: ``GlobalPA.decode`` without scores (scores + exact DP per document), what
+  ``sparkhc predict`` runs in each task.
+
+Documents per second of each and the ratios epoch / scoring and decoding / scoring (in throughput).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+from _common import command, loadavg, machine, now, write_section  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--features", required=True)
+    ap.add_argument("--docs", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--section", default="")
+    a = ap.parse_args()
+
+    import scipy.sparse as sp
+
+    from sparkhc.features import read_features_local
+    from sparkhc.models.murawaki import DECODE_CHUNK, _edge_scores
+    from sparkhc.persistence import load_model
+
+    load0 = loadavg()
+    model, _meta = load_model(a.model)
+    batch, _ = read_features_local(a.features, with_counts=False)
+    tr = np.flatnonzero(batch.extra["split"] == "train")
+    rng = np.random.default_rng(a.seed)
+    sample = batch.subset(np.sort(rng.choice(tr, size=min(a.docs, tr.size), replace=False)))
+    n = len(sample)
+    W = model.state_.arrays["W"]
+    layout = "sparse (CSR)" if sp.issparse(W) else "dense"
+    nw = W.nnz if sp.issparse(W) else W.size
+    model.decode(sample.subset(np.arange(min(64, n))), return_scores=False)  # compile the kernels
+
+    X = model._prepare(sample)  # the model's own input: scaled rows with the bias column
+    t0 = time.perf_counter()
+    chk = 0.0
+    for s in range(0, n, DECODE_CHUNK):
+        chk += float(_edge_scores(X[s:s + DECODE_CHUNK], W)[:, 0].sum())
+    t_score = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    model.decode(sample, return_scores=False)
+    t_decode = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    out = model.partial_fit(sample, seed=a.seed, epoch=2)
+    t_epoch = time.perf_counter() - t0
+    load1 = loadavg()
+
+    def rate(t: float) -> str:
+        return f"{n / t:,.0f} docs/s ({t:.1f} s)"
+
+    lines = [
+        f"| scoring pass (`X W`, blocks of {DECODE_CHUNK}) | {rate(t_score)} | 1 |",
+        f"| training epoch (`partial_fit`: scores, cost-augmented DP, PA steps) | {rate(t_epoch)} | "
+        f"epoch = {t_epoch / t_score:.2f}x the pass's time |",
+        f"| decoding (`decode`: scores + exact DP) | {rate(t_decode)} | "
+        f"{t_score / t_decode:.2f}x the pass's throughput |",
+    ]
+    print("\n".join(lines))
+    print(f"updates {out.get('updates')} of {n}")
+    if a.section:
+        body = (
+            f"Command: `{command()}`  \nMachine: {machine()}  \nDate: {now()}; load average {load0} at the start, "
+            f"{load1} at the end\n\n"
+            f"Model `{a.model}`: {layout} weights, {nw:,} stored, {W.shape[0]:,} rows x {W.shape[1]:,} edges. "
+            f"Sample: {n:,} training documents (seed {a.seed}), one thread, each pass timed on its own "
+            f"(the epoch updated {int(out.get('updates', 0)):,} of them).\n\n"
+            "| pass | throughput | against the scoring pass |\n|---|---|---|\n" + "\n".join(lines) + "\n"
+        )
+        write_section(a.section, "An epoch and decoding against one scoring pass (MeSH-sized model)", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+#!/usr/bin/env python
+"""Accuracy of the default training against the number of shards on corpora of 100k+ documents
+(issue 33, point 3): hF, macro-F1, micro-F1 and example F1 on the corpus protocol's test part at
+each ``train.shards`` value, with every other setting the shipped default (epochs chosen on
+validation bands of the training part, ``C = "auto"``, ``train.calibrate = "auto"``).
+
+    python benchmarks/bench_shards.py --features meka_imdb=/tmp/acc/meka_imdb/features \\
+        --features gen100k=/tmp/gen100k/features --shards 1 8 32 64 128 --section shards-100k
+
+Each training is the product's :func:`sparkhc.spark.training.fit_model` in this process (the driver
+engine: the same shards, order and mixing as the Spark engines, bit-identical weights; see
+``docs/architecture.md``), so the figure is the accuracy a cluster of that many task slots gets;
+the seconds are those of one process doing every shard's work in turn, not a cluster's. The test
+part is scored once per trained model, after every choice was made on the training part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from _common import loadavg, write_table_section  # noqa: E402
+
+METRICS = (("hF", "hF"), ("LBMaF", "LB macro-F1"), ("LBMiF", "LB micro-F1"), ("EBF", "example F1"))
+
+
+def train(d, tr: np.ndarray, shards: int, overrides: list[str]) -> tuple[object, dict]:
+    from sparkhc.config import load_config
+    from sparkhc.spark.pipelines import new_model
+    from sparkhc.spark.plan import label_combinations_of
+    from sparkhc.spark.session import deferred_session
+    from sparkhc.spark.training import fit_model
+
+    cfg = load_config(overrides=[*overrides, f"train.shards={shards}"])
+    rows = d.batch.subset(tr)
+    rows = rows.subset(np.flatnonzero([bool(labs) for labs in rows.labels]))
+    model = new_model(cfg.train.model, cfg, d.taxonomy, d.batch.n_features, None,
+                      combos=label_combinations_of(rows))
+    session = deferred_session("bench_shards", "local[2]")
+    result = fit_model(session, None, model, cfg.train, rows=rows)
+    sel = result.epoch_selection or {}
+    cal = result.calibration or {}
+    return model, {"epochs": result.epochs, "run": sel.get("epochs_run"), "C": model.params.get("C"),
+                   "folds": sel.get("folds"), "offsets": bool(cal.get("applied"))}
+
+
+def main() -> None:
+    from compare import load, score, splits
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--features", action="append", default=[], help="NAME=DIR (repeatable)")
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 8, 32, 64, 128])
+    ap.add_argument("--set", action="append", default=[], help="SECTION.KEY=VALUE for every training")
+    ap.add_argument("--section", default="")
+    args = ap.parse_args()
+    rows_out: list[str] = []
+    load0 = loadavg()
+    for spec in args.features:
+        name, path = spec.split("=", 1)
+        d = load(name, path)
+        sp = splits(d, 1, [0])[0]  # the protocol's first test part (meka_imdb: fold 0)
+        base: dict[str, float] | None = None
+        for k in args.shards:
+            t0 = time.perf_counter()
+            model, what = train(d, sp.tr, k, args.set)
+            secs = time.perf_counter() - t0
+            m = score(d, sp.te, model.predict(d.batch.subset(sp.te)))
+            base = base or m
+            cells = [f"{100 * m[key]:.2f}" + ("" if m is base else f" ({100 * (m[key] - base[key]):+.2f})")
+                     for key, _ in METRICS]
+            info = (f"{what['epochs']} (validation ran {what['run']}), C={what['C']:g}, "
+                    f"{what['folds']} band(s), offsets {'applied' if what['offsets'] else 'not applied'}")
+            rows_out.append(f"| {name} | {k} | " + " | ".join(cells) + f" | {info} | {secs:.0f} | {loadavg()} |")
+            print(rows_out[-1], flush=True)
+    if args.section:
+        write_table_section(
+            args.section, "Accuracy against the number of shards on 100k+ documents",
+            "Test part of each corpus's protocol (meka_imdb: fold 0 of `folds.tsv`, trained on folds 1-4; a "
+            "generated corpus: its `split`); percent; in brackets the difference to the first shard count. "
+            "Every training is the shipped default (epochs chosen on validation bands of the training part, "
+            "`C = \"auto\"`, `train.calibrate = \"auto\"`) with `train.shards` set, run by the product's "
+            "`fit_model` in this process (the driver engine, bit-identical to the Spark engines); train s is "
+            "one process doing every shard's work, selection included. Load average at the start "
+            f"{load0}; the last column is the load at the end of each row.",
+            ["corpus", "shards", *[t for _, t in METRICS], "epochs chosen", "train s", "load"], rows_out)
+
+
+if __name__ == "__main__":
+    main()

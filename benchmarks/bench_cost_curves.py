@@ -118,15 +118,17 @@ def main() -> None:
     table = ["| axis | documents | nodes | layout | featurize s / GiB | train (1 epoch) s / GiB | predict s / GiB |",
              "|---|---|---|---|---|---|---|"]
     table += [line(r, "documents") for r in by_docs] + [line(r, "nodes") for r in by_nodes]
-    fits = ["| axis | featurize s | train s | predict s | featurize GiB | train GiB | predict GiB |",
-            "|---|---|---|---|---|---|---|"]
+    fits = ["| axis | points | featurize s | train s | predict s | featurize GiB | train GiB | predict GiB |",
+            "|---|---|---|---|---|---|---|---|"]
     for name, pts, key in (("documents", by_docs, "docs"), ("nodes", by_nodes, "nodes")):
-        xs = [r[key] for r in pts]
-        cells = [f"{slope(xs, [r[m] for r in pts]):.2f}" for m in
-                 ("featurize_s", "train_s", "predict_s", "featurize_gib", "train_gib", "predict_gib")]
-        fits.append(f"| {name} | " + " | ".join(cells) + " |")
-    text = "\n".join(table) + "\n\nFitted growth exponents b (seconds or GiB ~ a * size^b, least squares on logs):\n\n" \
-        + "\n".join(fits) + "\n"
+        for which, sub in (("all", pts), ("the two largest", pts[-2:])):
+            xs = [r[key] for r in sub]
+            cells = [f"{slope(xs, [r[m] for r in sub]):.2f}" for m in
+                     ("featurize_s", "train_s", "predict_s", "featurize_gib", "train_gib", "predict_gib")]
+            fits.append(f"| {name} | {which} | " + " | ".join(cells) + " |")
+    text = "\n".join(table) + "\n\nFitted growth exponents b (seconds or GiB ~ a * size^b, least squares on logs; over " \
+        "all points of an axis, and between its two largest, where fixed costs such as Spark's start-up weigh " \
+        "least):\n\n" + "\n".join(fits) + "\n"
     print(text)
     if a.section:
         body = (f"Command: `{command()}`  \nMachine: {machine()}  \nDate: {now()}; load average {load0} at the start, "

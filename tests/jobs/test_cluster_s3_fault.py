@@ -24,8 +24,9 @@ checkpointed epoch, or from the start when there is none. The test asserts for b
 the job succeeds with a ``state.npz`` byte-identical to the reference, that the kill landed while
 the stage ran (the driver logged the failed attempt; the final state was not in the bucket yet),
 which epochs each stage attempt ran (their barrier markers in the bucket: all six again after
-the kill in epoch 1, epochs 2-6 after the checkpoint of epoch 1), and that every run removed its
-exchange folder. The figures are printed (``-s``) and quoted in docs/deployment.md::
+the kill in epoch 1 when the killed task had not reached the barrier, epochs 2-6 or fewer after
+the checkpoint of epoch 1), and that every run removed its exchange folder. The figures are
+printed (``-s``) and quoted in docs/deployment.md::
 
     python -m pytest -m slow tests/jobs/test_cluster_s3_fault.py -s
 """
@@ -62,6 +63,7 @@ BUCKET = "exchange"
 EPOCHS = 6
 # a barrier marker of the exchange: sync-<attempt>-<token>-s<stage>-<epoch>-<a|b>/<task>
 SYNC = re.compile(r"^sync-(?P<attempt>\d+)-[0-9a-f]+-s(?P<stage>\d+)-(?P<epoch>\d{5})-(?P<ab>[ab])(?:/(?P<task>\d{5}))?$")
+RUNNING = re.compile(r"Running task (\d+)\.0 in stage (\d+)\.0 ")
 FAILED = re.compile(r"barrier mixing: attempt (\d+)/(\d+) failed \((.*)\)")
 
 
@@ -102,7 +104,7 @@ def _markers(names: set[str], attempt: int, epoch: int, ab: str) -> dict[int, in
 def _with_fault(run: Callable[[], subprocess.CompletedProcess[str]], fs: Any, prefix: str,
                 trigger: Callable[[set[str]], bool] | None = None,
                 fault: Callable[[set[str]], Any] | None = None) -> dict[str, Any]:
-    """``run()`` in a thread while this one lists the run's exchange folder every 20 ms; the
+    """``run()`` in a thread while this one lists the run's exchange folder every 10 ms; the
     first time ``trigger(names)`` holds, ``fault(names)``. Returns the job, the names at the fault,
     every name seen during the run (and when first, since the submit), the fault's result and its
     time since the submit."""
@@ -118,7 +120,8 @@ def _with_fault(run: Callable[[], subprocess.CompletedProcess[str]], fs: Any, pr
             if trigger is not None and fault is not None and "fault" not in out and trigger(names):
                 out["fault"] = fault(names)
                 out["at"], out["names"] = time.perf_counter() - t0, names
-            time.sleep(0.02)
+                out["latency"] = out["at"] - now  # from the listing that showed the moment to the kill
+            time.sleep(0.01)
         out["proc"] = future.result()
         out["seconds"] = time.perf_counter() - t0
     assert "fault" in out or fault is None, "the training ended before the fault's moment was seen in the bucket"
@@ -128,7 +131,8 @@ def _with_fault(run: Callable[[], subprocess.CompletedProcess[str]], fs: Any, pr
 def _report(label: str, res: dict[str, Any]) -> list[tuple[str, str, str]]:
     failed = FAILED.findall(res["proc"].stdout)
     at = sorted(n for n in res["names"] if not n.startswith("shard-") and "/" not in n)
-    print(f"\n{label}: fault {res['at']:.1f} s after the submit ({res['fault']}); the exchange then held {at}")
+    print(f"\n{label}: fault {res['at']:.1f} s after the submit, done {1000 * res['latency']:.0f} ms after the listing "
+          f"({res['fault']}); the exchange then held {at}")
     print(f"  attempts' barrier epochs {_attempt_epochs(res['seen'])}; failed attempts {failed}")
     print("  driver: " + "\n  driver: ".join(line for line in res["proc"].stdout.splitlines()
                                              if "sparkhc.spark.mixing" in line))
@@ -164,22 +168,31 @@ def test_cluster_worker_killed_mid_epoch_with_s3_exchange_gives_the_same_model(t
         return submit("train", ["--features", feats, "--out", tmp_path / name, "--set", f"train.exchange_dir={uri}"],
                       cluster.url)
 
+    where: dict[str, Any] = {}
+
+    def task_workers() -> dict[tuple[int, int], int]:
+        """(stage, task) -> the worker whose executor runs it, for the running training (the
+        executors' logs say ``Running task T.0 in stage S.0``)."""
+        if "app" not in where:
+            apps = [a["id"] for a in (cluster.state() or {}).get("activeapps", []) if a["name"] == "sparkhc-train"]
+            if not apps:
+                return {}
+            where["app"] = apps[0]
+        found = {}
+        for i, d in enumerate(cluster.worker_dirs):
+            if cluster.workers[i].poll() is None:
+                for f in d.glob(f"{where['app']}/*/stderr"):
+                    for task, stage in RUNNING.findall(f.read_text(errors="replace")):
+                        found[(int(stage), int(task))] = i
+        return found
+
     def one_task_through_epoch_one(names: set[str]) -> bool:  # its delta written, the other's not
+        if "state-00000.npz" in names:  # the barrier stage is on its way: learn where its tasks run
+            where["tasks"] = task_workers()
         return len(_markers(names, 1, 0, "a")) == 1
 
     def epoch_one_checkpointed(names: set[str]) -> bool:  # task 0's marker after its checkpoint
         return 0 in _markers(names, 1, 0, "b")
-
-    def worker_running(stage: int, task: int) -> int:
-        """The worker whose executor runs task ``task`` of stage ``stage`` of the running training
-        (the executor's log says ``Running task T.0 in stage S.0``)."""
-        (app,) = [a["id"] for a in (cluster.state() or {}).get("activeapps", []) if a["name"] == "sparkhc-train"]
-        for i, d in enumerate(cluster.worker_dirs):
-            if cluster.workers[i].poll() is None and any(f"Running task {task}.0 in stage {stage}.0 " in
-                                                         f.read_text(errors="replace")
-                                                         for f in d.glob(f"{app}/*/stderr")):
-                return i
-        raise AssertionError(f"no worker runs task {task} of stage {stage}")
 
     registered: dict[str, float] = {}
     killed: dict[str, int] = {}
@@ -188,7 +201,9 @@ def test_cluster_worker_killed_mid_epoch_with_s3_exchange_gives_the_same_model(t
         """Kill the machine of the task that is still in its shard pass, start a new one."""
         ((done, stage),) = _markers(names, 1, 0, "a").items()
         busy = 1 - done
-        i = worker_running(stage, busy)
+        i = where.get("tasks", {}).get((stage, busy))
+        if i is None:
+            i = task_workers()[(stage, busy)]
         t = time.perf_counter()
         cluster.kill_worker(i)
         killed.update(worker=i, task=busy)
@@ -244,12 +259,18 @@ def test_cluster_worker_killed_mid_epoch_with_s3_exchange_gives_the_same_model(t
         assert sorted(_attempt_epochs(res["seen"])) == [1, 2], label
         # the same model, byte for byte
         assert (tmp_path / label.split()[0] / "state.npz").read_bytes() == reference, f"{label}: model differs"
-    # worker: killed inside epoch 1, in its shard pass: its task never reached the barrier, so
-    # epoch 1 could not be mixed and the second attempt starts from the beginning
+    # worker: killed inside epoch 1, before it was mixed; the killed task was in its shard pass at
+    # the listing before the kill. When it still was at the kill (it never reached the barrier),
+    # epoch 1 could not be mixed and the second attempt starts from the beginning; when the other
+    # task finished its pass in the few ms between the listing and the kill, the survivor may mix
+    # and checkpoint epoch 1 before Spark stops it (a race the test reports, not a failure)
     assert "epoch-00000.json" not in worker["names"]
-    assert killed["task"] not in _markers(worker["seen"], 1, 0, "a"), "the killed task had reached the barrier"
     assert _attempt_epochs(worker["seen"])[1] == [0]
-    assert _attempt_epochs(worker["seen"])[2] == list(range(EPOCHS))
+    if killed["task"] not in _markers(worker["seen"], 1, 0, "a"):
+        assert _attempt_epochs(worker["seen"])[2] == list(range(EPOCHS))
+    else:
+        print(f"worker killed: task {killed['task']} reached the barrier of epoch 1 before the kill landed")
+        assert _attempt_epochs(worker["seen"])[2][-1] == EPOCHS - 1
     # executor: killed after epoch 1's checkpoint, so the second attempt resumes after it
     assert "epoch-00000.json" in executor["names"]
     assert _attempt_epochs(executor["seen"])[2][0] >= 1

@@ -1,13 +1,17 @@
-"""Helpers for the spark-submit, cluster and Docker tests: a tiny corpus, spark-submit runs."""
+"""Helpers for the spark-submit, cluster and Docker tests: a tiny corpus, spark-submit runs, a
+standalone cluster on loopback."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -149,3 +153,133 @@ def make_venv(path: Path, packages: Sequence[str], wheelhouse: Path) -> Path:
                     "--no-index", "--find-links", str(wheelhouse), *packages],
                    check=True, env=env, stdin=subprocess.DEVNULL)
     return python
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """``spark-class ...Master`` and ``...Worker`` processes on 127.0.0.1, each in its own process
+    group (a worker's group holds its executor JVMs and their Python workers too: killing the
+    group is what losing that machine does to Spark)."""
+
+    def __init__(self, home: Path, python: Path | str, work: Path, n_workers: int = 2) -> None:
+        self.home, self.python, self.work, self.n_workers = home, Path(python), work, n_workers
+        self.port, self.ui_port = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.workers: list[subprocess.Popen[bytes]] = []  # worker i (started or killed), in start order
+        self.worker_dirs: list[Path] = []
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        env = job_env(self.python, self.home)
+        env["SPARK_DAEMON_MEMORY"] = "256m"
+        log = (self.work / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [str(self.home / "bin" / "spark-class"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def start(self, timeout: float = 240) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        for _ in range(self.n_workers):
+            self.start_worker()
+        self.wait_alive(self.n_workers, timeout)
+
+    def start_worker(self) -> int:
+        """One more one-core, 1 GB worker (``workerN``, its own work dir); returns N."""
+        i = len(self.workers)
+        d = self.work / f"worker{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        self.worker_dirs.append(d)
+        self.workers.append(self._spawn(f"worker{i}", [
+            "org.apache.spark.deploy.worker.Worker", self.url, "--cores", "1", "--memory", "1g",
+            "--host", "127.0.0.1", "--webui-port", str(free_port()), "--work-dir", str(d)]))
+        return i
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL to worker ``i``'s process group: the Worker JVM, its executor JVMs and their
+        Python workers die at once, with no goodbye to the master or the driver."""
+        os.killpg(self.workers[i].pid, signal.SIGKILL)
+        self.workers[i].wait(timeout=30)
+
+    def executor_pids(self, i: int) -> list[int]:
+        """The executor JVMs worker ``i`` runs (``CoarseGrainedExecutorBackend`` processes of its
+        process group, from /proc)."""
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cmdline = (stat.parent / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(fields[2]) == self.workers[i].pid and b"CoarseGrainedExecutorBackend" in cmdline:
+                pids.append(int(stat.parent.name))
+        return sorted(pids)
+
+    def kill_executors(self, i: int) -> list[int]:
+        """SIGKILL to worker ``i``'s executor JVMs only (the Worker lives on and reports their
+        exit to the master); returns their pids."""
+        pids = self.executor_pids(i)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return pids
+
+    def alive_workers(self) -> int:
+        state = self.state() or {}
+        return sum(w.get("state") == "ALIVE" for w in state.get("workers", []))
+
+    def wait_alive(self, n: int, timeout: float = 240) -> None:
+        """Until the master lists ``n`` ALIVE workers (fails early when a live process exits)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None and p.returncode != -signal.SIGKILL:
+                    raise RuntimeError(f"a cluster process exited with {p.returncode}: see {self.work}/*.log")
+            if self.alive_workers() == n:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"{n} workers did not register within {timeout} s: see {self.work}/*.log")
+
+    def state(self) -> dict | None:
+        """The master's JSON status page (workers, applications), or None while it is not up."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+                data: dict = json.loads(r.read())
+                return data
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        """SIGTERM to every process group (workers first: their executors are in their groups),
+        then SIGKILL what is left after 20 s."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in reversed(self.procs):
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.monotonic() + 20
+            for p in self.procs:
+                try:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            if all(p.poll() is not None for p in self.procs):
+                break
+
+
+def apps_by_name(state: dict) -> dict[str, list[str]]:
+    """Application ids of the master's status page by application name (running and completed)."""
+    apps: dict[str, list[str]] = {}
+    for a in [*state.get("activeapps", []), *state.get("completedapps", [])]:
+        apps.setdefault(a["name"], []).append(a["id"])
+    return apps

@@ -12,14 +12,9 @@ pandas but not sparkhc: the package can only come from the zip. Run it with::
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -30,8 +25,9 @@ from tests.jobs.conftest import (
     N_DOCS,
     N_TRAIN,
     ROOT,
+    StandaloneCluster,
+    apps_by_name,
     build_wheelhouse,
-    job_env,
     last_json,
     make_venv,
     spark_home,
@@ -41,80 +37,6 @@ from tests.jobs.conftest import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 DEPS = ["numpy", "scipy", "pyarrow", "pandas"]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class StandaloneCluster:
-    """``spark-class ...Master`` and ``...Worker`` processes, each in its own process group."""
-
-    def __init__(self, home: Path, python: Path, work: Path, n_workers: int = 2) -> None:
-        self.home, self.python, self.work, self.n_workers = home, python, work, n_workers
-        self.port, self.ui_port = free_port(), free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.worker_dirs = [work / f"worker{i}" for i in range(n_workers)]
-
-    def _spawn(self, name: str, args: list[str]) -> None:
-        env = job_env(self.python, self.home)
-        env["SPARK_DAEMON_MEMORY"] = "256m"
-        log = (self.work / f"{name}.log").open("wb")
-        self.procs.append(subprocess.Popen(
-            [str(self.home / "bin" / "spark-class"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        ))
-
-    def start(self, timeout: float = 240) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
-        for i, d in enumerate(self.worker_dirs):
-            d.mkdir(parents=True, exist_ok=True)
-            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url, "--cores", "1",
-                                       "--memory", "1g", "--host", "127.0.0.1", "--webui-port",
-                                       str(free_port()), "--work-dir", str(d)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for p in self.procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f"a cluster process exited with {p.returncode}: see {self.work}/*.log")
-            state = self.state()
-            if state and sum(w.get("state") == "ALIVE" for w in state.get("workers", [])) == self.n_workers:
-                return
-            time.sleep(2)
-        raise TimeoutError(f"{self.n_workers} workers did not register within {timeout} s: see {self.work}/*.log")
-
-    def state(self) -> dict | None:
-        """The master's JSON status page (workers, applications), or None while it is not up."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-                data: dict = json.loads(r.read())
-                return data
-        except OSError:
-            return None
-
-    def stop(self) -> None:
-        """SIGTERM to every process group (workers first: their executors are in their groups),
-        then SIGKILL what is left after 20 s."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in reversed(self.procs):
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
-            deadline = time.monotonic() + 20
-            for p in self.procs:
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-            if all(p.poll() is not None for p in self.procs):
-                break
 
 
 def run_jobs(master: str, python: Path, pyfiles: Path, docs: Path, taxonomy: Path, work: Path) -> dict:
@@ -145,13 +67,6 @@ def run_jobs(master: str, python: Path, pyfiles: Path, docs: Path, taxonomy: Pat
         "predictions": {r["doc_id"]: sorted(r["pred_labels"]) for r in rows},
         "logs": logs,
     }
-
-
-def apps_by_name(state: dict) -> dict[str, list[str]]:
-    apps: dict[str, list[str]] = {}
-    for a in [*state.get("activeapps", []), *state.get("completedapps", [])]:
-        apps.setdefault(a["name"], []).append(a["id"])
-    return apps
 
 
 def test_standalone_cluster_equals_local(tiny_corpus, tmp_path):

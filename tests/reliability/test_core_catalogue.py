@@ -220,5 +220,5 @@ def test_AT_07_checkpoint_crash_keeps_previous_epoch(tmp_path, monkeypatch):
     assert leftovers(ckpt) == []
     fresh = GlobalPA(tax, 8)
     fresh.set_state(fresh.init_state())
-    assert checkpoints.Checkpoint(ckpt, seed=0, shards=2).load(fresh) == 0
+    assert checkpoints.Checkpoint(ckpt, seed=0, shards=2).load(fresh, epochs=3) == 0
     assert json.loads((ckpt / "latest" / "checkpoint.json").read_text())["epoch"] == 0

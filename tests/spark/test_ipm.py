@@ -3,6 +3,7 @@ mean of the shard results computed locally; checkpoints resume."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -128,6 +129,35 @@ def test_checkpoint_resume_gives_same_model(spark, tmp_path):
     resumed = train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5, checkpoint_dir=ckpt)
     for k, v in ref.get_state().arrays.items():
         np.testing.assert_array_equal(resumed.get_state().arrays[k], v, err_msg=k)
+
+
+@pytest.mark.parametrize("mixing", ["jobs", "barrier"])
+def test_checkpoint_of_a_longer_run_is_not_resumed(spark, tmp_path, mixing):
+    """A checkpoint left by a longer run of the same configuration (5 epochs, stopped) holds more
+    epochs than a 3-epoch rerun asks for: the rerun starts from scratch (it used to return the
+    longer run's state unchanged) and equals a fresh 3-epoch training, on the driver's resume and
+    on the barrier tasks' alike."""
+    from sparkhc.spark.mixing.train import train_ipm
+
+    tax, table = _data(80)
+    df = spark.createDataFrame(table.to_pandas())
+    ref = train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5, mixing=mixing)
+    ckpt = tmp_path / "ckpt"
+
+    class Boom(RuntimeError):
+        pass
+
+    def stop_late(info):
+        if info["epoch"] == 5:
+            raise Boom()
+
+    with pytest.raises(Boom):
+        train_ipm(spark, df, _model(tax), epochs=6, shards=2, seed=5, checkpoint_dir=ckpt, progress=stop_late,
+                  mixing=mixing)
+    assert json.loads((ckpt / "latest" / "checkpoint.json").read_text())["epoch"] >= 3
+    again = train_ipm(spark, df, _model(tax), epochs=3, shards=2, seed=5, checkpoint_dir=ckpt, mixing=mixing)
+    for k, v in ref.get_state().arrays.items():
+        np.testing.assert_array_equal(again.get_state().arrays[k], v, err_msg=k)
 
 
 def test_mixing_is_a_no_op_on_identical_states():

@@ -205,7 +205,7 @@ def _make_barrier_fn(
         first = start_epoch
         base: ModelState | None = None
         if ckpt is not None:
-            resumed = ckpt.load(model)
+            resumed = ckpt.load(model, epochs)  # this stage's last epoch: a checkpoint past it is another run's
             if resumed is not None and resumed + 1 > start_epoch:
                 first, base = resumed + 1, model.get_state()
         if base is None:

@@ -48,9 +48,11 @@ class Checkpoint:
             write_json_atomic(tmp / "checkpoint.json", {**self.key(model), "epoch": epoch,
                                                         "counters": model.get_state().counters})
 
-    def load(self, model: HierModel) -> int | None:
+    def load(self, model: HierModel, epochs: int) -> int | None:
         """Set ``model``'s state to the checkpoint's and return its epoch; None (state untouched)
-        when there is none or it is for another training."""
+        when there is none, it is for another training, or it is past the ``epochs`` this training
+        runs (a longer run of the same configuration that stopped: its state has more epochs than
+        asked for)."""
         meta_file = self.folder / "latest" / "checkpoint.json"
         if not meta_file.is_file():
             return None
@@ -58,6 +60,10 @@ class Checkpoint:
         key = self.key(model)
         if any(json.dumps(meta.get(k), sort_keys=True) != json.dumps(v, sort_keys=True) for k, v in key.items()):
             log.warning("checkpoint %s is for another configuration; starting from scratch", self.folder)
+            return None
+        if int(meta["epoch"]) + 1 > int(epochs):
+            log.warning("checkpoint %s holds %d epochs, more than the %d of this training (a longer run that "
+                        "stopped); starting from scratch", self.folder, int(meta["epoch"]) + 1, int(epochs))
             return None
         with open(self.folder / "latest" / "state.npz", "rb") as fh:
             arrays = read_npz(fh)

@@ -71,7 +71,7 @@ def train_ipm(
         model.set_state(model.init_state())
     ckpt = Checkpoint.of(settings)
     if ckpt is not None:
-        resumed = ckpt.load(model)
+        resumed = ckpt.load(model, settings.epochs)
         if resumed is not None:
             start_epoch = resumed + 1
             log.info("resuming from checkpoint %s after epoch %d", ckpt, resumed + 1)

@@ -107,7 +107,7 @@ class BarrierEngine(Engine):
                     if attempt == attempts:
                         raise
                     log.warning("barrier mixing: attempt %d/%d failed (%s); resuming after the last mixed epoch",
-                                attempt, attempts, str(e).splitlines()[0][:200])
+                                attempt, attempts, failure_reason(e))
             log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
             stop.set()
             watcher.join()
@@ -237,6 +237,21 @@ def _make_barrier_fn(
         yield t
 
     return run
+
+
+#: lines of a failed job's message that say why (a Py4J error's first line only names the call)
+_REASON_MARKERS = ("SparkException", "ExecutorLostFailure", "BarrierJobSlotsNumberCheckFailed", "Reason:",
+                   "Caused by:")
+
+
+def failure_reason(e: BaseException, limit: int = 400) -> str:
+    """The lines of ``e``'s message that say why a barrier stage failed (Spark's exception, a lost
+    executor and its reason, a slot check that gave up), at most ``limit`` characters; else its
+    first line."""
+    lines = [ln.strip().lstrip(": ").strip() for ln in str(e).splitlines() if ln.strip()]
+    keep = [ln for ln in lines if any(k in ln for k in _REASON_MARKERS)]
+    text = " | ".join(keep[:2]) if keep else (lines[0] if lines else type(e).__name__)
+    return text[:limit]
 
 
 def _max_attempts(spark: SparkSession) -> int:

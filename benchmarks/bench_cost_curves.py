@@ -55,8 +55,10 @@ def run(argv: list[str]) -> tuple[float, float, str]:
     return wall, mem.peak["all"] / 2**30, p.stdout
 
 
-def point(work: Path, docs: int, nodes: int, vocab: int, master: str) -> dict[str, float]:
+def point(work: Path, docs: int, nodes: int, vocab: int, master: str, reuse: bool) -> dict[str, float]:
     d = work / f"d{docs}_n{nodes}"
+    if reuse and (d / "result.json").is_file():  # a point measured by an earlier run of this script
+        return dict(json.loads((d / "result.json").read_text(encoding="utf-8")))
     if not (d / "summary.json").is_file():
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gen_mesh.py"), "--docs", str(docs), "--nodes",
                         str(nodes), "--depth", "4", "--vocab", str(vocab), "--out", str(d)], check=True,
@@ -71,13 +73,23 @@ def point(work: Path, docs: int, nodes: int, vocab: int, master: str) -> dict[st
          "--master", master, "--set", "train.epochs=1"])
     res = json.loads(txt[txt.index("{"):])
     out["train_cli_s"] = float(res.get("seconds", math.nan))
-    meta = json.loads((d / "model" / "metadata.json").read_text(encoding="utf-8"))
-    out["layout"] = 1.0 if meta["params"].get("layout") == "sparse" else 0.0
+    out["layout"] = 1.0 if sparse_state(d / "model") else 0.0
     out["predict_s"], out["predict_gib"], _ = run(
         [*cli, "predict", "--model", str(d / "model"), "--features", str(d / "features"), "--split", "test",
          "--out", str(d / "pred"), "--overwrite", "--master", master])
+    out["features"] = float(json.loads((d / "model" / "metadata.json").read_text(encoding="utf-8"))["n_features"])
     print(json.dumps(out), flush=True)
+    (d / "result.json").write_text(json.dumps(out), encoding="utf-8")
     return out
+
+
+def sparse_state(model: Path) -> bool:
+    """Whether the saved model's weights are in the sparse layout (``layout = "auto"`` resolves per
+    model, so the parameters do not say): ``W`` stored as CSR arrays in ``state.npz``."""
+    import zipfile
+
+    with zipfile.ZipFile(model / "state.npz") as z:
+        return any(n.startswith("W__indptr") for n in z.namelist())
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -93,6 +105,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=50_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every document count (0.01: a check)")
+    ap.add_argument("--reuse", action="store_true", help="keep the points an earlier run measured (result.json)")
     ap.add_argument("--section", default="")
     a = ap.parse_args()
     work = Path(a.work)
@@ -102,21 +115,22 @@ def main() -> None:
     base_docs = max(1000, int(BASE_DOCS * a.scale))
     rows: dict[tuple[int, int], dict[str, float]] = {}
     for n in docs_axis:
-        rows[(n, BASE_NODES)] = point(work, n, BASE_NODES, a.vocab, a.master)
+        rows[(n, BASE_NODES)] = point(work, n, BASE_NODES, a.vocab, a.master, a.reuse)
     for k in NODES_AXIS:
         if (base_docs, k) not in rows:
-            rows[(base_docs, k)] = point(work, base_docs, k, a.vocab, a.master)
+            rows[(base_docs, k)] = point(work, base_docs, k, a.vocab, a.master, a.reuse)
     load1 = loadavg()
 
     def line(r: dict[str, float], axis: str) -> str:
-        return (f"| {axis} | {int(r['docs']):,} | {int(r['nodes']):,} | {'sparse' if r['layout'] else 'dense'} | "
+        return (f"| {axis} | {int(r['docs']):,} | {int(r['nodes']):,} | {int(r.get('features', 0)):,} | "
+                f"{'sparse' if r['layout'] else 'dense'} | "
                 f"{r['featurize_s']:.1f} / {r['featurize_gib']:.2f} | {r['train_s']:.1f} / {r['train_gib']:.2f} | "
                 f"{r['predict_s']:.1f} / {r['predict_gib']:.2f} |")
 
     by_docs = [rows[(n, BASE_NODES)] for n in docs_axis]
     by_nodes = [rows[(base_docs, k)] for k in NODES_AXIS]
-    table = ["| axis | documents | nodes | layout | featurize s / GiB | train (1 epoch) s / GiB | predict s / GiB |",
-             "|---|---|---|---|---|---|---|"]
+    table = ["| axis | documents | nodes | features | layout | featurize s / GiB | train (1 epoch) s / GiB | "
+             "predict s / GiB |", "|---|---|---|---|---|---|---|---|"]
     table += [line(r, "documents") for r in by_docs] + [line(r, "nodes") for r in by_nodes]
     fits = ["| axis | points | featurize s | train s | predict s | featurize GiB | train GiB | predict GiB |",
             "|---|---|---|---|---|---|---|---|"]
@@ -136,7 +150,10 @@ def main() -> None:
                 f"10 % test documents); documents axis at {BASE_NODES:,} nodes, nodes axis at {base_docs:,} documents. "
                 "Each figure: one child process of the CLI (`sparkhc featurize`, `sparkhc train --set train.epochs=1` "
                 "with the default model and layout, `sparkhc predict --split test`), wall seconds (Spark start-up "
-                "included, about 8 s) / peak GiB of the whole process tree (sum of RSS, sampled every 0.25 s).\n\n"
+                "included, about 8 s) / peak GiB of the whole process tree (sum of RSS, sampled every 0.25 s)."
+                + (" With --reuse the points come from the result.json an earlier run of the same command wrote "
+                   "in the work folder (their times and load: the note below the tables)." if a.reuse else "")
+                + "\n\n"
                 + text)
         write_section(a.section, "Cost curves: featurize, an epoch and predict against documents and nodes", body)
 

@@ -272,7 +272,7 @@ def test_parameter_mixing_on_the_driver_engine(tmp_path):
     resumed = fresh()
     from sparkhc.spark.mixing.checkpoints import Checkpoint
 
-    last = Checkpoint.of(MixingSettings(epochs=4, shards=2, seed=0, **ck)).load(resumed)
+    last = Checkpoint.of(MixingSettings(epochs=4, shards=2, seed=0, **ck)).load(resumed, epochs=4)
     assert last == 1 and sp.issparse(resumed.get_state().arrays["W"])
     train_on_driver(resumed, batch, MixingSettings(epochs=4, shards=2, seed=0, **ck), start_epoch=2, threads=2)
     for k, v in full.get_state().arrays.items():

@@ -29,12 +29,11 @@ import json
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, MemorySampler, command, loadavg, machine, now, write_section  # noqa: E402
+from _common import ROOT, command, loadavg, machine, now, run_cli, write_section  # noqa: E402
 
 DOCS_AXIS = (10_000, 100_000, 1_000_000)
 NODES_AXIS = (100, 1_000, 10_000, 30_000)
@@ -44,15 +43,8 @@ BASE_DOCS = 100_000
 
 def run(argv: list[str]) -> tuple[float, float, str]:
     """(wall seconds, peak GiB of the process tree by RSS, stdout) of one CLI call."""
-    t0 = time.perf_counter()
-    with MemorySampler(interval=0.25) as mem:
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        print("\n".join(p.stderr.strip().splitlines()[-8:]), file=sys.stderr)
-        raise SystemExit(f"{' '.join(argv[2:4])} exited {p.returncode}")
-    mem.summary()  # raises when sampling failed
-    return wall, mem.peak["all"] / 2**30, p.stdout
+    wall, mem, stdout = run_cli(argv, interval=0.25)
+    return wall, mem.peak["all"] / 2**30, stdout
 
 
 def point(work: Path, docs: int, nodes: int, vocab: int, master: str, reuse: bool) -> dict[str, float]:

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, MemorySampler, command, loadavg, machine, now, write_section  # noqa: E402
+from _common import command, loadavg, machine, now, run_cli, write_section  # noqa: E402
 
 
 def main() -> None:
@@ -37,15 +35,9 @@ def main() -> None:
     argv = [sys.executable, "-m", "sparkhc.cli", "predict", "--model", a.model, "--features", a.features,
             "--split", a.split, "--out", a.out, "--overwrite", "--master", a.master]
     load0 = loadavg()
-    t0 = time.perf_counter()
-    with MemorySampler(interval=0.5) as mem:
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
+    wall, mem, stdout = run_cli(argv)
     load1 = loadavg()
-    if p.returncode != 0:
-        print("\n".join(p.stderr.strip().splitlines()[-6:]), file=sys.stderr)
-        raise SystemExit(f"sparkhc predict exited {p.returncode}")
-    res = json.loads(p.stdout[p.stdout.index("{"):])
+    res = json.loads(stdout[stdout.index("{"):])
     import pyarrow.parquet as pq
 
     from sparkhc.predictions import data_location

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MemorySampler, command, loadavg, machine, now, write_section  # noqa: E402
+from _common import command, loadavg, machine, now, run_cli, write_section  # noqa: E402
 
 
 def main() -> None:
@@ -40,16 +38,9 @@ def main() -> None:
     for s in a.sets:
         argv += ["--set", s]
     load0 = loadavg()
-    t0 = time.perf_counter()
-    with MemorySampler(interval=0.5) as mem:
-        p = subprocess.run(argv, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, mem, stdout = run_cli(argv)
     load1 = loadavg()
-    if p.returncode != 0:
-        tail = "\n".join(p.stderr.strip().splitlines()[-5:])
-        print(tail, file=sys.stderr)
-        raise SystemExit(f"sparkhc train exited {p.returncode}")
-    res = json.loads(p.stdout[p.stdout.index("{"):])  # the CLI's JSON summary (indented)
+    res = json.loads(stdout[stdout.index("{"):])  # the CLI's JSON summary (indented)
     state = Path(a.out) / "state.npz"
     size = f"{state.stat().st_size / 2**20:.0f} MiB" if state.is_file() else "?"
     plan = json.loads((Path(a.out) / "metadata.json").read_text(encoding="utf-8"))["training"].get("plan")

@@ -31,28 +31,9 @@ from _common import loadavg, write_table_section  # noqa: E402
 METRICS = (("hF", "hF"), ("LBMaF", "LB macro-F1"), ("LBMiF", "LB micro-F1"), ("EBF", "example F1"))
 
 
-def train(d, tr: np.ndarray, shards: int, overrides: list[str]) -> tuple[object, dict]:
-    from sparkhc.config import load_config
-    from sparkhc.spark.pipelines import new_model
-    from sparkhc.spark.plan import label_combinations_of
-    from sparkhc.spark.session import deferred_session
-    from sparkhc.spark.training import fit_model
-
-    cfg = load_config(overrides=[*overrides, f"train.shards={shards}"])
-    rows = d.batch.subset(tr)
-    rows = rows.subset(np.flatnonzero([bool(labs) for labs in rows.labels]))
-    model = new_model(cfg.train.model, cfg, d.taxonomy, d.batch.n_features, None,
-                      combos=label_combinations_of(rows))
-    session = deferred_session("bench_shards", "local[2]")
-    result = fit_model(session, None, model, cfg.train, rows=rows)
-    sel = result.epoch_selection or {}
-    cal = result.calibration or {}
-    return model, {"epochs": result.epochs, "run": sel.get("epochs_run"), "C": model.params.get("C"),
-                   "folds": sel.get("folds"), "offsets": bool(cal.get("applied"))}
-
-
 def main() -> None:
     from compare import load, score, splits
+    from nested_defaults import run_variant
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features", action="append", default=[], help="NAME=DIR (repeatable)")
@@ -72,11 +53,11 @@ def main() -> None:
             got, infos, secs = [], [], 0.0
             for seed in args.seeds:
                 t0 = time.perf_counter()
-                model, what = train(d, sp.tr, k, [*args.set, f"train.seed={seed}"])
+                model, what = run_variant(d, sp.tr, [*args.set, f"train.seed={seed}"], k)
                 secs += time.perf_counter() - t0
                 m = score(d, sp.te, model.predict(d.batch.subset(sp.te)))
                 got.append([100 * m[key] for key, _ in METRICS])
-                infos.append(f"{what['epochs']}/{what['run']}{'+o' if what['offsets'] else ''}")
+                infos.append(f"{what['epochs']}/{what['run']}{'+o' if what['applied'] else ''}")
                 print(f"{name} shards {k} seed {seed}: " + " ".join(f"{v:.2f}" for v in got[-1])
                       + f" epochs {infos[-1]} C={what['C']:g}", flush=True)
             A = np.array(got)  # seeds x metrics

@@ -58,7 +58,8 @@ def run_variant(d, fit: np.ndarray, overrides: list[str], shards: int) -> tuple[
     result = fit_model(session, None, model, cfg.train, rows=rows)
     sel = result.epoch_selection or {}
     cal = result.calibration or {}
-    return model, {"epochs": result.epochs, "C": model.params.get("C"), "folds": sel.get("folds"),
+    return model, {"epochs": result.epochs, "run": sel.get("epochs_run"), "C": model.params.get("C"),
+                   "folds": sel.get("folds"), "applied": bool(cal.get("applied")),
                    "offsets": ("" if not cal or "skipped" in cal else
                                "/offsets " + ("applied" if cal.get("applied") else "not applied")
                                + (f" on {cal['bands']} bands" if cal.get("bands") else "")

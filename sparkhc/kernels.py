@@ -13,7 +13,8 @@ dispatch here instead:
   (or PA-II) update of the symmetric-difference edges and of the branching weights, in place
   (cost-augmented updates with one Hamming margin, or per-edge margins of missed gold edges);
   with a CSR ``W`` (the sparse layout) the epoch of the model restricted to the stored entries
-  (:func:`csr_scores`: the edge scores of a block with a CSR ``W``);
+  (:func:`csr_scores`: the edge scores of a block with a CSR ``W``; :func:`csr_decode`: scores and
+  DP fused per document, the selected leaves found by a walk over the picked children only);
 * :func:`binary_epoch` -- one epoch of independent PA-I classifiers (FLAT, TREE-ALL, TREE-SIB);
 * :func:`delta_encode`, :func:`delta_apply` -- the row-sparse IPM deltas of a shard's epoch and their
   mean added into the base state (:mod:`sparkhc.spark.deltas`), value for value as its numpy path.
@@ -49,7 +50,7 @@ except Exception:  # pragma: no cover
 ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
 
 __all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch", "delta_encode",
-           "delta_apply", "csr_scores", "csr_union"]
+           "delta_apply", "csr_scores", "csr_decode", "csr_union"]
 
 
 def available() -> bool:
@@ -64,9 +65,10 @@ def _njit(fn: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------- DP
-def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
-    """Bottom-up DP of one document into ``sub``/``chosen``/``kk``, then top-down selection
-    (``chosen`` becomes the selected mask). Arithmetic in the dtype of ``sub`` / ``zero``."""
+def _dp_up(s, fc, nch, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
+    """Bottom-up DP of one document into ``sub``/``kk`` and ``chosen`` (``chosen[c]``: ``c`` is
+    picked among its siblings when its parent is selected; every child of an internal node is set).
+    Arithmetic in the dtype of ``sub`` / ``zero``."""
     nb = bf.shape[0] - 1
     for p in range(n_nodes - 1, -1, -1):
         k = nch[p]
@@ -151,6 +153,12 @@ def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, ta
                 kb = R + 1 + nextra
             kk[p] = kb
             sub[p] = best
+
+
+def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
+    """:func:`_dp_up`, then the top-down selection over every node (``chosen`` becomes the
+    selected mask; ``kk`` zero off it)."""
+    _dp_up_j(s, fc, nch, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
     chosen[0] = True
     for c in range(1, n_nodes):
         chosen[c] = chosen[c] and chosen[parent[c]]
@@ -459,6 +467,58 @@ def _csr_scores_impl(xptr, xind, xval, wptr, wind, wval, S):  # type: ignore[no-
                 S[i, wind[q]] += v * wval[q]
 
 
+def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R, zero, ninf,  # type: ignore[no-untyped-def]
+                     s, sub, chosen, kk, off, taken, picks, stack, lptr, leaves, lscore):
+    """Decoding with a CSR ``W``, one document at a time: its edge scores into the row ``s`` (the
+    sums of :func:`_csr_scores_impl`, in its order), :func:`_dp_up`, then a walk down from the root
+    over the picked children only, which writes the selected leaves (ascending) and their scores
+    (``lptr`` per document; ``leaves``/``lscore`` grow when full and are returned). No
+    ``(documents x edges)`` block is built and the selection never visits the unselected nodes."""
+    n_e = s.shape[0]
+    u = 0
+    lptr[0] = 0
+    for i in range(xptr.shape[0] - 1):
+        for e in range(n_e):
+            s[e] = zero
+        for t in range(xptr[i], xptr[i + 1]):
+            f = xind[t]
+            v = xval[t]
+            for q in range(wptr[f], wptr[f + 1]):
+                s[wind[q]] += v * wval[q]
+        _dp_up_j(s, fc, nch, fc.shape[0], bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
+        start = u
+        top = 1
+        stack[0] = 0
+        while top > 0:
+            top -= 1
+            p = stack[top]
+            k = nch[p]
+            if k == 0 and p > 0:
+                if u == leaves.shape[0]:
+                    grown = np.empty(2 * leaves.shape[0] + 16, dtype=leaves.dtype)
+                    grown[:u] = leaves[:u]
+                    leaves = grown
+                    gs = np.empty(grown.shape[0], dtype=lscore.dtype)
+                    gs[:u] = lscore[:u]
+                    lscore = gs
+                # insertion into the document's ascending run
+                q = u
+                while q > start and leaves[q - 1] > p:
+                    leaves[q] = leaves[q - 1]
+                    lscore[q] = lscore[q - 1]
+                    q -= 1
+                leaves[q] = p
+                lscore[q] = s[p - 1]
+                u += 1
+                continue
+            for c in range(fc[p], fc[p] + k):
+                if chosen[c]:
+                    stack[top] = c
+                    top += 1
+        lptr[i + 1] = u
+    return leaves, lscore
+
+
 # --------------------------------------------------------------------------------- binary epoch
 def _binary_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, phi2, pos, pos_ptr, use_cols, ycols, C, touched, out
@@ -567,6 +627,7 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
             flat[r, j] = v + np.float64(flat[r, j])
 
 
+_dp_up_j = _njit(_dp_up)
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
 _row_slot_j = _njit(_row_slot)
@@ -574,6 +635,7 @@ _entry_add_j = _njit(_entry_add)
 _row_step_j = _njit(_row_step)
 _gt_epoch_j = _njit(_gt_epoch_impl)
 _csr_scores_j = _njit(_csr_scores_impl)
+_csr_decode_j = _njit(_csr_decode_impl)
 _csr_union_j = _njit(_csr_union_impl)
 _binary_epoch_j = _njit(_binary_epoch_impl)
 _delta_count_j = _njit(_delta_count_impl)
@@ -759,6 +821,26 @@ def csr_scores(X: Any, W: Any) -> np.ndarray:
     S = np.zeros((X.shape[0], W.shape[1]), dtype=dt)
     _csr_scores_j(xptr, xind, xval, W.indptr, W.indices, np.ascontiguousarray(W.data, dtype=dt), S)
     return S
+
+
+def csr_decode(X: Any, W: Any, index: Any, bf: np.ndarray | None, R: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The exact decoding of each row of the CSR ``X`` under the CSR ``W``: per document its selected
+    leaves (ascending node ids, int64) and their edge scores (float32), the same as :func:`csr_scores`
+    followed by :func:`dp_batch` and the leaves of the selection (the same sums and DP arithmetic:
+    ``promote(X, W)``, at least float32), without the ``(documents x edges)`` score block."""
+    dt = np.promote_types(np.promote_types(X.dtype, W.dtype), np.float32)
+    xptr, xind, xval, _ = _csr_args(X, dt)
+    bfa, use_bf = _bf_arg(None if bf is None else np.asarray(bf, dtype=dt), dt)
+    n, n_nodes = X.shape[0], index.n_nodes
+    lptr = np.zeros(n + 1, dtype=np.int64)
+    leaves, lscore = _csr_decode_j(
+        xptr, xind, xval, W.indptr, W.indices, np.ascontiguousarray(W.data, dtype=dt),
+        _i64(index.first_child), _i64(index.n_children), bfa, use_bf, int(R), dt.type(0), dt.type(-np.inf),
+        np.zeros(W.shape[1], dt), np.zeros(n_nodes, dt), np.zeros(n_nodes, np.bool_), np.zeros(n_nodes, np.int64),
+        np.zeros(n_nodes, dt), np.zeros(n_nodes, np.bool_), np.zeros(int(R) + 2, np.int64),
+        np.zeros(n_nodes, np.int64), lptr, np.zeros(4 * n + 16, np.int64), np.zeros(4 * n + 16, np.float32))
+    bounds = lptr.tolist()
+    return [(leaves[a:b], lscore[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def binary_epoch(

@@ -48,6 +48,8 @@ import math
 import numbers
 import os
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -603,14 +605,19 @@ class _PAModel(HierModel):
         sets: list[np.ndarray] = []
         picked: list[np.ndarray] = []
         for a in range(0, X.shape[0], DECODE_CHUNK):
-            part, sc = self._decode_block(X[a:a + DECODE_CHUNK], True)
-            assert sc is not None
+            part, sc = self._decode_picked_block(X[a:a + DECODE_CHUNK])
             sets.extend(part)
-            picked.extend(sc[i, np.asarray(m, dtype=np.int64)] for i, m in enumerate(part))
+            picked.extend(sc)
         return sets, picked
 
     def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         raise NotImplementedError
+
+    def _decode_picked_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """One block of :meth:`decode_picked`: the leaf sets and the scores of their nodes."""
+        part, sc = self._decode_block(X, True)
+        assert sc is not None
+        return part, [sc[i, np.asarray(m, dtype=np.int64)] for i, m in enumerate(part)]
 
     # -- local (binary) training shared by FLAT and TREE --------------------------------------------
     def _binary_epoch(
@@ -1031,16 +1038,28 @@ class GlobalPA(_PAModel):
             out["bf"] = (bf - bfa * bf.dtype.type(f)).astype(bf.dtype, copy=False)
         return out
 
+    @contextmanager
+    def _predicting(self) -> Iterator[None]:
+        """Within it the decoders use the weights the model predicts with (the averaged ones with
+        ``average``: :meth:`_decode_W`, :meth:`_decode_bf`)."""
+        self.__dict__["_eff"] = self.averaged_arrays() if self._avg else None
+        try:
+            yield
+        finally:
+            self.__dict__.pop("_eff", None)
+
     def decode(
         self, batch: SparseBatch, return_scores: bool = True
     ) -> tuple[list[np.ndarray], np.ndarray | None]:
         """Predicted leaf sets and per-node scores (the edge scores; see :class:`_PAModel`), with
         the averaged weights when ``average``."""
-        self.__dict__["_eff"] = self.averaged_arrays() if self._avg else None
-        try:
+        with self._predicting():
             return super().decode(batch, return_scores)
-        finally:
-            self.__dict__.pop("_eff", None)
+
+    def decode_picked(self, batch: SparseBatch) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """:meth:`_PAModel.decode_picked` with the weights :meth:`decode` uses (averaged with ``average``)."""
+        with self._predicting():
+            return super().decode_picked(batch)
 
     def model_size(self, tol: float = 1e-7) -> int:
         """Number of weights the model predicts with whose ``|w| > tol``."""
@@ -1051,11 +1070,8 @@ class GlobalPA(_PAModel):
     def edge_scores_of(self, batch: SparseBatch) -> np.ndarray:
         """The edge scores ``(n_docs, n_edges)`` (float64) the model decodes ``batch`` with (the
         averaged weights with ``average``); with :meth:`decode_bf`, the input of the exact DP."""
-        self.__dict__["_eff"] = self.averaged_arrays() if self._avg else None
-        try:
+        with self._predicting():
             return np.asarray(self._scores_block(self._prepare(batch)), dtype=np.float64)
-        finally:
-            self.__dict__.pop("_eff", None)
 
     def decode_bf(self) -> np.ndarray | None:
         """The branching weights the model decodes with (averaged with ``average``; None without
@@ -1090,10 +1106,13 @@ class GlobalPA(_PAModel):
         else:
             W[self.n_features] += add
 
-    def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
+    def _decode_W(self) -> Any:
+        """The weights decoding uses: the averaged ones while :meth:`decode` runs with averaging."""
         eff = self.__dict__.get("_eff")
-        W = eff["W"] if eff is not None else self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
-        return _edge_scores(X, W)
+        return eff["W"] if eff is not None else self._weights("W", (self._n_rows, self._index.n_edges), sparse_ok=True)
+
+    def _scores_block(self, X: sp.csr_matrix) -> np.ndarray:
+        return _edge_scores(X, self._decode_W())
 
     def _decode_bf(self) -> np.ndarray | None:
         eff = self.__dict__.get("_eff")
@@ -1277,7 +1296,27 @@ class GlobalPA(_PAModel):
             "tau": tau_sum,
         }
 
+    def _fused_decode(self, X: sp.csr_matrix) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """The sparse layout's decoding fused per document (:func:`sparkhc.kernels.csr_decode`: the
+        same leaf sets and scores, no ``(documents x edges)`` block); None where it does not apply
+        (the dense layout, or no compiled kernels)."""
+        W = self._decode_W()
+        if not (sp.issparse(W) and _kernels.available()):
+            return None
+        R = self._R
+        return _kernels.csr_decode(X, W, self._index, self._decode_bf(), R if R is not None else 3)
+
+    def _decode_picked_block(self, X: sp.csr_matrix) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        fused = self._fused_decode(X)
+        if fused is None:
+            return super()._decode_picked_block(X)
+        return [m for m, _ in fused], [s for _, s in fused]
+
     def _decode_block(self, X: sp.csr_matrix, with_scores: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+        if not with_scores:
+            fused = self._fused_decode(X)
+            if fused is not None:
+                return [m for m, _ in fused], None
         S = self._scores_block(X)
         idx = self._index
         R = self._R

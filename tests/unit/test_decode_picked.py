@@ -20,6 +20,8 @@ MODELS = [
     (TreePA, {"decoder": "ls"}),
     (GlobalPA, {"branching": True, "update": "cost_augmented", "bias": 0.3}),
     (GlobalPA, {"branching": True, "layout": "sparse"}),
+    (GlobalPA, {"branching": True, "layout": "sparse", "average": True}),  # fused decoding, averaged weights
+    (GlobalPA, {"branching": True, "average": True}),
     (GlobalPA, {}),
 ]
 

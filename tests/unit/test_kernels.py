@@ -215,3 +215,41 @@ def test_gt_rare_margins_equal_reference(reference, branching, dtype):
     assert "edge_counts" not in plain.get_state().arrays
     assert not np.allclose(plain.get_state().arrays["W"], got.get_state().arrays["W"])
     assert got.predict(batch) == reference(lambda: got.predict(batch))
+
+
+@pytest.mark.parametrize("seed,n_nodes,wide", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("branching", [False, True])
+def test_csr_decode_equals_scores_then_dp(seed, n_nodes, wide, dtype, branching):
+    """The fused decoding of the sparse layout (scores and DP per document, leaves found by a walk
+    over the picked children) gives exactly the leaves and the leaf scores of the two-step path:
+    the score block, the DP of every node, the selection's leaves."""
+    rng = np.random.default_rng(100 + seed)
+    idx = tree_index(random_taxonomy(n_nodes, rng, wide))
+    W = sp.random(50, idx.n_edges, density=0.3, format="csr", random_state=seed, dtype=dtype)
+    W.data = (W.data - 0.6).astype(dtype)  # negative and positive weights: few positive offers at wide nodes
+    W.sort_indices()
+    Xd = sp.random(40, 50, density=0.2, random_state=seed + 7, dtype=np.float32).toarray()
+    Xd[:3] = 0.0  # documents without features: every score 0, the DP's tie rules decide
+    X = sp.csr_matrix(Xd)
+    bf = rng.normal(scale=0.5, size=(idx.n_nodes + 1, 4)).astype(dtype) if branching else None
+    got = kernels.csr_decode(X, W, idx, bf, 3)
+    S = kernels.csr_scores(X, W)
+    ref = dp_solve(idx, S, bf=bf, R=3, with_k=False)
+    sets = ref.leaf_sets(idx)
+    assert len(got) == len(sets) == X.shape[0]
+    for i, (leaves, scores) in enumerate(got):
+        np.testing.assert_array_equal(leaves, sets[i])
+        assert leaves.dtype == np.int64 and scores.dtype == np.float32
+        np.testing.assert_array_equal(scores, S[i, sets[i] - 1].astype(np.float32))
+
+
+def test_csr_decode_grows_its_leaf_buffer():
+    """More selected leaves than the first buffer holds (4 a document): the buffer grows."""
+    idx = tree_index(Taxonomy.from_edges([("ROOT", f"n{i}") for i in range(1, 31)]))
+    W = sp.csr_matrix(np.full((2, idx.n_edges), 0.5, dtype=np.float32))
+    X = sp.csr_matrix(np.ones((3, 2), dtype=np.float32))
+    got = kernels.csr_decode(X, W, idx, None, 3)
+    for leaves, scores in got:  # every offer positive: every leaf taken
+        np.testing.assert_array_equal(leaves, np.arange(1, 31))
+        np.testing.assert_array_equal(scores, np.full(30, 1.0, dtype=np.float32))

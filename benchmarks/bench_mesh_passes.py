@@ -16,8 +16,9 @@ process and one thread, each timed on its own:
 - **epoch**: one more training epoch of the model on the sample (``GlobalPA.partial_fit``: per
   document the scores, the exact DP of the cost-augmented scores, the PA step; the sample's support
   joins the stored entries first, as in every epoch of the sparse layout);
-- **decoding**: ``GlobalPA.decode`` without scores (scores + exact DP per document), what
-  ``sparkhc predict`` runs in each task.
+- **decoding**: ``GlobalPA.decode`` without scores, what ``sparkhc predict`` runs in each task
+  (the sparse layout: :func:`sparkhc.kernels.csr_decode`, the scores and the exact DP fused per
+  document, the selected leaves found by a walk over the picked children).
 
 Documents per second of each and the ratios epoch / scoring and decoding / scoring (in throughput).
 """
@@ -97,7 +98,8 @@ def main() -> None:
         f"| scoring pass (`X W`, blocks of {DECODE_CHUNK}) | {rate(t_score)} | 1 |",
         f"| training epoch (`partial_fit`: scores, cost-augmented DP, PA steps) | {rate(t_epoch)} | "
         f"epoch = {t_epoch / t_score:.2f}x the pass's time |",
-        f"| decoding (`decode`: scores + exact DP) | {rate(t_decode)} | "
+        f"| decoding (`decode`: scores + exact DP{', fused per document' if layout.startswith('sparse') else ''}) "
+        f"| {rate(t_decode)} | "
         f"{t_score / t_decode:.2f}x the pass's throughput |",
     ]
     print("\n".join(lines))

@@ -78,7 +78,7 @@ class Data:
     scored: np.ndarray  # node mask of the scored labels
     label_names: list[str]  # the scored labels (one-vs-rest columns)
     X: sp.csr_matrix
-    Y: np.ndarray  # (n_docs, n_labels) bool, gold closed upward
+    Y: sp.csr_matrix  # (n_docs, n_labels) bool, gold closed upward (sparse: MeSH-sized taxonomies)
     cv: bool  # folds (True) or one train/test split
 
 
@@ -103,7 +103,7 @@ def load(name: str, path: str) -> Data:
     ids = np.flatnonzero(scored)
     if batch.labels is None:
         raise SystemExit(f"compare: {path}: the documents have no labels")
-    Y = label_matrix(batch.labels, tax, closed=True, doc_ids=batch.doc_ids).tocsc()[:, ids].toarray() > 0
+    Y = (label_matrix(batch.labels, tax, closed=True, doc_ids=batch.doc_ids).tocsc()[:, ids] > 0).tocsr()
     cv = not bool((batch.extra["split"] == "test").any())
     return Data(name, path, batch, tax, scored, [tax.names[int(i)] for i in ids],
                 batch.X.astype(np.float64).tocsr(), Y, cv)
@@ -323,7 +323,7 @@ def run_mllib(spark: Any, d: Data, tr: np.ndarray, te: np.ndarray, seed: int, cv
     from pyspark.ml.linalg import SparseVector
     from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
 
-    Xtr, Ytr = d.X[tr], d.Y[tr]
+    Xtr, Ytr = d.X[tr], d.Y[tr].toarray()
     V, L = d.X.shape[1], Ytr.shape[1]
     rows = []
     for i in range(Xtr.shape[0]):
@@ -441,6 +441,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                     help="sparkhc rows: a configuration override as `sparkhc train --set` takes it (repeatable; the "
                     "same for every corpus); the rows are then labelled with them")
+    ap.add_argument("--no-warm-up", action="store_true",
+                    help="sparkhc rows: skip the untimed warm-up training (a large corpus, where one training "
+                    "takes many minutes and the warm-up's seconds of compilation are a small share)")
     ap.add_argument("--section", default="compare")
     ap.add_argument("--workdir", default="/tmp/bench/compare-work", help="sparkhc models are written here")
     a = ap.parse_args()
@@ -501,7 +504,7 @@ def main() -> None:
                 print(f"  {row}: " + ", ".join(f"{k} {m[k]:.4f}" for k, _ in METRICS) + f", {secs:.1f} s "
                       f"{what} (load {loadavg()})", flush=True)
 
-            if spark is not None and {"sparkhc", "sparkhc_tuned"} & set(wanted):
+            if spark is not None and {"sparkhc", "sparkhc_tuned"} & set(wanted) and not a.no_warm_up:
                 # the first training of a process pays Numba compilation and the Python workers'
                 # start-up: one untimed training first, so that every timed row sees a warm session
                 _, warm, _ = run_sparkhc(spark, d, parts[0], work / "warm-up", None, a.sets)
@@ -524,7 +527,7 @@ def main() -> None:
                                 else f"{s.name}: " + "; ".join(info[k] for k in ("epochs", "calibration") if k in info)
                                 if info else "")
                         elif row == "liblinear":
-                            outs, sel = run_liblinear(d.X, d.Y, s.tr, s.te, s.seed, k=a.inner_folds, fbr=a.fbr)
+                            outs, sel = run_liblinear(d.X, d.Y.toarray(), s.tr, s.te, s.seed, k=a.inner_folds, fbr=a.fbr)
                             for lab, (P, secs) in outs.items():
                                 add(lab, score(d, s.te, names_of(d, P)), secs,
                                     f"{s.name}: C={sel.C}" if sel is not None and "inner CV" in lab else "")
@@ -549,7 +552,7 @@ def main() -> None:
                             if texts is None:
                                 texts = peer_annif.doc_texts(d.path, d.batch.doc_ids, data_dir)
                             pred, info = peer_annif.run_annif(
-                                [texts[int(i)] for i in s.tr], [np.flatnonzero(d.Y[int(i)]).tolist() for i in s.tr],
+                                [texts[int(i)] for i in s.tr], [sorted(d.Y[int(i)].indices.tolist()) for i in s.tr],
                                 [texts[int(i)] for i in s.te], d.label_names, ANNIF_ROWS[row], s.seed)
                             add(f"Annif {info['annif']} Omikuji {peer_annif.VARIANTS[ANNIF_ROWS[row]]}, limit/threshold "
                                 "on a validation slice", score(d, s.te, pred), info["train_seconds"],

@@ -44,7 +44,7 @@ FOLD_SEED = 0
 
 def load_multilabel_as_mdc(data_dir: Path, name: str, k: int = 10, seed: int = FOLD_SEED) -> Any:
     """A ``meka_multilabel_numeric`` set as an :class:`MDCDataset`: one binary class space per label."""
-    from sparkhc.models.jia_zhang.data import NUMERIC, FeatureSpec, MDCDataset
+    from sparkhc.models.jia_zhang.data import NUMERIC, ColumnSpec, MDCDataset
 
     folder = data_dir / "meka_multilabel_numeric"
     schema = json.loads((folder / f"{name}.schema.json").read_text(encoding="utf-8"))
@@ -58,7 +58,7 @@ def load_multilabel_as_mdc(data_dir: Path, name: str, k: int = 10, seed: int = F
     folds[perm] = np.arange(len(recs)) % k
     names = [str(f) for f in schema.get("features", [])] or [f"x{i}" for i in range(X.shape[1])]
     return MDCDataset(name, np.array([int(r["id"]) for r in recs], dtype=np.int64), X,
-                      np.zeros((len(recs), 0), dtype=np.int64), tuple(FeatureSpec(n, NUMERIC) for n in names), Y,
+                      np.zeros((len(recs), 0), dtype=np.int64), tuple(ColumnSpec(n, NUMERIC) for n in names), Y,
                       tuple(labels), tuple(("absent", "present") for _ in labels), folds)
 
 

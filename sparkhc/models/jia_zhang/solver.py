@@ -161,6 +161,7 @@ import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
 from sparkhc.linear import dcd_loop, shrink
+from sparkhc.models.jia_zhang.kernels import dense_pass_loop, face_solve_thin_loop
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +237,29 @@ class PairData:
             object.__setattr__(self, "_sq", q)
         return q
 
+    def pass_rows(self, pair: int, rows: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray | None]:
+        """The rows DCD's passes run on for ``pair`` (``rows``: its rows of :attr:`csr`), their
+        squared norms, and, when every entry is stored, the same numbers as a C-ordered ``n × d``
+        view (:func:`_centred_rows`). Centred copies are kept per process (they are computed once
+        per block, not once per solve); sparse rows, which stay as they are, are not."""
+        cache = self.__dict__.get("_pass")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_pass", cache)
+        hit = cache.get(pair)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        Xp = _centred_rows(rows)
+        sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()
+        n, d = Xp.shape
+        dense = Xp.data.reshape(n, d) if n and Xp.nnz == n * d else None  # full sorted rows: row-major
+        out = (Xp, sq, dense)
+        if Xp is not rows:
+            cache[pair] = out
+        return out
+
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_gram", "_csr", "_sq")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_gram", "_csr", "_sq", "_pass")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -336,7 +358,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     rows = data.rows[task.pair]
     y = data.signs[task.pair]
     Xraw = data.csr[rows]  # the pair's rows (nnz-sized, freed with the task)
-    Xp = _centred_rows(Xraw)  # the rows the passes run on (centred when that stays small)
+    Xp, sq, dense = data.pass_rows(task.pair, Xraw)  # the rows the passes run on (centred when that stays small)
     n = rows.size
     inv_s = 1.0 / float(task.scale)
     center = np.asarray(task.center, dtype=np.float64)
@@ -349,7 +371,6 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         return np.asarray(X @ w).ravel()
 
     w = center + through(alpha)
-    sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()  # pair rows only
     mean_sq = float(sq.mean()) if n else 0.0
     rho = (mean_sq if mean_sq > 0 else 1.0) * inv_s
     qd = sq * inv_s + rho
@@ -363,7 +384,13 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         return PairResult(task.pair, w, optimal_bias(scores(w, Xraw), y), alpha, 0, True)
     beta = optimal_bias(f0, y)
     rng = np.random.default_rng(task.pair)
-    loop = dcd_loop()
+    if dense is not None:  # every entry stored: the same steps without CSR's index gather
+        dense_loop = dense_pass_loop()
+
+        def loop(indptr: Any, indices: Any, values: Any, *rest: Any) -> Any:
+            return dense_loop(dense, *rest)
+    else:
+        loop = dcd_loop()
     converged = False
     passes = 0
     everything = np.arange(n, dtype=np.int64)
@@ -452,7 +479,8 @@ def _pair_gap(f: np.ndarray, y: np.ndarray, alpha: np.ndarray, w: np.ndarray, ce
 
 #: at a duality-gap check, at most this many face steps (:func:`_face_step`) ...
 FACE_STEPS = 4
-#: ... when at most this many multipliers are free (the step solves a system of that order) ...
+#: ... when it costs at most as much as a system of this order (``|F|³`` with ``|F|`` free multipliers
+#: and ``d`` features, ``|F| d²`` when ``|F| > d``: :func:`_face_step`) ...
 FACE_MAX_FREE = 400
 #: ... after this many passes of a solve, and then every this many passes (a face step costs
 #: about as much as that many passes on the data sets it helps)
@@ -471,12 +499,16 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
     was wrong). ``f``: the scores ``⟨x_j, w⟩`` of ``α`` on the rows ``X`` (centred or not)."""
     idx = np.flatnonzero((alpha > 0.0) & (alpha < 1.0))
     nf = idx.size
-    if nf == 0 or nf > FACE_MAX_FREE:
+    d = X.shape[1]
+    if nf == 0 or nf * min(nf, d) ** 2 > FACE_MAX_FREE ** 3:
         return None
     XF = X[idx].toarray()
     yF = y[idx]
     delta = np.empty(nf)
-    solve = _face_solve_compiled if _kernels_available() else _face_solve_numpy
+    if nf > d:  # X_F X_Fᵀ is singular: the same system through the d x d matrix X_Fᵀ X_F
+        solve = face_solve_thin_loop()
+    else:
+        solve = _face_solve_compiled if _kernels_available() else _face_solve_numpy
     quad = solve(XF, yF - f[idx], float(scale), delta)  # the change of α_j y_j on F; δᵀ K δ / s
     if not quad >= 0.0:  # the system was not positive definite
         return None
@@ -487,14 +519,54 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
     t = min(1.0, float(lim.min()))
     # the dual's change along the step: t (Σ Δα − ⟨f_F, δ⟩) − t² δᵀ K δ / (2 s)
     gain = t * (float(d_alpha.sum()) - float(np.sum(f[idx] * delta))) - 0.5 * t * t * quad
-    if not t > 0.0 or not gain > 0.0:
+    if not t > 0.0:
         return None
     out = alpha.copy()
     out[idx] = np.clip(a + t * d_alpha, 0.0, 1.0)
+    if nf > d:  # a ray of a singular system: follow it past the first bound, projected on the box
+        out, gain = _face_path(XF, yF, f[idx], a, d_alpha, lim, float(scale), alpha, idx, y, out, gain)
+    if not gain > 0.0:
+        return None
     out = _restore_equality(out, y)
     if abs(float(out @ y)) > 1e-12 * max(y.size, 1):
         return None
     return out
+
+
+#: :func:`_face_path` tries steps ``t_1 · 2^k`` along the face step's ray, at most this many
+FACE_PATH_STEPS = 48
+
+
+def _face_path(XF: np.ndarray, yF: np.ndarray, fF: np.ndarray, a: np.ndarray, d_alpha: np.ndarray, lim: np.ndarray,
+               scale: float, alpha: np.ndarray, idx: np.ndarray, y: np.ndarray, out: np.ndarray,
+               gain: float) -> tuple[np.ndarray, float]:
+    """The best of the projected steps ``clip(α_F + t Δα_F)`` (equality restored) for ``t`` from the
+    first bound on, doubling up to the last, by their exact gain of the dual
+    ``Σ Δα_j (1 − y_j f_j) − ‖Σ Δα_j y_j x_j‖² / (2 s)``; ``(out, gain)``: the first bound's step.
+
+    When the face has more free multipliers than features (a rare class whose ``w`` is near 0:
+    every example of the other class lies within rounding of the margin), the face system is
+    singular and its solution is a ray along which the dual rises linearly until the box stops
+    it: the first bound frees one multiplier per step where hundreds must reach a bound
+    (gradient projection; the caller checks the equality)."""
+    finite = lim[np.isfinite(lim) & (lim > 0)]
+    if finite.size == 0:
+        return out, gain
+    t, t_end = float(finite.min()), float(finite.max())
+    best, best_gain = out, gain
+    for _ in range(FACE_PATH_STEPS):
+        t *= 2.0
+        if t > 2.0 * t_end:
+            break
+        cand = alpha.copy()
+        cand[idx] = np.clip(a + t * d_alpha, 0.0, 1.0)
+        cand = _restore_equality(cand, y)
+        dA = cand[idx] - a
+        z = XF.T @ (dA * yF)
+        g = float(np.sum(dA * (1.0 - yF * fF))) - 0.5 * float(z @ z) / scale
+        if g > best_gain:
+            best, best_gain = cand, g
+    return best, best_gain
 
 
 def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]

@@ -1,0 +1,190 @@
+"""Compiled loops of the M3MDC W step (numba when installed, the same code as plain Python otherwise).
+
+Here rather than in :mod:`sparkhc.kernels`: they serve only :mod:`sparkhc.models.jia_zhang.solver`.
+Written element by element (no BLAS), so that every thread and process runs the same operations
+in the same order and the driver, thread and Spark fits stay equal bit for bit.
+
+* :func:`face_solve_thin`: the face step's system (``solver._face_step``) through the ``d × d``
+  matrix ``X_Fᵀ X_F`` when the face has more free multipliers than features (``|F| > d``: dense
+  numeric data, where ``X_F X_Fᵀ`` is singular and ``|F|³`` is the cost of the direct solve).
+* :func:`dense_pass`: :func:`sparkhc.linear.dcd_pass` on rows stored as one C-ordered ``n × d``
+  array (the centred rows of dense numeric data): the same coordinate steps without the index
+  gather of CSR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["face_solve_thin", "dense_pass", "face_solve_thin_loop", "dense_pass_loop"]
+
+
+def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
+    """The system of ``solver._face_solve_scalar`` — ``(K/s + ε I) δ + b 1 = r``, ``Σ δ = 0`` with
+    ``K = X_F X_Fᵀ`` and ``ε = 1e-10 · tr(K/s)/|F|`` — by the Woodbury identity
+    ``(Z Zᵀ/s + ε I)⁻¹ v = (v − Z (ε s I + Zᵀ Z)⁻¹ Zᵀ v) / ε`` (``Z = X_F``): a Cholesky factor of
+    order ``d`` instead of ``|F|``, ``O(|F| d²)`` instead of ``O(|F|² d + |F|³)``. The same
+    solution in exact arithmetic; the face step accepts it only when its exactly computed gain is
+    positive, so rounding can cost a step, never feasibility. Writes ``delta``; returns
+    ``δᵀ K δ / s`` (−1 when the factorisation fails)."""
+    nf, d = XF.shape
+    tr = 0.0
+    for i in range(nf):
+        for k in range(d):
+            tr += XF[i, k] * XF[i, k]
+    eps = 1e-10 * max(tr / scale / nf, 1e-300)
+    H = np.empty((d, d))
+    for a in range(d):
+        for b in range(a + 1):
+            acc = 0.0
+            for i in range(nf):
+                acc += XF[i, a] * XF[i, b]
+            H[a, b] = acc
+            H[b, a] = acc
+        H[a, a] += eps * scale
+    L = np.zeros((d, d))
+    for j in range(d):
+        acc = H[j, j]
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return -1.0
+        L[j, j] = np.sqrt(acc)
+        for i in range(j + 1, d):
+            acc = H[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    p = np.empty(nf)
+    q = np.empty(nf)
+    u = np.empty(d)
+    for which in range(2):  # p = A⁻¹ r, q = A⁻¹ 1
+        for a in range(d):
+            acc = 0.0
+            for i in range(nf):
+                acc += XF[i, a] * (r[i] if which == 0 else 1.0)
+            u[a] = acc
+        for a in range(d):  # L z = u
+            acc = u[a]
+            for k in range(a):
+                acc -= L[a, k] * u[k]
+            u[a] = acc / L[a, a]
+        for a in range(d - 1, -1, -1):  # Lᵀ z = z
+            acc = u[a]
+            for k in range(a + 1, d):
+                acc -= L[k, a] * u[k]
+            u[a] = acc / L[a, a]
+        for i in range(nf):
+            acc = 0.0
+            for a in range(d):
+                acc += XF[i, a] * u[a]
+            v = (r[i] if which == 0 else 1.0) - acc
+            if which == 0:
+                p[i] = v / eps
+            else:
+                q[i] = v / eps
+    sp_ = 0.0
+    sq_ = 0.0
+    for i in range(nf):
+        sp_ += p[i]
+        sq_ += q[i]
+    if sq_ == 0.0:
+        return -1.0
+    b = sp_ / sq_
+    for i in range(nf):
+        delta[i] = p[i] - b * q[i]
+    quad = 0.0
+    for a in range(d):
+        acc = 0.0
+        for i in range(nf):
+            acc += XF[i, a] * delta[i]
+        quad += acc * acc
+    return quad / scale
+
+
+def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo):  # type: ignore[no-untyped-def]
+    """:func:`sparkhc.linear.dcd_pass` on the rows of the dense ``n × d`` array ``X`` (every
+    entry stored): the same steps, the same returns."""
+    vmax = -np.inf
+    vmin = np.inf
+    pgmax = -np.inf
+    pgmin = np.inf
+    d = X.shape[1]
+    for k in range(order.shape[0]):
+        t = order[k]
+        f = 0.0
+        for c in range(d):
+            f += X[t, c] * w[c]
+        yt = y[t]
+        a = alpha[t]
+        v = yt - f
+        if yt > 0:
+            if a < 1.0 and v > vmax:
+                vmax = v
+            if a > 0.0 and v < vmin:
+                vmin = v
+        else:
+            if a > 0.0 and v > vmax:
+                vmax = v
+            if a < 1.0 and v < vmin:
+                vmin = v
+        g = yt * (f + beta + rho * sigma) - 1.0
+        grad[k] = g
+        pg = g
+        if a <= 0.0:
+            if g > pg_hi:
+                continue
+            if g > 0.0:
+                pg = 0.0
+        elif a >= 1.0:
+            if g < pg_lo:
+                continue
+            if g < 0.0:
+                pg = 0.0
+        if pg > pgmax:
+            pgmax = pg
+        if pg < pgmin:
+            pgmin = pg
+        if pg == 0.0:
+            continue
+        na = a - g / qd[t]
+        if na < 0.0:
+            na = 0.0
+        elif na > 1.0:
+            na = 1.0
+        dlt = na - a
+        if dlt != 0.0:
+            alpha[t] = na
+            sigma += dlt * yt
+            cc = dlt * yt * inv_s
+            for c in range(d):
+                w[c] += cc * X[t, c]
+    return sigma, vmax, vmin, pgmax, pgmin
+
+
+def _compile(fn: Any) -> Any:
+    from sparkhc import kernels
+
+    return kernels._njit(fn) if kernels.HAVE_NUMBA else fn
+
+
+_face_solve_thin_compiled = _compile(face_solve_thin)
+_dense_pass_compiled = _compile(dense_pass)
+
+
+def _available() -> bool:
+    from sparkhc import kernels
+
+    return kernels.available()
+
+
+def face_solve_thin_loop() -> Any:
+    """:func:`face_solve_thin`, compiled when :func:`sparkhc.kernels.available`."""
+    return _face_solve_thin_compiled if _available() else face_solve_thin
+
+
+def dense_pass_loop() -> Any:
+    """:func:`dense_pass`, compiled when :func:`sparkhc.kernels.available`."""
+    return _dense_pass_compiled if _available() else dense_pass

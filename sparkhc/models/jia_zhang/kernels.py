@@ -30,19 +30,16 @@ def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
     positive, so rounding can cost a step, never feasibility. Writes ``delta``; returns
     ``δᵀ K δ / s`` (−1 when the factorisation fails)."""
     nf, d = XF.shape
+    H = np.zeros((d, d))  # the lower triangle of X_Fᵀ X_F, row by row of X_F (contiguous reads)
     tr = 0.0
     for i in range(nf):
-        for k in range(d):
-            tr += XF[i, k] * XF[i, k]
+        for a in range(d):
+            xa = XF[i, a]
+            tr += xa * xa
+            for b in range(a + 1):
+                H[a, b] += xa * XF[i, b]
     eps = 1e-10 * max(tr / scale / nf, 1e-300)
-    H = np.empty((d, d))
     for a in range(d):
-        for b in range(a + 1):
-            acc = 0.0
-            for i in range(nf):
-                acc += XF[i, a] * XF[i, b]
-            H[a, b] = acc
-            H[b, a] = acc
         H[a, a] += eps * scale
     L = np.zeros((d, d))
     for j in range(d):
@@ -57,50 +54,49 @@ def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
             for k in range(j):
                 acc -= L[i, k] * L[j, k]
             L[i, j] = acc / L[j, j]
-    p = np.empty(nf)
-    q = np.empty(nf)
-    u = np.empty(d)
-    for which in range(2):  # p = A⁻¹ r, q = A⁻¹ 1
+    U = np.zeros((2, d))  # X_Fᵀ r and X_Fᵀ 1
+    for i in range(nf):
+        ri = r[i]
         for a in range(d):
-            acc = 0.0
-            for i in range(nf):
-                acc += XF[i, a] * (r[i] if which == 0 else 1.0)
-            u[a] = acc
-        for a in range(d):  # L z = u
+            U[0, a] += XF[i, a] * ri
+            U[1, a] += XF[i, a]
+    for which in range(2):  # z = (X_Fᵀ X_F + ε s I)⁻¹ u: L z' = u, Lᵀ z = z'
+        u = U[which]
+        for a in range(d):
             acc = u[a]
             for k in range(a):
                 acc -= L[a, k] * u[k]
             u[a] = acc / L[a, a]
-        for a in range(d - 1, -1, -1):  # Lᵀ z = z
+        for a in range(d - 1, -1, -1):
             acc = u[a]
             for k in range(a + 1, d):
                 acc -= L[k, a] * u[k]
             u[a] = acc / L[a, a]
-        for i in range(nf):
-            acc = 0.0
-            for a in range(d):
-                acc += XF[i, a] * u[a]
-            v = (r[i] if which == 0 else 1.0) - acc
-            if which == 0:
-                p[i] = v / eps
-            else:
-                q[i] = v / eps
+    p = np.empty(nf)  # A⁻¹ r
+    q = np.empty(nf)  # A⁻¹ 1
     sp_ = 0.0
     sq_ = 0.0
     for i in range(nf):
+        ap = 0.0
+        aq = 0.0
+        for a in range(d):
+            ap += XF[i, a] * U[0, a]
+            aq += XF[i, a] * U[1, a]
+        p[i] = (r[i] - ap) / eps
+        q[i] = (1.0 - aq) / eps
         sp_ += p[i]
         sq_ += q[i]
     if sq_ == 0.0:
         return -1.0
     b = sp_ / sq_
+    g = np.zeros(d)  # X_Fᵀ δ
     for i in range(nf):
         delta[i] = p[i] - b * q[i]
+        for a in range(d):
+            g[a] += XF[i, a] * delta[i]
     quad = 0.0
     for a in range(d):
-        acc = 0.0
-        for i in range(nf):
-            acc += XF[i, a] * delta[i]
-        quad += acc * acc
+        quad += g[a] * g[a]
     return quad / scale
 
 

@@ -418,7 +418,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
                         break
                     moved = False
                     for _ in range(FACE_STEPS if passes >= next_face else 0):  # the exact minimiser on the face DCD has found
-                        a_f = _face_step(Xp, y, a_r, f_r, task.scale)
+                        a_f = _face_step(Xp, y, a_r, f_r, task.scale, dense)
                         if a_f is None:
                             break
                         a_r, moved = a_f, True
@@ -487,7 +487,8 @@ FACE_MAX_FREE = 400
 FACE_EVERY = 32
 
 
-def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray, scale: float) -> np.ndarray | None:
+def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray, scale: float,
+               dense: np.ndarray | None = None) -> np.ndarray | None:
     """Move a feasible ``α`` towards the minimiser of the sub-problem's dual on its current face
     (the bounded multipliers fixed, the free ones ``F`` and the bias solved from
     ``y_j (⟨x_j, w⟩ + b) = 1`` on ``F`` with ``Σ_F Δα_j y_j = 0``: a system of order ``|F| + 1``),
@@ -502,7 +503,7 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
     d = X.shape[1]
     if nf == 0 or nf * min(nf, d) ** 2 > FACE_MAX_FREE ** 3:
         return None
-    XF = X[idx].toarray()
+    XF = X[idx].toarray() if dense is None else dense[idx]
     yF = y[idx]
     delta = np.empty(nf)
     if nf > d:  # X_F X_Fᵀ is singular: the same system through the d x d matrix X_Fᵀ X_F
@@ -523,8 +524,9 @@ def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray
         return None
     out = alpha.copy()
     out[idx] = np.clip(a + t * d_alpha, 0.0, 1.0)
-    if nf > d:  # a ray of a singular system: follow it past the first bound, projected on the box
-        out, gain = _face_path(XF, yF, f[idx], a, d_alpha, lim, float(scale), alpha, idx, y, out, gain)
+    if t < 1.0 or nf > d:  # past the first bound, projected on the box (a singular system: a ray)
+        out, gain = _face_path(XF, yF, f[idx], a, d_alpha, lim, float(scale), alpha, idx, y, out, gain,
+                               np.inf if nf > d else 1.0)
     if not gain > 0.0:
         return None
     out = _restore_equality(out, y)
@@ -539,7 +541,7 @@ FACE_PATH_STEPS = 48
 
 def _face_path(XF: np.ndarray, yF: np.ndarray, fF: np.ndarray, a: np.ndarray, d_alpha: np.ndarray, lim: np.ndarray,
                scale: float, alpha: np.ndarray, idx: np.ndarray, y: np.ndarray, out: np.ndarray,
-               gain: float) -> tuple[np.ndarray, float]:
+               gain: float, t_max: float) -> tuple[np.ndarray, float]:
     """The best of the projected steps ``clip(α_F + t Δα_F)`` (equality restored) for ``t`` from the
     first bound on, doubling up to the last, by their exact gain of the dual
     ``Σ Δα_j (1 − y_j f_j) − ‖Σ Δα_j y_j x_j‖² / (2 s)``; ``(out, gain)``: the first bound's step.
@@ -552,21 +554,24 @@ def _face_path(XF: np.ndarray, yF: np.ndarray, fF: np.ndarray, a: np.ndarray, d_
     finite = lim[np.isfinite(lim) & (lim > 0)]
     if finite.size == 0:
         return out, gain
-    t, t_end = float(finite.min()), float(finite.max())
-    best, best_gain = out, gain
+    t, t_end = float(finite.min()), min(2.0 * float(finite.max()), t_max)
+    best, best_gain = None, gain
+    offset = float(alpha @ y) - float(a @ yF)  # the multipliers off the face, all at a bound
     for _ in range(FACE_PATH_STEPS):
-        t *= 2.0
-        if t > 2.0 * t_end:
+        if t >= t_end:
             break
-        cand = alpha.copy()
-        cand[idx] = np.clip(a + t * d_alpha, 0.0, 1.0)
-        cand = _restore_equality(cand, y)
-        dA = cand[idx] - a
+        t = min(2.0 * t, t_end)
+        cand = _restore_equality(np.clip(a + t * d_alpha, 0.0, 1.0), yF, offset)
+        dA = cand - a
         z = XF.T @ (dA * yF)
         g = float(np.sum(dA * (1.0 - yF * fF))) - 0.5 * float(z @ z) / scale
         if g > best_gain:
             best, best_gain = cand, g
-    return best, best_gain
+    if best is None:
+        return out, gain
+    out = alpha.copy()
+    out[idx] = best
+    return out, best_gain
 
 
 def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -873,13 +878,14 @@ def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:
     return float(0.5 * (lo + hi))
 
 
-def _restore_equality(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Remove the rounding residue of ``Σ_j a_j y_j = 0`` (spread over the free multipliers).
+def _restore_equality(a: np.ndarray, y: np.ndarray, offset: float = 0.0) -> np.ndarray:
+    """Remove the rounding residue of ``Σ_j a_j y_j = 0`` (spread over the free multipliers;
+    ``offset``: the sum ``Σ a_j y_j`` of multipliers not passed, all at a bound).
 
     The steps of the W step keep the equality in exact arithmetic; without this the residue would
     be amplified by long momentum steps and the dual value would overestimate (negative gaps).
     """
-    r = float(a @ y)
+    r = float(a @ y) + offset
     free = (a > 0.0) & (a < 1.0)
     if r and free.any():
         a = a.copy()

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["face_solve_thin", "dense_pass", "face_solve_thin_loop", "dense_pass_loop"]
+__all__ = ["face_solve_thin", "dense_pass", "dense_matvec", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
+           "dense_products"]
 
 
 def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -160,6 +161,31 @@ def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, 
     return sigma, vmax, vmin, pgmax, pgmin
 
 
+def dense_matvec(X, v):  # type: ignore[no-untyped-def]
+    """``X v`` for a C-ordered ``n × d`` ``X``: each row's sum over the columns in order (the sums
+    of scipy's CSR product on the same rows with every entry stored)."""
+    n, d = X.shape
+    out = np.empty(n)
+    for t in range(n):
+        acc = 0.0
+        for c in range(d):
+            acc += X[t, c] * v[c]
+        out[t] = acc
+    return out
+
+
+def dense_rmatvec(X, v):  # type: ignore[no-untyped-def]
+    """``Xᵀ v`` for a C-ordered ``n × d`` ``X``: each column's sum over the rows in order (the sums
+    of scipy's product of the transposed CSR matrix with every entry stored)."""
+    n, d = X.shape
+    out = np.zeros(d)
+    for t in range(n):
+        vt = v[t]
+        for c in range(d):
+            out[c] += X[t, c] * vt
+    return out
+
+
 def _compile(fn: Any) -> Any:
     from sparkhc import kernels
 
@@ -168,6 +194,7 @@ def _compile(fn: Any) -> Any:
 
 _face_solve_thin_compiled = _compile(face_solve_thin)
 _dense_pass_compiled = _compile(dense_pass)
+_dense_products_compiled = (_compile(dense_matvec), _compile(dense_rmatvec))
 
 
 def _available() -> bool:
@@ -179,6 +206,11 @@ def _available() -> bool:
 def face_solve_thin_loop() -> Any:
     """:func:`face_solve_thin`, compiled when :func:`sparkhc.kernels.available`."""
     return _face_solve_thin_compiled if _available() else face_solve_thin
+
+
+def dense_products() -> tuple[Any, Any]:
+    """:func:`dense_matvec` and :func:`dense_rmatvec`, compiled when :func:`sparkhc.kernels.available`."""
+    return _dense_products_compiled if _available() else (dense_matvec, dense_rmatvec)
 
 
 def dense_pass_loop() -> Any:

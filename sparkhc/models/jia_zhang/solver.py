@@ -161,7 +161,7 @@ import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
 from sparkhc.linear import dcd_loop, shrink
-from sparkhc.models.jia_zhang.kernels import dense_pass_loop, face_solve_thin_loop
+from sparkhc.models.jia_zhang.kernels import dense_pass_loop, dense_products, face_solve_thin_loop
 
 logger = logging.getLogger(__name__)
 
@@ -364,10 +364,16 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     center = np.asarray(task.center, dtype=np.float64)
     alpha = np.zeros(n) if task.alpha0 is None else np.array(task.alpha0, dtype=np.float64)
 
+    matvec, rmatvec = dense_products()
+
     def through(a: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:  # (1/s) Σ a_j y_j x_j
+        if dense is not None and X is Xp:  # the same sums in the same order as the CSR product
+            return rmatvec(dense, a * y) * inv_s  # type: ignore[no-any-return]
         return np.asarray(X.T @ (a * y)).ravel() * inv_s
 
     def scores(w: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:
+        if dense is not None and X is Xp:
+            return matvec(dense, w)  # type: ignore[no-any-return]
         return np.asarray(X @ w).ravel()
 
     w = center + through(alpha)
@@ -581,15 +587,17 @@ def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
     order on every thread and process (no threaded BLAS), so the driver and Spark fits stay equal
     bit for bit."""
     nf, d = XF.shape
-    A = np.empty((nf, nf))
+    XT = np.ascontiguousarray(XF.T)
+    A = np.zeros((nf, nf))
     tr = 0.0
     for i in range(nf):
+        for k in range(d):  # A[i, j] summed over k in order, the j of a row side by side (vectorised)
+            xik = XF[i, k]
+            for j in range(i + 1):
+                A[i, j] += xik * XT[k, j]
         for j in range(i + 1):
-            acc = 0.0
-            for k in range(d):
-                acc += XF[i, k] * XF[j, k]
-            A[i, j] = acc / scale
-            A[j, i] = acc / scale
+            A[i, j] = A[i, j] / scale
+            A[j, i] = A[i, j]
         tr += A[i, i]
     eps = 1e-10 * max(tr / nf, 1e-300)
     L = np.zeros((nf, nf))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["face_solve_thin", "dense_pass", "dense_matvec", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
-           "dense_products"]
+           "dense_products", "face_path", "face_path_loop", "optimal_bias", "optimal_bias_compiled"]
 
 
 def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -186,6 +186,96 @@ def dense_rmatvec(X, v):  # type: ignore[no-untyped-def]
     return out
 
 
+def face_path(XF, yF, fF, a, d_alpha, t, t_end, offset, scale, gain, max_steps, eq_tol, best):  # type: ignore[no-untyped-def]
+    """The search of ``solver._face_path`` over ``t = 2 t, 4 t, ...`` (at most ``max_steps``, up to
+    ``t_end``): each candidate ``clip(a + t Δα)`` with the equality's residue (``offset``: the sum
+    ``Σ α y`` off the face) spread over its free multipliers as ``solver._restore_equality`` does,
+    skipped when the residue stays above ``eq_tol``, scored by its exact dual gain; writes the best
+    one beating ``gain`` into ``best``. Returns ``(its gain or gain, whether one did)``."""
+    nf, d = XF.shape
+    cand = np.empty(nf)
+    free = np.zeros(nf, dtype=np.bool_)
+    z = np.empty(d)
+    found = False
+    for _ in range(max_steps):
+        if t >= t_end:
+            break
+        t = min(2.0 * t, t_end)
+        r = offset
+        n_free = 0
+        for i in range(nf):
+            c = a[i] + t * d_alpha[i]
+            c = min(max(c, 0.0), 1.0)
+            cand[i] = c
+            r += c * yF[i]
+            free[i] = 0.0 < c < 1.0
+            if free[i]:
+                n_free += 1
+        if r != 0.0 and n_free > 0:
+            share = r / n_free
+            r = offset
+            for i in range(nf):
+                if free[i]:
+                    cand[i] = min(max(cand[i] - yF[i] * share, 0.0), 1.0)
+                r += cand[i] * yF[i]
+        if abs(r) > eq_tol:
+            continue
+        lin = 0.0
+        for c in range(d):
+            z[c] = 0.0
+        for i in range(nf):
+            da = cand[i] - a[i]
+            lin += da * (1.0 - yF[i] * fF[i])
+            v = da * yF[i]
+            for c in range(d):
+                z[c] += XF[i, c] * v
+        quad = 0.0
+        for c in range(d):
+            quad += z[c] * z[c]
+        g = lin - 0.5 * quad / scale
+        if g > gain:
+            gain = g
+            found = True
+            for i in range(nf):
+                best[i] = cand[i]
+    return gain, found
+
+
+def optimal_bias(f, y):  # type: ignore[no-untyped-def]
+    """``solver.optimal_bias`` (the midpoint of the minimiser interval of the hinge loss in ``b``)
+    with one sort per class and a merge instead of ``unique`` and four binary searches: the same
+    breakpoints chosen, so the same number."""
+    t = y - f
+    tp = np.sort(t[y > 0])
+    tn = np.sort(t[y < 0])
+    cand = np.sort(t)
+    n_p = tp.size
+    n_n = tn.size
+    lo = cand[0]
+    hi = cand[0]
+    found_lo = False
+    ip_le = 0  # elements of tp <= c, of tn <= c, of tp < c, of tn < c
+    in_le = 0
+    ip_lt = 0
+    in_lt = 0
+    for k in range(cand.size):
+        c = cand[k]
+        while ip_le < n_p and tp[ip_le] <= c:
+            ip_le += 1
+        while in_le < n_n and tn[in_le] <= c:
+            in_le += 1
+        while ip_lt < n_p and tp[ip_lt] < c:
+            ip_lt += 1
+        while in_lt < n_n and tn[in_lt] < c:
+            in_lt += 1
+        if not found_lo and -(n_p - ip_le) + in_le >= 0:
+            lo = c
+            found_lo = True
+        if -(n_p - ip_lt) + in_lt <= 0:
+            hi = c
+    return 0.5 * (lo + hi)
+
+
 def _compile(fn: Any) -> Any:
     from sparkhc import kernels
 
@@ -195,6 +285,8 @@ def _compile(fn: Any) -> Any:
 _face_solve_thin_compiled = _compile(face_solve_thin)
 _dense_pass_compiled = _compile(dense_pass)
 _dense_products_compiled = (_compile(dense_matvec), _compile(dense_rmatvec))
+_face_path_compiled = _compile(face_path)
+_optimal_bias_compiled = _compile(optimal_bias)
 
 
 def _available() -> bool:
@@ -211,6 +303,16 @@ def face_solve_thin_loop() -> Any:
 def dense_products() -> tuple[Any, Any]:
     """:func:`dense_matvec` and :func:`dense_rmatvec`, compiled when :func:`sparkhc.kernels.available`."""
     return _dense_products_compiled if _available() else (dense_matvec, dense_rmatvec)
+
+
+def face_path_loop() -> Any:
+    """:func:`face_path`, compiled when :func:`sparkhc.kernels.available`."""
+    return _face_path_compiled if _available() else face_path
+
+
+def optimal_bias_compiled() -> Any:
+    """:func:`optimal_bias` compiled, or None without numba (``solver.optimal_bias`` is then numpy's)."""
+    return _optimal_bias_compiled if _available() else None
 
 
 def dense_pass_loop() -> Any:

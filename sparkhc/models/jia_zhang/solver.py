@@ -161,7 +161,13 @@ import scipy.sparse as sp
 
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
 from sparkhc.linear import dcd_loop, shrink
-from sparkhc.models.jia_zhang.kernels import dense_pass_loop, dense_products, face_solve_thin_loop
+from sparkhc.models.jia_zhang.kernels import (
+    dense_pass_loop,
+    dense_products,
+    face_path_loop,
+    face_solve_thin_loop,
+    optimal_bias_compiled,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -561,23 +567,16 @@ def _face_path(XF: np.ndarray, yF: np.ndarray, fF: np.ndarray, a: np.ndarray, d_
     if finite.size == 0:
         return out, gain
     t, t_end = float(finite.min()), min(2.0 * float(finite.max()), t_max)
-    best, best_gain = None, gain
     offset = float(alpha @ y) - float(a @ yF)  # the multipliers off the face, all at a bound
-    for _ in range(FACE_PATH_STEPS):
-        if t >= t_end:
-            break
-        t = min(2.0 * t, t_end)
-        cand = _restore_equality(np.clip(a + t * d_alpha, 0.0, 1.0), yF, offset)
-        dA = cand - a
-        z = XF.T @ (dA * yF)
-        g = float(np.sum(dA * (1.0 - yF * fF))) - 0.5 * float(z @ z) / scale
-        if g > best_gain:
-            best, best_gain = cand, g
-    if best is None:
+    best = np.empty(a.size)
+    # candidates whose equality is lost (the residue does not fit the free multipliers) are no dual points
+    best_gain, found = face_path_loop()(np.ascontiguousarray(XF), yF, fF, a, d_alpha, t, t_end, offset,
+                                        float(scale), float(gain), FACE_PATH_STEPS, 1e-12 * max(y.size, 1), best)
+    if not found:
         return out, gain
     out = alpha.copy()
     out[idx] = best
-    return out, best_gain
+    return out, float(best_gain)
 
 
 def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -873,8 +872,12 @@ _smo_loop_compiled = _compile_smo_loop()
 def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:
     """The midpoint of the exact minimiser interval of ``b ↦ Σ_j max(0, 1 − y_j (f_j + b))``.
 
-    Both classes must be present (otherwise the loss has no finite minimiser interval).
+    Both classes must be present (otherwise the loss has no finite minimiser interval). Compiled
+    when :func:`sparkhc.kernels.available` (the same breakpoints, so the same number).
     """
+    compiled = optimal_bias_compiled()
+    if compiled is not None:
+        return float(compiled(np.ascontiguousarray(f, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64)))
     t = y - f  # breakpoints: the hinge of example j is zero from t_j on (y=+1) / up to t_j (y=−1)
     tp = np.sort(t[y > 0])
     tn = np.sort(t[y < 0])

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["face_solve_thin", "dense_pass", "dense_matvec", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
-           "dense_products", "face_path", "face_path_loop", "optimal_bias", "optimal_bias_compiled"]
+           "dense_products", "face_path", "face_path_loop"]
 
 
 def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -241,41 +241,6 @@ def face_path(XF, yF, fF, a, d_alpha, t, t_end, offset, scale, gain, max_steps, 
     return gain, found
 
 
-def optimal_bias(f, y):  # type: ignore[no-untyped-def]
-    """``solver.optimal_bias`` (the midpoint of the minimiser interval of the hinge loss in ``b``)
-    with one sort per class and a merge instead of ``unique`` and four binary searches: the same
-    breakpoints chosen, so the same number."""
-    t = y - f
-    tp = np.sort(t[y > 0])
-    tn = np.sort(t[y < 0])
-    cand = np.sort(t)
-    n_p = tp.size
-    n_n = tn.size
-    lo = cand[0]
-    hi = cand[0]
-    found_lo = False
-    ip_le = 0  # elements of tp <= c, of tn <= c, of tp < c, of tn < c
-    in_le = 0
-    ip_lt = 0
-    in_lt = 0
-    for k in range(cand.size):
-        c = cand[k]
-        while ip_le < n_p and tp[ip_le] <= c:
-            ip_le += 1
-        while in_le < n_n and tn[in_le] <= c:
-            in_le += 1
-        while ip_lt < n_p and tp[ip_lt] < c:
-            ip_lt += 1
-        while in_lt < n_n and tn[in_lt] < c:
-            in_lt += 1
-        if not found_lo and -(n_p - ip_le) + in_le >= 0:
-            lo = c
-            found_lo = True
-        if -(n_p - ip_lt) + in_lt <= 0:
-            hi = c
-    return 0.5 * (lo + hi)
-
-
 def _compile(fn: Any) -> Any:
     from sparkhc import kernels
 
@@ -286,7 +251,6 @@ _face_solve_thin_compiled = _compile(face_solve_thin)
 _dense_pass_compiled = _compile(dense_pass)
 _dense_products_compiled = (_compile(dense_matvec), _compile(dense_rmatvec))
 _face_path_compiled = _compile(face_path)
-_optimal_bias_compiled = _compile(optimal_bias)
 
 
 def _available() -> bool:
@@ -308,11 +272,6 @@ def dense_products() -> tuple[Any, Any]:
 def face_path_loop() -> Any:
     """:func:`face_path`, compiled when :func:`sparkhc.kernels.available`."""
     return _face_path_compiled if _available() else face_path
-
-
-def optimal_bias_compiled() -> Any:
-    """:func:`optimal_bias` compiled, or None without numba (``solver.optimal_bias`` is then numpy's)."""
-    return _optimal_bias_compiled if _available() else None
 
 
 def dense_pass_loop() -> Any:

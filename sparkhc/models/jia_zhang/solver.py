@@ -166,7 +166,6 @@ from sparkhc.models.jia_zhang.kernels import (
     dense_products,
     face_path_loop,
     face_solve_thin_loop,
-    optimal_bias_compiled,
 )
 
 logger = logging.getLogger(__name__)
@@ -872,20 +871,15 @@ _smo_loop_compiled = _compile_smo_loop()
 def optimal_bias(f: np.ndarray, y: np.ndarray) -> float:
     """The midpoint of the exact minimiser interval of ``b ↦ Σ_j max(0, 1 − y_j (f_j + b))``.
 
-    Both classes must be present (otherwise the loss has no finite minimiser interval). Compiled
-    when :func:`sparkhc.kernels.available` (the same breakpoints, so the same number).
+    Both classes must be present (otherwise the loss has no finite minimiser interval). With the
+    breakpoints ``t_j = y_j − f_j`` (the hinge of example j is zero from ``t_j`` on for ``y = +1``,
+    up to ``t_j`` for ``y = −1``) the right derivative at ``c`` is ``#{t_j ≤ c} − n₊`` and the left
+    one ``#{t_j < c} − n₊`` (``n₊`` positives): the interval runs from the ``n₊``-th smallest
+    breakpoint to the next one, found by selection in ``O(n)``.
     """
-    compiled = optimal_bias_compiled()
-    if compiled is not None:
-        return float(compiled(np.ascontiguousarray(f, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64)))
-    t = y - f  # breakpoints: the hinge of example j is zero from t_j on (y=+1) / up to t_j (y=−1)
-    tp = np.sort(t[y > 0])
-    tn = np.sort(t[y < 0])
-    cand = np.unique(t)
-    right = -(tp.size - np.searchsorted(tp, cand, "right")) + np.searchsorted(tn, cand, "right")
-    left = -(tp.size - np.searchsorted(tp, cand, "left")) + np.searchsorted(tn, cand, "left")
-    lo = cand[int(np.argmax(right >= 0))]
-    hi = cand[int(np.nonzero(left <= 0)[0][-1])]
+    t = np.asarray(y, dtype=np.float64) - np.asarray(f, dtype=np.float64)
+    k = int(np.count_nonzero(y > 0))
+    lo, hi = np.partition(t, (k - 1, k))[[k - 1, k]]
     return float(0.5 * (lo + hi))
 
 

@@ -90,7 +90,16 @@ the pair's centred rows ``x_j − μ`` (:func:`_centred_rows`; the same dual on 
 same optimum; sparse text rows stay as they are), a solve also stops on its own certified relative
 duality gap (:func:`_pair_gap`, a tenth of its tolerance), and every ``FACE_EVERY`` passes a face step
 (:func:`_face_step`) solves the free multipliers and the bias exactly on the face DCD has found
-(taken only when it raises the dual). A solve or a W step that stops at its cap is counted
+(taken only when it raises the dual). The face step is a projected Newton step: its direction is
+followed past the first bound it meets, projected on the box, and the best of the doubling steps by
+their exact dual gain is taken (:func:`_face_path`). When the face has more free multipliers than
+features (a rare class whose ``w`` is near 0: on yeast ~1,400 multipliers of the other class sit
+within 1e-4 of the margin) its system is singular, is solved through the ``d × d`` matrix
+``X_Fᵀ X_F`` (:func:`sparkhc.models.jia_zhang.kernels.face_solve_thin`), and its direction is a ray
+along which the dual rises linearly: without the projected path such sub-problems took 4,000-13,000
+passes (``docs/benchmarks.md``, section mdc-real). Centred rows with every entry stored run their
+passes and products on a dense view (:mod:`sparkhc.models.jia_zhang.kernels`; the same sums in the
+same order as the CSR ones), kept per block. A solve or a W step that stops at its cap is counted
 (``history_``: ``sub_problems``, ``capped_sub_problems``, ``sweep_capped``; the model's counters; the
 Spark and driver fits' results) and the fit warns (:class:`M3MDCConvergenceWarning`) with the
 setting to raise and the certified duality gap it reached.

@@ -18,8 +18,38 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["face_solve_thin", "dense_pass", "dense_matvec", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
+__all__ = ["cholesky_shifted", "face_solve_thin", "dense_pass", "dense_matvec", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
            "dense_products", "face_path", "face_path_loop"]
+
+
+def _compile(fn: Any) -> Any:
+    from sparkhc import kernels
+
+    return kernels._njit(fn) if kernels.HAVE_NUMBA else fn
+
+
+def _cholesky_shifted(A, shift, L):  # type: ignore[no-untyped-def]
+    """The lower Cholesky factor of ``A + shift I`` (the lower triangle of ``A`` read) into ``L``;
+    False when a pivot is not positive. Element by element (left-looking: every entry's sum over
+    ``k`` in order), for the face systems of :func:`face_solve_thin` and ``solver._face_solve_scalar``."""
+    m = A.shape[0]
+    for j in range(m):
+        acc = A[j, j] + shift
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return False
+        L[j, j] = np.sqrt(acc)
+        for i in range(j + 1, m):
+            acc = A[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    return True
+
+
+#: :func:`_cholesky_shifted`, compiled when numba is installed (called from the compiled solvers)
+cholesky_shifted = _compile(_cholesky_shifted)
 
 
 def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
@@ -40,21 +70,9 @@ def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
             for b in range(a + 1):
                 H[a, b] += xa * XF[i, b]
     eps = 1e-10 * max(tr / scale / nf, 1e-300)
-    for a in range(d):
-        H[a, a] += eps * scale
     L = np.zeros((d, d))
-    for j in range(d):
-        acc = H[j, j]
-        for k in range(j):
-            acc -= L[j, k] * L[j, k]
-        if not acc > 0.0:
-            return -1.0
-        L[j, j] = np.sqrt(acc)
-        for i in range(j + 1, d):
-            acc = H[i, j]
-            for k in range(j):
-                acc -= L[i, k] * L[j, k]
-            L[i, j] = acc / L[j, j]
+    if not cholesky_shifted(H, eps * scale, L):
+        return -1.0
     U = np.zeros((2, d))  # X_Fᵀ r and X_Fᵀ 1
     for i in range(nf):
         ri = r[i]
@@ -239,12 +257,6 @@ def face_path(XF, yF, fF, a, d_alpha, t, t_end, offset, scale, gain, max_steps, 
             for i in range(nf):
                 best[i] = cand[i]
     return gain, found
-
-
-def _compile(fn: Any) -> Any:
-    from sparkhc import kernels
-
-    return kernels._njit(fn) if kernels.HAVE_NUMBA else fn
 
 
 _face_solve_thin_compiled = _compile(face_solve_thin)

@@ -171,6 +171,7 @@ import scipy.sparse as sp
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
 from sparkhc.linear import dcd_loop, shrink
 from sparkhc.models.jia_zhang.kernels import (
+    cholesky_shifted,
     dense_pass_loop,
     dense_products,
     face_path_loop,
@@ -608,18 +609,8 @@ def _face_solve_scalar(XF, r, scale, delta):  # type: ignore[no-untyped-def]
         tr += A[i, i]
     eps = 1e-10 * max(tr / nf, 1e-300)
     L = np.zeros((nf, nf))
-    for j in range(nf):
-        acc = A[j, j] + eps
-        for k in range(j):
-            acc -= L[j, k] * L[j, k]
-        if not acc > 0.0:
-            return -1.0
-        L[j, j] = np.sqrt(acc)
-        for i in range(j + 1, nf):
-            acc = A[i, j]
-            for k in range(j):
-                acc -= L[i, k] * L[j, k]
-            L[i, j] = acc / L[j, j]
+    if not cholesky_shifted(A, eps, L):
+        return -1.0
     p = np.empty(nf)
     q = np.empty(nf)
     for i in range(nf):  # L z = r, L z' = 1

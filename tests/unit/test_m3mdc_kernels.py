@@ -60,7 +60,7 @@ def test_dense_pass_and_products_give_the_bits_of_the_csr_ones():
     assert np.any((a1 > 0) & (a1 < 1))  # the passes did move
     matvec, rmatvec = K.dense_products()
     v, u = rng.normal(size=13), rng.normal(size=200)
-    assert np.array_equal(matvec(D, v), np.asarray(C @ v).ravel())
+    assert np.array_equal(matvec(np.ascontiguousarray(D.T), v), np.asarray(C @ v).ravel())
     assert np.array_equal(rmatvec(D, u), np.asarray(C.T @ u).ravel())
 
 

@@ -179,16 +179,15 @@ def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, 
     return sigma, vmax, vmin, pgmax, pgmin
 
 
-def dense_matvec(X, v):  # type: ignore[no-untyped-def]
-    """``X v`` for a C-ordered ``n × d`` ``X``: each row's sum over the columns in order (the sums
-    of scipy's CSR product on the same rows with every entry stored)."""
-    n, d = X.shape
-    out = np.empty(n)
-    for t in range(n):
-        acc = 0.0
-        for c in range(d):
-            acc += X[t, c] * v[c]
-        out[t] = acc
+def dense_matvec(XT, v):  # type: ignore[no-untyped-def]
+    """``X v`` from ``XT = Xᵀ`` (C-ordered ``d × n``): each row's sum over the columns in order (the
+    sums of scipy's CSR product on the same rows with every entry stored), the rows side by side."""
+    d, n = XT.shape
+    out = np.zeros(n)
+    for c in range(d):
+        vc = v[c]
+        for t in range(n):
+            out[t] += XT[c, t] * vc
     return out
 
 

@@ -252,11 +252,13 @@ class PairData:
             object.__setattr__(self, "_sq", q)
         return q
 
-    def pass_rows(self, pair: int, rows: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray | None]:
-        """The rows DCD's passes run on for ``pair`` (``rows``: its rows of :attr:`csr`), their
-        squared norms, and, when every entry is stored, the same numbers as a C-ordered ``n × d``
-        view (:func:`_centred_rows`). Centred copies are kept per process (they are computed once
-        per block, not once per solve); sparse rows, which stay as they are, are not."""
+    def pass_rows(self, pair: int) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, np.ndarray | None,
+                                            np.ndarray | None]:
+        """The rows of ``pair`` as given (CSR), the rows DCD's passes run on (centred when that stays
+        small: :func:`_centred_rows`), their squared norms, and, when every entry of those is
+        stored, the same numbers as C-ordered ``n × d`` and ``d × n`` arrays. Centred rows are kept
+        per process (computed once per block, not once per solve); sparse rows, which stay as they
+        are, are not (a block's rows are sliced per solve unless they are all of ``X``)."""
         cache = self.__dict__.get("_pass")
         if cache is None:
             cache = {}
@@ -264,12 +266,16 @@ class PairData:
         hit = cache.get(pair)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        Xp = _centred_rows(rows)
+        rows = self.rows[pair]
+        n_all = self.csr.shape[0]
+        whole = rows.size == n_all and (n_all == 0 or (rows[0] == 0 and rows[-1] == n_all - 1))  # sorted, distinct
+        raw = self.csr if whole else self.csr[rows]
+        Xp = _centred_rows(raw)
         sq = np.asarray(Xp.multiply(Xp).sum(axis=1), dtype=np.float64).ravel()
         n, d = Xp.shape
         dense = Xp.data.reshape(n, d) if n and Xp.nnz == n * d else None  # full sorted rows: row-major
-        out = (Xp, sq, dense)
-        if Xp is not rows:
+        out = (raw, Xp, sq, dense, None if dense is None else np.ascontiguousarray(dense.T))
+        if Xp is not raw:
             cache[pair] = out
         return out
 
@@ -290,6 +296,10 @@ class PairData:
         d = self.X.shape[1]
         if m == 0:
             return np.zeros((d, 0))
+        if m == 1:  # a block's own pair: one product with a vector, no sparse matrix built
+            z = np.zeros(self.X.shape[0])
+            z[self.rows[0]] = np.asarray(alpha[0], dtype=np.float64) * self.signs[0]
+            return np.asarray(self.X.T @ z, dtype=np.float64).reshape(d, 1)
         rows = np.concatenate(self.rows)
         cols = np.repeat(np.arange(m), [r.size for r in self.rows])
         vals = np.concatenate([np.asarray(a, dtype=np.float64) * y for a, y in zip(alpha, self.signs, strict=True)])
@@ -372,8 +382,8 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     """
     rows = data.rows[task.pair]
     y = data.signs[task.pair]
-    Xraw = data.csr[rows]  # the pair's rows (nnz-sized, freed with the task)
-    Xp, sq, dense = data.pass_rows(task.pair, Xraw)  # the rows the passes run on (centred when that stays small)
+    # the pair's rows as given, and the rows the passes run on (centred when that stays small)
+    Xraw, Xp, sq, dense, dense_t = data.pass_rows(task.pair)
     n = rows.size
     inv_s = 1.0 / float(task.scale)
     center = np.asarray(task.center, dtype=np.float64)
@@ -387,8 +397,8 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
         return np.asarray(X.T @ (a * y)).ravel() * inv_s
 
     def scores(w: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:
-        if dense is not None and X is Xp:
-            return matvec(dense, w)  # type: ignore[no-any-return]
+        if dense_t is not None and X is Xp:
+            return matvec(dense_t, w)  # type: ignore[no-any-return]
         return np.asarray(X @ w).ravel()
 
     w = center + through(alpha)

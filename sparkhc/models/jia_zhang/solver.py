@@ -428,8 +428,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     active = everything
     pg_hi, pg_lo = np.inf, -np.inf
     grad = np.empty(n)
-    next_face = face_every = FACE_EVERY
-    face_gap = np.inf  # the gap when the last face steps were taken
+    next_face = FACE_EVERY
     interval, next_check = 1, 1  # the duality-gap checks: after 1, 2, 4, ... passes, then every GAP_CHECK_MAX
     for passes in range(1, int(task.max_iter) + 1):  # noqa: B007 - the count is returned
         order = rng.permutation(active)
@@ -445,15 +444,10 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
                 if abs(float(a_r @ y)) <= 1e-12 * max(n, 1):
                     w_r = center + through(a_r)
                     f_r = scores(w_r)
-                    gap_r = _pair_gap(f_r, y, a_r, w_r, center, task.scale)
-                    if gap_r <= GAP_SHARE * task.tol:
+                    if _pair_gap(f_r, y, a_r, w_r, center, task.scale) <= GAP_SHARE * task.tol:
                         alpha, converged = a_r, True
                         break
                     moved = False
-                    if passes >= next_face:
-                        if gap_r > FACE_PROGRESS * face_gap:  # the last face steps did not pay: space them out
-                            face_every = min(2 * face_every, FACE_EVERY_MAX)
-                        face_gap = gap_r
                     for _ in range(FACE_STEPS if passes >= next_face else 0):  # the exact minimiser on the face DCD has found
                         a_f = _face_step(Xp, y, a_r, f_r, task.scale, dense)
                         if a_f is None:
@@ -462,7 +456,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
                         w_r = center + through(a_r)
                         f_r = scores(w_r)
                     if passes >= next_face:
-                        next_face = passes + face_every
+                        next_face = passes + FACE_EVERY
                     if moved:
                         alpha, w, sigma = a_r, w_r, float(a_r @ y)
                         beta = optimal_bias(f_r, y)
@@ -525,11 +519,6 @@ FACE_MAX_FREE = 400
 #: 3.1 / 3.1 s (its d = 294 makes a step dearer); 8 / 4, 16 / 4, 8 / 8, 16 / 16 and 32 / 8 were
 #: slower on yeast (speed only: every fit is certified to the same gap)
 FACE_EVERY = 16
-#: ... doubled (up to this many) whenever the gap has not fallen below ``FACE_PROGRESS`` x its value
-#: at the last face steps (near the end of a solve the steps can lower the dual's gain per pass
-#: less than they cost: a yeast fold's sub-problem at tolerance 2.4e-6 spent 2.9 s on them)
-FACE_EVERY_MAX = 512
-FACE_PROGRESS = 0.5
 
 
 def _face_step(X: sp.csr_matrix, y: np.ndarray, alpha: np.ndarray, f: np.ndarray, scale: float,

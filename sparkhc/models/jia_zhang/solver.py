@@ -389,7 +389,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
     center = np.asarray(task.center, dtype=np.float64)
     alpha = np.zeros(n) if task.alpha0 is None else np.array(task.alpha0, dtype=np.float64)
 
-    matvec, rmatvec = dense_products()
+    rmatvec = dense_products()
 
     def through(a: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:  # (1/s) Σ a_j y_j x_j
         if dense is not None and X is Xp:  # the same sums in the same order as the CSR product
@@ -398,7 +398,7 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
 
     def scores(w: np.ndarray, X: sp.csr_matrix = Xp) -> np.ndarray:
         if dense_t is not None and X is Xp:
-            return matvec(dense_t, w)  # type: ignore[no-any-return]
+            return rmatvec(dense_t, w)  # type: ignore[no-any-return]
         return np.asarray(X @ w).ravel()
 
     w = center + through(alpha)

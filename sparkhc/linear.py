@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from sparkhc import kernels
+
 __all__ = [
     "SVMSolution",
     "dcd_pass",
@@ -55,12 +57,60 @@ __all__ = [
 ]
 
 
+def dcd_step(f, yt, a, qdt, beta, rho, sigma, pg_hi, pg_lo, vmax, vmin, pgmax, pgmin):  # type: ignore[no-untyped-def]
+    """The coordinate step of :func:`dcd_pass` for one example with score ``f = x . w``, label
+    ``yt``, multiplier ``a`` and ``qdt = Q_tt``: ``(g, new a, vmax, vmin, pgmax, pgmin)``, the
+    gradient, the clipped new multiplier (``a`` itself when the example is skipped or its projected
+    gradient is 0) and the running extremes with this example's ``v = yt - f`` and projected
+    gradient. Shared by every pass over any row layout (``sparkhc.models.jia_zhang.kernels``)."""
+    v = yt - f
+    if yt > 0:
+        if a < 1.0 and v > vmax:
+            vmax = v
+        if a > 0.0 and v < vmin:
+            vmin = v
+    else:
+        if a > 0.0 and v > vmax:
+            vmax = v
+        if a < 1.0 and v < vmin:
+            vmin = v
+    g = yt * (f + beta + rho * sigma) - 1.0
+    pg = g
+    if a <= 0.0:
+        if g > pg_hi:
+            return g, a, vmax, vmin, pgmax, pgmin
+        if g > 0.0:
+            pg = 0.0
+    elif a >= 1.0:
+        if g < pg_lo:
+            return g, a, vmax, vmin, pgmax, pgmin
+        if g < 0.0:
+            pg = 0.0
+    if pg > pgmax:
+        pgmax = pg
+    if pg < pgmin:
+        pgmin = pg
+    if pg == 0.0:
+        return g, a, vmax, vmin, pgmax, pgmin
+    na = a - g / qdt
+    if na < 0.0:
+        na = 0.0
+    elif na > 1.0:
+        na = 1.0
+    return g, na, vmax, vmin, pgmax, pgmin
+
+
+#: :func:`dcd_step` as the passes call it (compiled when numba is installed)
+_dcd_step = kernels._njit(dcd_step)
+
+
 def dcd_pass(indptr, indices, data, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo):  # type: ignore[no-untyped-def]
     """One pass of dual coordinate descent over the examples ``order`` (rows of the CSR arrays;
     updates ``alpha`` and ``w`` in place, ``grad[k]``: the gradient of ``order[k]`` before its
     update). Multipliers at a bound with a gradient beyond ``pg_hi`` / ``pg_lo`` (pointing out of
     the box) are skipped, as in LIBLINEAR. Returns ``(σ, max_{I_up} v, min_{I_low} v, max PG, min PG)``
-    with ``v`` read before each update. Written element by element for numba (runs uncompiled too)."""
+    with ``v`` read before each update (:func:`dcd_step`). Written element by element for numba
+    (runs uncompiled too)."""
     vmax = -np.inf
     vmin = np.inf
     pgmax = -np.inf
@@ -74,41 +124,9 @@ def dcd_pass(indptr, indices, data, y, qd, alpha, w, inv_s, beta, rho, sigma, or
             f += data[q] * w[indices[q]]
         yt = y[t]
         a = alpha[t]
-        v = yt - f
-        if yt > 0:
-            if a < 1.0 and v > vmax:
-                vmax = v
-            if a > 0.0 and v < vmin:
-                vmin = v
-        else:
-            if a > 0.0 and v > vmax:
-                vmax = v
-            if a < 1.0 and v < vmin:
-                vmin = v
-        g = yt * (f + beta + rho * sigma) - 1.0
+        g, na, vmax, vmin, pgmax, pgmin = _dcd_step(f, yt, a, qd[t], beta, rho, sigma, pg_hi, pg_lo,
+                                                    vmax, vmin, pgmax, pgmin)
         grad[k] = g
-        pg = g
-        if a <= 0.0:
-            if g > pg_hi:
-                continue
-            if g > 0.0:
-                pg = 0.0
-        elif a >= 1.0:
-            if g < pg_lo:
-                continue
-            if g < 0.0:
-                pg = 0.0
-        if pg > pgmax:
-            pgmax = pg
-        if pg < pgmin:
-            pgmin = pg
-        if pg == 0.0:
-            continue
-        na = a - g / qd[t]
-        if na < 0.0:
-            na = 0.0
-        elif na > 1.0:
-            na = 1.0
         d = na - a
         if d != 0.0:
             alpha[t] = na
@@ -134,8 +152,6 @@ def shrink(
 
 
 def _compile() -> Any:
-    from sparkhc import kernels
-
     return kernels._njit(dcd_pass) if kernels.HAVE_NUMBA else dcd_pass
 
 
@@ -144,8 +160,6 @@ _dcd_pass_compiled = _compile()
 
 def dcd_loop() -> Any:
     """The pass to run now: compiled when :func:`sparkhc.kernels.available`, else :func:`dcd_pass`."""
-    from sparkhc import kernels
-
     return _dcd_pass_compiled if kernels.available() else dcd_pass
 
 

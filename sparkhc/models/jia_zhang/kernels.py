@@ -9,9 +9,8 @@ in the same order and the driver, thread and Spark fits stay equal bit for bit.
   numeric data, where ``X_F X_Fᵀ`` is singular and ``|F|³`` is the cost of the direct solve).
 * :func:`dense_pass`: :func:`sparkhc.linear.dcd_pass` on rows stored as one C-ordered ``n × d``
   array (the centred rows of dense numeric data): the same coordinate steps without the index
-  gather of CSR (3.6x faster a pass on yeast's rows). Its coordinate step repeats
-  ``dcd_pass``'s line for line; one step shared by both belongs in :mod:`sparkhc.linear`, which
-  this change does not touch.
+  gather of CSR (3.6x faster a pass on yeast's rows); the coordinate step is
+  :func:`sparkhc.linear.dcd_step`, shared with ``dcd_pass``.
 * :func:`dense_rmatvec`: ``Xᵀ v`` (and ``X w`` from ``Xᵀ``) in the order of scipy's CSR products.
 * :func:`face_path`: the projected search along a face step's direction (``solver._face_path``).
 """
@@ -21,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from sparkhc.linear import _dcd_step
 
 __all__ = ["cholesky_shifted", "face_solve_thin", "dense_pass", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
            "dense_products", "face_path", "face_path_loop"]
@@ -125,7 +126,7 @@ def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
 
 def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo):  # type: ignore[no-untyped-def]
     """:func:`sparkhc.linear.dcd_pass` on the rows of the dense ``n × d`` array ``X`` (every
-    entry stored): the same steps, the same returns."""
+    entry stored): the same steps (:func:`sparkhc.linear.dcd_step`), the same returns."""
     vmax = -np.inf
     vmin = np.inf
     pgmax = -np.inf
@@ -138,41 +139,9 @@ def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, 
             f += X[t, c] * w[c]
         yt = y[t]
         a = alpha[t]
-        v = yt - f
-        if yt > 0:
-            if a < 1.0 and v > vmax:
-                vmax = v
-            if a > 0.0 and v < vmin:
-                vmin = v
-        else:
-            if a > 0.0 and v > vmax:
-                vmax = v
-            if a < 1.0 and v < vmin:
-                vmin = v
-        g = yt * (f + beta + rho * sigma) - 1.0
+        g, na, vmax, vmin, pgmax, pgmin = _dcd_step(f, yt, a, qd[t], beta, rho, sigma, pg_hi, pg_lo,
+                                                    vmax, vmin, pgmax, pgmin)
         grad[k] = g
-        pg = g
-        if a <= 0.0:
-            if g > pg_hi:
-                continue
-            if g > 0.0:
-                pg = 0.0
-        elif a >= 1.0:
-            if g < pg_lo:
-                continue
-            if g < 0.0:
-                pg = 0.0
-        if pg > pgmax:
-            pgmax = pg
-        if pg < pgmin:
-            pgmin = pg
-        if pg == 0.0:
-            continue
-        na = a - g / qd[t]
-        if na < 0.0:
-            na = 0.0
-        elif na > 1.0:
-            na = 1.0
         dlt = na - a
         if dlt != 0.0:
             alpha[t] = na

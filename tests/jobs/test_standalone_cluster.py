@@ -28,6 +28,7 @@ from tests.jobs.conftest import (
     StandaloneCluster,
     apps_by_name,
     build_wheelhouse,
+    job_env,
     last_json,
     make_venv,
     spark_home,
@@ -73,7 +74,8 @@ def test_standalone_cluster_equals_local(tiny_corpus, tmp_path):
     docs, taxonomy = tiny_corpus
     wheelhouse = build_wheelhouse()
     python = make_venv(tmp_path / "venv", DEPS, wheelhouse)
-    check = subprocess.run([str(python), "-c", "import sparkhc"], capture_output=True, cwd=tmp_path)
+    check = subprocess.run([str(python), "-c", "import sparkhc"], capture_output=True, cwd=tmp_path,
+                           env=job_env(python, spark_home()))  # without PYTHONPATH, as the jobs run
     assert check.returncode != 0, "the cluster's Python must not have sparkhc installed"
     pyfiles = tmp_path / "sparkhc-pyfiles.zip"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "build_pyfiles.py"), "--out", str(pyfiles)], check=True)

@@ -271,11 +271,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         for e in range(n_edges):
             s[e] = 0
         if sparse:  # the stored entries of each row: per edge the dense sum without its zero terms
-            for t in range(a, b):
-                f = indices[t]
-                v = dataw[t]
-                for q in range(wptr[f], wptr[f + 1]):
-                    s[wind[q]] += v * wval[q]
+            _row_scores_j(indices, dataw, a, b, wptr, wind, wval, s)
         else:
             for t in range(a, b):
                 f = indices[t]
@@ -456,15 +452,20 @@ def _csr_union_impl(aptr, aind, bptr, bind, uptr, uind, amap, fill):  # type: ig
             uptr[r + 1] = u
 
 
+def _row_scores(xind, xval, a, b, wptr, wind, wval, s):  # type: ignore[no-untyped-def]
+    """``s += sum_{t in [a, b)} xval[t] * W[xind[t]]`` of a CSR ``W`` into the row ``s``, in its dtype
+    and the per-edge order of the dense product (features in document order)."""
+    for t in range(a, b):
+        f = xind[t]
+        v = xval[t]
+        for q in range(wptr[f], wptr[f + 1]):
+            s[wind[q]] += v * wval[q]
+
+
 def _csr_scores_impl(xptr, xind, xval, wptr, wind, wval, S):  # type: ignore[no-untyped-def]
-    """``S[i] = sum_t xval[t] * W[xind[t]]`` of a CSR ``W``, in ``S``'s dtype and the per-edge
-    order of the dense product (features in document order)."""
+    """``S[i] = sum_t xval[t] * W[xind[t]]`` of a CSR ``W`` (:func:`_row_scores` per document)."""
     for i in range(xptr.shape[0] - 1):
-        for t in range(xptr[i], xptr[i + 1]):
-            f = xind[t]
-            v = xval[t]
-            for q in range(wptr[f], wptr[f + 1]):
-                S[i, wind[q]] += v * wval[q]
+        _row_scores_j(xind, xval, xptr[i], xptr[i + 1], wptr, wind, wval, S[i])
 
 
 def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R, zero, ninf,  # type: ignore[no-untyped-def]
@@ -480,11 +481,7 @@ def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R,
     for i in range(xptr.shape[0] - 1):
         for e in range(n_e):
             s[e] = zero
-        for t in range(xptr[i], xptr[i + 1]):
-            f = xind[t]
-            v = xval[t]
-            for q in range(wptr[f], wptr[f + 1]):
-                s[wind[q]] += v * wval[q]
+        _row_scores_j(xind, xval, xptr[i], xptr[i + 1], wptr, wind, wval, s)
         _dp_up_j(s, fc, nch, fc.shape[0], bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
         start = u
         top = 1
@@ -634,6 +631,7 @@ _row_slot_j = _njit(_row_slot)
 _entry_add_j = _njit(_entry_add)
 _row_step_j = _njit(_row_step)
 _gt_epoch_j = _njit(_gt_epoch_impl)
+_row_scores_j = _njit(_row_scores)
 _csr_scores_j = _njit(_csr_scores_impl)
 _csr_decode_j = _njit(_csr_decode_impl)
 _csr_union_j = _njit(_csr_union_impl)

@@ -84,6 +84,9 @@ class TrainConfig:
     # calibrate with an epoch selection: when the offsets pay on its validation bands, more bands are
     # scored (one training each) until they hold this many documents (at most every band); 0 = never
     calibration_documents: int = 5000
+    # an epoch selection on one validation band: true = train again on every training document for the
+    # chosen epochs | false = the band's model at the chosen epoch is the model (trained on the others)
+    refit: bool = True
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"

@@ -23,6 +23,7 @@ DataFrame given (the training documents) is read; with the rows read in the driv
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from sparkhc.batch import DOC_ID, SparseBatch
 from sparkhc.decoding import tree_index
 from sparkhc.epochs import bands_holding
 from sparkhc.errors import ModelError
-from sparkhc.models.base import HierModel
+from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import spark_hash, spark_hash_int, validation_ids
 from sparkhc.spark.mixing.settings import MixingSettings
 from sparkhc.spark.plan import sorted_by_id
@@ -89,6 +90,7 @@ def cross_fit_offsets(
     rows: SparseBatch | None = None,
     bands: tuple[int, float] | None = None,
     documents: int = 0,
+    band_states: Sequence[ModelState] = (),
 ) -> calibration.Calibration:
     """The offsets of :func:`sparkhc.calibration.cross_fit` for ``model`` (not trained or changed
     here) from out-of-fold scores of ``features`` (the training documents), each fold's model
@@ -108,7 +110,11 @@ def cross_fit_offsets(
     one training each, until they hold ``documents`` documents (at most every band: full
     cross-validation, as SCut fits its thresholds), and the offsets are fitted again, with the same
     nested rule, on all of them: the per-edge line searches of rare labels then see more of their
-    documents. Where nothing is applied on the selection's bands nothing more is trained."""
+    documents. Where nothing is applied on the selection's bands nothing more is trained.
+
+    ``band_states`` (with ``bands``): the states of the first bands' models at the chosen epoch kept
+    by the selection (``select_epochs(band_states=...)``); those bands are scored with them, not
+    trained again (the same models, bit for bit)."""
     from sparkhc.models import get_model_class
     from sparkhc.spark.mixing.selection import validation_split
     from sparkhc.spark.mixing.train import train_ipm
@@ -152,7 +158,10 @@ def cross_fit_offsets(
             raise ModelError(f"train.calibrate: inner fold {f} of {n} holds no training document; "
                              "use fewer train.calibration_folds")
         fresh = get_model_class(model.name)(tax, model.n_features, **model.params)
-        train_ipm(spark, fit_df, fresh, settings, rows=fit_rows)
+        if bands is not None and f < len(band_states):
+            fresh.set_state(band_states[f])  # the selection's own model at the chosen epoch
+        else:
+            train_ipm(spark, fit_df, fresh, settings, rows=fit_rows)
         scores.append(calibration.fold_scores(fresh, val))
         ids.append(val.doc_ids)
         log.info("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sparkhc.batch import NODE_SCORES, SparseBatch
 from sparkhc.config import TrainConfig
 from sparkhc.errors import ModelError
-from sparkhc.models.base import HierModel, TrainingStrategy
+from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.spark.plan import TrainingPlan, plan_training
 from sparkhc.spark.session import SessionLike, active
 
@@ -79,10 +79,13 @@ class TrainingResult:
     calibration: dict[str, Any] | None = None
     #: where and how it trained (:func:`sparkhc.spark.plan.plan_training`)
     plan: TrainingPlan | None = None
+    #: the documents the model was trained on when no epoch was logged (``train.refit = false``: the
+    #: selection's model, trained on the training part less its validation band)
+    trained_documents: int | None = None
 
     @property
     def documents(self) -> int | None:
-        return self.epoch_log[-1]["examples"] if self.epoch_log else None
+        return self.epoch_log[-1]["examples"] if self.epoch_log else self.trained_documents
 
 
 def _mixing(job: TrainingJob) -> tuple[int, int | None]:
@@ -249,6 +252,7 @@ def fit_model(
     epochs = 1 if model.single_pass else (FALLBACK_EPOCHS if auto else int(train.epochs))
     train = dataclasses.replace(train, shards=plan.shards)  # train.shards resolved once, by the plan
     epoch_selection = None
+    band_states: list[ModelState] = []  # one band's model at the chosen epoch, kept by the selection
     sel_rows = rows
     c_auto = model.params.get("C") == "auto"
     if c_auto and (strategy != "mixing" or warm_start):
@@ -281,7 +285,8 @@ def fit_model(
             spark if sel_rows is not None else active(spark), df, model,
             MixingSettings.from_train(train, cap, with_counts=model.needs_counts),
             fraction=train.validation_fraction, patience=train.patience, rows=sel_rows, folds=folds,
-            c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle)
+            c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle,
+            band_states=band_states if train.calibrate != "off" or not train.refit else None)
         epochs = int(epoch_selection["epochs"])
         if c_auto:
             model.params["C"] = float(epoch_selection["C"])
@@ -307,15 +312,28 @@ def fit_model(
                    "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
             calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
     if train.calibrate != "off" and not why:
-        # with an epoch selection: its validation bands, each band's model retrained to the chosen
-        # epoch (the selection's own model there); otherwise train.calibration_folds inner folds
+        # with an epoch selection: its validation bands, each band's model at the chosen epoch (one
+        # band: the state the selection kept; several: trained again); else train.calibration_folds inner folds
         bands = None if epoch_selection is None else (int(epoch_selection["folds"]),
                                                        float(epoch_selection["fraction"]))
         cal_rows = rows if bands is None else sel_rows
         calib = cross_fit_offsets(
             spark if cal_rows is not None else active(spark), df, model,
             MixingSettings.from_train(train, epochs, with_counts=model.needs_counts), mode=train.calibrate,
-            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=train.calibration_documents)
+            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=train.calibration_documents,
+            band_states=band_states)
+    if band_states and not train.refit:  # one band: its model at the chosen epoch is the model
+        assert epoch_selection is not None
+        model.set_state(band_states[0])
+        if calib is not None and calib.applied:
+            model.shift_edges(calib.offsets)
+        n_fit = (len(sel_rows) if sel_rows is not None else _count(df)) - int(epoch_selection["validation_documents"])
+        epoch_selection["refit"] = False
+        log.info("train.refit = false: the selection's model after %d epochs on %d documents (the validation band's "
+                 "%d held out) is the model; no second training", epochs, n_fit, epoch_selection["validation_documents"])
+        return TrainingResult(strategy, epochs, train.shards, [], epoch_selection,
+                              calib.summary() if calib is not None else calib_skipped, plan, trained_documents=n_fit)
+    band_states.clear()  # the final training does not need it
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:

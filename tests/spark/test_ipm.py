@@ -325,6 +325,41 @@ def test_select_epochs_stops_after_patience_epochs_without_a_better_score(spark,
         assert got["patience_growth"] == 0.5
 
 
+@pytest.mark.parametrize("mixing", ["jobs", "barrier", "driver"])
+@pytest.mark.parametrize("average", [False, True])
+def test_select_epochs_keeps_the_chosen_epochs_model(spark, mixing, average, tmp_path):
+    """With one band, the state the selection keeps (band_states) is, array for array, the model a
+    training of the chosen number of epochs on the band's other documents gives: what the
+    calibration scores the band with instead of training it again. Stopped early (patience 2,
+    barrier stages of 2 epochs) so the kept epoch is not the last one run."""
+    from sparkhc.spark.hashing import validation_ids
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
+    from sparkhc.spark.mixing.train import train_ipm
+
+    tax, table = _data(n=160, seed=5)
+    df = spark.createDataFrame(table.to_pandas())
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3, "average": average}
+    rows = SparseBatch.from_arrow(table, V) if mixing == "driver" else None
+    settings = MixingSettings(12, shards=2, seed=4, mixing="auto" if rows is not None else mixing,
+                              exchange_dir=tmp_path / "x")
+    kept: list = []
+    got = select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), settings,
+                        fraction=0.25, patience=2, rows=rows, band_states=kept)
+    assert len(kept) == 1 and got["epochs"] < got["epochs_run"]
+    ids = np.array(table.column("doc_id").to_pylist())
+    fit = SparseBatch.from_arrow(table, V).subset(np.flatnonzero(~validation_ids(ids, 0.25, 4)))
+    ref = train_ipm(spark, None, _model(tax, "global", **params),
+                    MixingSettings(got["epochs"], shards=2, seed=4), rows=fit).get_state()
+    assert sorted(kept[0].arrays) == sorted(ref.arrays)
+    for k, v in ref.arrays.items():
+        np.testing.assert_array_equal(np.asarray(kept[0].arrays[k]), np.asarray(v), err_msg=k)
+    more: list = []  # two bands: no state is known without more training
+    select_epochs(spark, None if rows is not None else df, _model(tax, "global", **params), settings,
+                  fraction=0.25, patience=2, rows=rows, folds=2, band_states=more)
+    assert more == []
+
+
 @pytest.mark.parametrize("average", [False, True])
 def test_jobs_mode_delta_broadcasts_equal_full_broadcasts(spark, average):
     """The jobs mode ships each epoch's base as a row-sparse delta of the previous one

@@ -322,3 +322,34 @@ def test_c_auto_is_chosen_on_inner_folds_and_recorded(spark, rcv1, tmp_path):
     mid = pipelines.train(spark, load_config(overrides=[*sets, "train.validation_folds=1", "model.global.C=0.3"]),
                           rcv1, tmp_path / "mid", split=None, exclude_fold=0)
     assert one["weights_hash"] == mid["weights_hash"] and "C" not in _epoch_selection(tmp_path / "one")
+
+
+@pytest.mark.parametrize("execution", ["driver", "spark"])
+def test_refit_false_ships_the_selections_model(spark, rcv1, tmp_path, execution):
+    """``train.refit = false`` with one validation band: the saved model is, array for array, a
+    training of the chosen number of epochs on the training part less the band (computed here
+    independently with the driver engine), no second training runs, and the metadata says so
+    (documents = the training part less the band; ``epoch_selection.refit`` false)."""
+    from sparkhc.features import Selection, read_features_local
+    from sparkhc.persistence import load_model
+    from sparkhc.spark.hashing import validation_ids
+    from sparkhc.spark.mixing.settings import MixingSettings
+    from sparkhc.spark.mixing.train import train_ipm
+
+    sets = [f"train.execution={execution}", "train.epochs=0", "train.max_epochs=8", "train.patience=2",
+            "train.shards=2", "train.validation_folds=1", "train.calibrate=off", "model.global.C=0.3"]
+    cfg = load_config(overrides=[*sets, "train.refit=false"])
+    info = pipelines.train(spark, cfg, rcv1, tmp_path / "m", split=None, exclude_fold=0)
+    sel = _epoch_selection(tmp_path / "m")
+    assert sel["refit"] is False and sel["folds"] == 1
+    batch = read_features_local(str(rcv1), with_counts=False)[0]
+    part = Selection(exclude_fold=0).subset(batch)
+    fit = part.subset(np.flatnonzero(~validation_ids(part.doc_ids, 0.1, 0)))
+    assert info["documents"] == len(fit) == len(part) - sel["validation_documents"]
+    got, _ = load_model(tmp_path / "m")
+    ref = type(got)(got.taxonomy, got.n_features, **got.params)  # as the selection builds its model
+    train_ipm(spark, None, ref, MixingSettings(int(sel["epochs"]), shards=2, seed=0), rows=fit)
+    for k, v in ref.get_state().arrays.items():
+        np.testing.assert_array_equal(np.asarray(got.get_state().arrays[k]), np.asarray(v), err_msg=k)
+    refit = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "r", split=None, exclude_fold=0)
+    assert refit["documents"] == len(part) and refit["weights_hash"] != info["weights_hash"]

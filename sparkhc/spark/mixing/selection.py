@@ -48,6 +48,7 @@ def select_epochs(
     folds: int = 1,
     c_grid: Sequence[float] | None = None,
     c_default: float | None = None,
+    band_states: list[ModelState] | None = None,
 ) -> dict[str, Any]:
     """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
     data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
@@ -75,7 +76,15 @@ def select_epochs(
     "patience_growth", "criterion", "stopped_early"}`` for the chosen candidate (its pooled
     curves), plus ``"C"``, ``"C_grid"`` and ``"C_scores"`` with a grid. With ``rows`` the training
     runs in this process (bit-identical to the Spark path's, :func:`sparkhc.spark.mixing.driver.train_on_driver`) and
-    ``features`` is not used."""
+    ``features`` is not used.
+
+    ``band_states``: a list that receives the state of the band's model at the chosen epoch when
+    that is known without more training, i.e. with one band and one candidate (a copy of the state
+    taken when the smoothed score reaches a new maximum: :attr:`EarlyStopping.best` is that epoch).
+    It is the model a training of the chosen epochs on the same documents gives, bit for bit (the
+    mixing's order depends on the seed and the epoch only, not on the number of epochs), so
+    :func:`sparkhc.spark.calibrate.cross_fit_offsets` scores the band with it instead of training it
+    again. With several bands or candidates the list is left empty."""
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import (
         EarlyStopping,
@@ -115,6 +124,7 @@ def select_epochs(
                              + (f" in band {band}" if folds > 1 else ""))
         splits.append((fit_rows, fit_df, val))
     n_val = sum(len(v) for _, _, v in splits)
+    keep: list[ModelState] | None = [] if band_states is not None and folds == 1 and len(cands) == 1 else None
     curves: list[PooledCurve] = []
     fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
     for cand in cands:
@@ -137,6 +147,8 @@ def select_epochs(
                 pooled.add(epoch, counts)
                 m = counts.compute_selection()
                 stop = stopper.add(validation_score(m))
+                if keep is not None and stopper.best == epoch + 1:  # a new maximum: this epoch's state
+                    keep[:] = [state.copy()]
                 log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
                          f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
                 return stop
@@ -160,6 +172,10 @@ def select_epochs(
             log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on the inner folds: within the noise, "
                      "C=%g kept", c_grid[i], c_default, gain[0], gain[1], c_default)
             i, epochs = j, e_j
+    if keep is not None and band_states is not None:
+        if not keep or epochs != fold_stoppers[0][0].best:  # pragma: no cover - the one curve is the pooled one
+            raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
+        band_states[:] = keep
     stoppers = fold_stoppers[i]
     summary = {**(stoppers[0].summary() if folds == 1 else {}),
                "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),

@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="time each pass this many times, keep the fastest")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="also time decoding with decode_threads = N (the epoch selection's validation scoring)")
     ap.add_argument("--section", default="")
     a = ap.parse_args()
 
@@ -71,7 +73,7 @@ def main() -> None:
     X = model._prepare(sample)  # the model's own input: scaled rows with the bias column
     positive = float((_edge_scores(X[:DECODE_CHUNK], W) > 0).sum(axis=1).mean())  # the DP's work grows with it
     before = copy.deepcopy(model.get_state())
-    t_score = t_decode = t_epoch = float("inf")
+    t_score = t_decode = t_epoch = t_threads = float("inf")
     out: dict[str, float] = {}
     for _ in range(a.repeat):  # the fastest of each: the machine's other work only slows a pass down
         t0 = time.perf_counter()
@@ -82,6 +84,12 @@ def main() -> None:
         t0 = time.perf_counter()
         model.decode(sample, return_scores=False)
         t_decode = min(t_decode, time.perf_counter() - t0)
+        if a.threads > 1:
+            model.decode_threads = a.threads
+            t0 = time.perf_counter()
+            model.decode(sample, return_scores=False)
+            t_threads = min(t_threads, time.perf_counter() - t0)
+            model.decode_threads = 1
 
         model.set_state(copy.deepcopy(before))
         t0 = time.perf_counter()
@@ -102,6 +110,10 @@ def main() -> None:
         f"| {rate(t_decode)} | "
         f"{t_score / t_decode:.2f}x the pass's throughput |",
     ]
+    if a.threads > 1:
+        lines.append(f"| decoding on {a.threads} threads (`decode_threads`: the epoch selection's validation scoring, "
+                     f"blocks of {DECODE_CHUNK} on a thread pool) | {rate(t_threads)} | {t_score / t_threads:.2f}x the "
+                     f"pass's throughput; {t_decode / t_threads:.2f}x one thread's decoding |")
     print("\n".join(lines))
     print(f"updates {out.get('updates')} of {n}")
     if a.section:
@@ -109,7 +121,7 @@ def main() -> None:
             f"Command: `{command()}`  \nMachine: {machine()}  \nDate: {now()}; load average {load0} at the start, "
             f"{load1} at the end\n\n"
             f"Model `{a.model}`: {layout} weights, {nw:,} stored, {W.shape[0]:,} rows x {W.shape[1]:,} edges. "
-            f"Sample: {n:,} training documents (seed {a.seed}), one thread, each pass timed on its own, the "
+            f"Sample: {n:,} training documents (seed {a.seed}), one thread (but the last row), each pass timed on its own, the "
             f"fastest of {a.repeat} runs (the epoch from the same saved state each time) "
             f"(the epoch updated {int(out.get('updates', 0)):,} of them). Edges scoring above zero: "
             f"{positive:,.0f} a document on average (of {W.shape[1]:,}; a model trained longer scores fewer "

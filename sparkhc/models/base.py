@@ -180,6 +180,11 @@ class HierModel:
     #: after :meth:`partial_fit`: a bool per row of the :attr:`touched_arrays`, True for the rows
     #: the epoch may have written; None: any row may have changed
     touched_rows_: np.ndarray | None = None
+    #: threads :meth:`decode` may use on a large batch (models that decode block by block, the PA
+    #: models: their compiled kernels release the GIL); set by the owner of a model instance (the
+    #: epoch selection's validation model, scored in the driver). Not a parameter: the leaf sets and
+    #: scores are the same whatever the value. Other models ignore it.
+    decode_threads: int = 1
     #: :meth:`fit_open` is implemented: the exact batch fit with the rows held by a pair solver
     #: elsewhere (the MDC models: ``sparkhc.spark.mdc`` runs it in the driver or on Spark)
     fits_open: ClassVar[bool] = False

@@ -49,6 +49,7 @@ import numbers
 import os
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -589,12 +590,27 @@ class _PAModel(HierModel):
         n = X.shape[0]
         sets: list[np.ndarray] = []
         scores = np.zeros((n, self.taxonomy.n_nodes), dtype=np.float32) if return_scores else None
-        for a in range(0, n, DECODE_CHUNK):
-            b = min(n, a + DECODE_CHUNK)
-            part, sc = self._decode_block(X[a:b], return_scores)
-            sets.extend(part)
+        blocks = [(a, min(n, a + DECODE_CHUNK)) for a in range(0, n, DECODE_CHUNK)]
+
+        def block(ab: tuple[int, int]) -> tuple[list[np.ndarray], np.ndarray | None]:
+            return self._decode_block(X[ab[0]:ab[1]], return_scores)
+
+        def keep(ab: tuple[int, int], got: tuple[list[np.ndarray], np.ndarray | None]) -> None:
+            sets.extend(got[0])
             if scores is not None:
-                scores[a:b] = sc
+                scores[ab[0]:ab[1]] = got[1]
+
+        threads = min(int(self.decode_threads), len(blocks))
+        if threads > 1:  # independent blocks, in waves of `threads` (at most that many score blocks held)
+            keep(blocks[0], block(blocks[0]))  # alone: it builds what is built lazily
+            with ThreadPoolExecutor(threads) as pool:
+                for i in range(1, len(blocks), threads):
+                    wave = blocks[i:i + threads]
+                    for ab, got in zip(wave, pool.map(block, wave), strict=True):
+                        keep(ab, got)
+        else:
+            for ab in blocks:
+                keep(ab, block(ab))
         return sets, scores
 
     def decode_picked(self, batch: SparseBatch) -> tuple[list[np.ndarray], list[np.ndarray]]:

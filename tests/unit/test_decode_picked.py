@@ -48,3 +48,25 @@ def test_decode_picked_equals_decode(cls, params, monkeypatch):
     for i in range(90):
         want = {tax.names[tax.real_id(int(c))]: float(scores[i, int(c)]) for c in sets[i]}
         assert dict(zip(labels[i], out[i], strict=True)) == want
+
+
+@pytest.mark.parametrize(("cls", "params"), MODELS, ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("threads", [2, 3])
+def test_decode_on_threads_equals_one_thread(cls, params, threads, monkeypatch):
+    """``decode_threads`` (the epoch selection's validation scoring): the blocks decoded on a pool
+    give the same leaf sets and score matrix, bit for bit, as one thread, in document order."""
+    monkeypatch.setattr(murawaki, "DECODE_CHUNK", 16)  # 6 blocks, the last one short
+    rng = np.random.default_rng(7)
+    tax = random_taxonomy(30, rng, wide=True)
+    batch = make_batch(tax, 90, V, rng)
+    model = cls(tax, V, **params)
+    for e in range(3):
+        model.partial_fit(batch, seed=1, epoch=e)
+    sets, scores = model.decode(batch)
+    lean, _ = model.decode(batch, return_scores=False)
+    model.decode_threads = threads
+    t_sets, t_scores = model.decode(batch)
+    t_lean, _ = model.decode(batch, return_scores=False)
+    assert scores is not None and t_scores is not None and np.array_equal(scores, t_scores)
+    for i in range(90):
+        assert np.array_equal(sets[i], t_sets[i]) and np.array_equal(lean[i], t_lean[i])

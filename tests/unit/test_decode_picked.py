@@ -26,15 +26,21 @@ MODELS = [
 ]
 
 
-@pytest.mark.parametrize(("cls", "params"), MODELS, ids=lambda v: getattr(v, "__name__", str(v)))
-def test_decode_picked_equals_decode(cls, params, monkeypatch):
-    monkeypatch.setattr(murawaki, "DECODE_CHUNK", 16)  # several blocks, the last one short
-    rng = np.random.default_rng(5)
+def _trained(cls, params, seed):
+    """A random wide taxonomy, 90 documents, and the model after 3 epochs on them."""
+    rng = np.random.default_rng(seed)
     tax = random_taxonomy(30, rng, wide=True)
     batch = make_batch(tax, 90, V, rng)
     model = cls(tax, V, **params)
     for e in range(3):
         model.partial_fit(batch, seed=1, epoch=e)
+    return tax, batch, model
+
+
+@pytest.mark.parametrize(("cls", "params"), MODELS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_decode_picked_equals_decode(cls, params, monkeypatch):
+    monkeypatch.setattr(murawaki, "DECODE_CHUNK", 16)  # several blocks, the last one short
+    tax, batch, model = _trained(cls, params, 5)
     sets, scores = model.decode(batch)
     lean_sets, none = model.decode(batch, return_scores=False)
     picked_sets, picked = model.decode_picked(batch)
@@ -56,12 +62,7 @@ def test_decode_on_threads_equals_one_thread(cls, params, threads, monkeypatch):
     """``decode_threads`` (the epoch selection's validation scoring): the blocks decoded on a pool
     give the same leaf sets and score matrix, bit for bit, as one thread, in document order."""
     monkeypatch.setattr(murawaki, "DECODE_CHUNK", 16)  # 6 blocks, the last one short
-    rng = np.random.default_rng(7)
-    tax = random_taxonomy(30, rng, wide=True)
-    batch = make_batch(tax, 90, V, rng)
-    model = cls(tax, V, **params)
-    for e in range(3):
-        model.partial_fit(batch, seed=1, epoch=e)
+    _, batch, model = _trained(cls, params, 7)
     sets, scores = model.decode(batch)
     lean, _ = model.decode(batch, return_scores=False)
     model.decode_threads = threads

@@ -55,6 +55,7 @@ from sparkhc.taxonomy import Taxonomy
 __all__ = [
     "MAX_SHIFT", "END_GAP", "SWEEPS", "MODES", "NESTED_GROUPS", "SHARED_SHIFTS", "KINDS", "fit_shared", "FoldScores", "Calibration", "objective", "label_f1",
     "fit_offsets", "cross_fit", "fold_scores", "scored_columns", "split_folds", "worth_applying",
+    "MAX_SCORES", "MAX_EDGE_FIT_CELLS", "too_large", "edge_fit_cells",
 ]
 
 #: the largest shift of one edge in one line search, in units of the edge scores (the cost-augmented
@@ -80,6 +81,21 @@ KINDS: tuple[str, ...] = ("shared", "edges")
 
 #: values of ``train.calibrate``
 MODES: tuple[str, ...] = ("off", "auto", "on")
+
+#: the most document x edge scores the calibration may hold: the scored documents' dense score
+#: matrix (float64 in the line searches: 1 GiB, with copies of it per fold). A training whose
+#: calibration documents times edges exceed it is not calibrated (``"auto"``: skipped and recorded;
+#: ``"on"``: refused): a MeSH-sized taxonomy (35,215 edges) with a 27,151-document band would need
+#: 7.1 GiB per copy. :func:`too_large`
+MAX_SCORES: int = 2**27
+
+#: the most DP cells (documents x edges of one exact decoding) the per-edge offsets' coordinate
+#: ascent may decode: two decodings of every document per edge and sweep, for each nested group and
+#: the final fit (:func:`edge_fit_cells`), a few minutes of decoding; beyond it only the shared shift
+#: is fitted (recorded in :attr:`Calibration.note`). The development and confirmation corpora stay far
+#: below (Reuters-21578 at 5,000 documents: 1.1e9), a taxonomy of 1,000 edges with a 9,000-document
+#: band is above (2.2e11, hours).
+MAX_EDGE_FIT_CELLS: float = 2e10
 
 
 @dataclass
@@ -110,6 +126,8 @@ class Calibration:
     source: str = ""
     #: how many scored folds (validation bands or inner folds) the offsets were fitted on (0: not said)
     bands: int = 0
+    #: what was left out and why ("" when nothing): the per-edge offsets above :data:`MAX_EDGE_FIT_CELLS`
+    note: str = ""
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able record (model metadata, logs)."""
@@ -123,6 +141,8 @@ class Calibration:
         }
         if self.bands:
             out["bands"] = int(self.bands)
+        if self.note:
+            out["note"] = self.note
         return {**out, "source": self.source} if self.source else out
 
 
@@ -269,6 +289,23 @@ def fit_shared(
     return best_d
 
 
+def too_large(n_docs: int, n_edges: int) -> str:
+    """Why a calibration on ``n_docs`` scored documents of a model with ``n_edges`` edges is not run
+    (their dense scores exceed :data:`MAX_SCORES`), or "" when it can be."""
+    cells = int(n_docs) * int(n_edges)
+    if cells <= MAX_SCORES:
+        return ""
+    return (f"the offsets would be fitted on the dense scores of {int(n_docs):,} documents x {int(n_edges):,} edges "
+            f"({cells * 8 / 2**30:.1f} GiB as float64, more than sparkhc.calibration.MAX_SCORES = {MAX_SCORES:,} "
+            "scores); a taxonomy this large is not calibrated")
+
+
+def edge_fit_cells(n_docs: int, n_edges: int, sweeps: int = SWEEPS, groups: int = NESTED_GROUPS) -> float:
+    """DP cells the per-edge offsets of :func:`cross_fit` decode at most: 2 decodings of ``n_docs``
+    documents x ``n_edges`` edges per edge and sweep, for ``groups`` nested fits and the final one."""
+    return 2.0 * n_edges * sweeps * (groups + 1) * float(n_docs) * n_edges
+
+
 def worth_applying(gain: float, fold_mean: float, fold_se: float) -> bool:
     """``mode="auto"``'s rule: the offsets are applied when the pooled out-of-fold objective gains
     and the mean gain over the folds exceeds its standard error (the one-standard-error rule of
@@ -326,6 +363,13 @@ def cross_fit(
     k = len(folds)
     if k < 3:
         raise ValueError(f"cross-fitted offsets need at least 3 folds (2 to fit on left out of each), got {k}")
+    note = ""
+    n_docs = sum(f.gold.shape[0] for f in folds)
+    if "edges" in kinds and len(kinds) > 1 and edge_fit_cells(n_docs, idx.n_edges, sweeps, groups) > MAX_EDGE_FIT_CELLS:
+        kinds = [kd for kd in kinds if kd != "edges"]
+        note = (f"per-edge offsets not fitted: {edge_fit_cells(n_docs, idx.n_edges, sweeps, groups):.2g} DP cells "
+                f"({n_docs:,} documents, {idx.n_edges:,} edges) exceed sparkhc.calibration.MAX_EDGE_FIT_CELLS = "
+                f"{MAX_EDGE_FIT_CELLS:.2g}; only the shared shift")
     g = min(k, int(groups))
     if g < 3:
         raise ValueError(f"cross_fit: groups must be >= 3, not {groups}")
@@ -368,7 +412,7 @@ def cross_fit(
                   "documents": float(gold.shape[0]),
                   **{f"gain_{kind}": tried[kind][2] - obj_off for kind in kinds}}
     offsets = _fit_kind(idx, folds, cols, R, kept, kinds, sweeps, max_shift) if kept else np.zeros(idx.n_edges)
-    return Calibration(offsets, nested, bool(kept), mode, validation, kind=kept)
+    return Calibration(offsets, nested, bool(kept), mode, validation, kind=kept, note=note)
 
 
 def scored_columns(taxonomy: Taxonomy) -> np.ndarray:

@@ -181,8 +181,11 @@ def cross_fit_offsets(
     for f in range(n):
         score(f, n)
     result = fit()
+    held = sum(len(i) for i in ids)
     more = 0 if bands is None or not (result.applied or mode == "on") else more_bands(
-        n, sum(len(i) for i in ids), int(documents), bands[1])
+        n, held, int(documents), bands[1])
+    fits = int(calibration.MAX_SCORES // max(1, tax.n_edges) // max(1.0, held / n))  # bands within the score budget
+    more = max(0, min(more, fits - n))
     if more:
         log.info("calibrate: offsets pay on %d validation band(s); %d more band(s) scored to fit them on %d "
                  "documents or more (train.calibration_documents)", n, more, int(documents))

@@ -311,6 +311,17 @@ def fit_model(
             why = ("the number of epochs is fixed, so there are no validation bands to fit offsets on; "
                    "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
             calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
+    if train.calibrate != "off" and not why:  # the scores it would hold: too many for a huge taxonomy?
+        from sparkhc.calibration import too_large
+
+        n_cal = (int(epoch_selection["validation_documents"]) if epoch_selection is not None
+                 else len(rows) if rows is not None else _count(df))
+        why = too_large(n_cal, model.taxonomy.n_edges)
+        if why and train.calibrate == "on":
+            raise ModelError(f"train.calibrate = 'on': {why}; set train.calibrate = off (or auto, which skips it)")
+        if why:
+            log.info("train.calibrate = auto: skipped: %s", why)
+            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
     if train.calibrate != "off" and not why:
         # with an epoch selection: its validation bands, each band's model at the chosen epoch (one
         # band: the state the selection kept; several: trained again); else train.calibration_folds inner folds

@@ -193,3 +193,33 @@ def test_auto_with_fixed_epochs_skips_and_says_why(spark):
     assert "train.calibrate = on" in res.calibration["skipped"]
     for k, v in m_off.get_state().arrays.items():
         np.testing.assert_array_equal(m_auto.get_state().arrays[k], v, err_msg=k)
+
+
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_a_calibration_too_large_is_skipped_by_auto_and_refused_by_on(spark, path, monkeypatch):
+    """Scores of more documents x edges than sparkhc.calibration.MAX_SCORES (a MeSH-sized taxonomy):
+    ``auto`` records why and trains exactly what ``off`` trains (no band scored), ``on`` refuses
+    naming the setting, before any band is scored."""
+    from sparkhc.spark.training import fit_model
+
+    monkeypatch.setattr(calibration, "MAX_SCORES", 10)
+    tax, table = _data(n=200, seed=6)
+    df = spark.createDataFrame(table.to_pandas())
+    rows = SparseBatch.from_arrow(table, V)
+    train = dataclasses.replace(TrainConfig(), epochs=0, max_epochs=4, patience=2, shards=1, seed=5,
+                                validation_folds=1, validation_fraction=0.2, checkpoint=False)
+
+    def fit(calibrate: str):
+        model = _model(tax, "global", **PARAMS)
+        t = dataclasses.replace(train, calibrate=calibrate)
+        res = fit_model(spark, None, model, t, rows=rows) if path == "driver" else fit_model(spark, df, model, t)
+        return model, res
+
+    m_auto, res = fit("auto")
+    assert res.calibration is not None and res.calibration["applied"] is False
+    assert "MAX_SCORES" in res.calibration["skipped"]
+    m_off, _ = fit("off")
+    for k, v in m_off.get_state().arrays.items():
+        np.testing.assert_array_equal(m_auto.get_state().arrays[k], v, err_msg=k)
+    with pytest.raises(ModelError, match="train.calibrate = 'on'.*MAX_SCORES"):
+        fit("on")

@@ -180,20 +180,24 @@ def test_cross_fit_applies_only_what_helps_out_of_fold():
         calibration.cross_fit(idx, same, cols, mode="off")
 
 
-def test_shared_shift_hand_computed_and_chosen_before_per_edge_offsets():
-    """Every document has A and B; the model scores A +1 and B -0.2 (+-0.05 by document), so the DP
-    decodes A alone. Shifting every edge by d > 0.25 adds B everywhere (micro 2/3 -> 1, macro 1/2 -> 1);
-    the grid's first such value nearest 0 is 0.30 (0.25 still leaves the document with -0.25 out).
-    auto takes the shared shift (a gain in every group, no spread) and per-edge offsets add nothing
-    beyond it, so the kind applied is "shared"."""
+def _shared_example():
+    """Three documents with A and B; the model scores A +1 and B -0.2 (+-0.05 by document)."""
     tax, idx = _flat()
     a, b = tax.id("A") - 1, tax.id("B") - 1
     S = np.zeros((3, 2))
     S[:, a] = 1.0
     S[:, b] = [-0.15, -0.2, -0.25]
     gold = label_matrix([["A", "B"]] * 3, tax).toarray().astype(bool)
-    cols = calibration.scored_columns(tax)
-    fold = calibration.FoldScores(S, None, gold)
+    return idx, calibration.scored_columns(tax), calibration.FoldScores(S, None, gold), gold
+
+
+def test_shared_shift_hand_computed_and_chosen_before_per_edge_offsets():
+    """Every document has A and B; the model scores A +1 and B -0.2 (+-0.05 by document), so the DP
+    decodes A alone. Shifting every edge by d > 0.25 adds B everywhere (micro 2/3 -> 1, macro 1/2 -> 1);
+    the grid's first such value nearest 0 is 0.30 (0.25 still leaves the document with -0.25 out).
+    auto takes the shared shift (a gain in every group, no spread) and per-edge offsets add nothing
+    beyond it, so the kind applied is "shared"."""
+    idx, cols, fold, gold = _shared_example()
     assert calibration.fit_shared(idx, fold, cols) == pytest.approx(0.30)
     c = calibration.cross_fit(idx, [fold] * 3, cols, mode="auto")
     assert c.applied and c.kind == "shared"
@@ -208,6 +212,27 @@ def test_shared_shift_hand_computed_and_chosen_before_per_edge_offsets():
     assert not c0.applied and c0.kind == "" and not c0.offsets.any()
     with pytest.raises(ValueError, match="kinds"):
         calibration.cross_fit(idx, [fold] * 3, cols, kinds=("global",))
+
+
+def test_cost_bounds_skip_what_would_not_fit(monkeypatch):
+    """The bounds: :func:`too_large` names the scores a calibration would hold (the MeSH-sized
+    band: 27,151 documents x 35,215 edges), :func:`edge_fit_cells` counts the per-edge fit's DP
+    cells (hand-computed), and above MAX_EDGE_FIT_CELLS cross_fit fits the shared shift only
+    (auto and on), saying so in its summary."""
+    assert calibration.too_large(27151, 35215) and "27,151 documents x 35,215 edges" in calibration.too_large(27151, 35215)
+    assert calibration.too_large(5000, 96) == ""  # Reuters-21578 at calibration_documents = 5000
+    assert calibration.too_large(2**17, 2**10) == "" and calibration.too_large(2**17 + 1, 2**10)
+    assert calibration.edge_fit_cells(10, 4, sweeps=3, groups=3) == 2 * 4 * 3 * 4 * 10 * 4
+    assert calibration.edge_fit_cells(5000, 96) < calibration.MAX_EDGE_FIT_CELLS < calibration.edge_fit_cells(9000, 1000)
+    idx, cols, fold, gold = _shared_example()
+    full = calibration.cross_fit(idx, [fold] * 3, cols, mode="on")
+    assert full.kind == "edges" and full.note == "" and "note" not in full.summary()
+    monkeypatch.setattr(calibration, "MAX_EDGE_FIT_CELLS", calibration.edge_fit_cells(9, 2) - 1)
+    for mode in ("auto", "on"):
+        c = calibration.cross_fit(idx, [fold] * 3, cols, mode=mode)
+        assert c.applied and c.kind == "shared" and "gain_edges" not in c.validation
+        np.testing.assert_allclose(c.offsets, [0.30, 0.30])
+        assert "per-edge offsets not fitted" in c.summary()["note"]
 
 
 def test_one_se_rule_and_split_folds():

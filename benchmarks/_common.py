@@ -156,16 +156,20 @@ class MemorySampler:
         )
 
 
-def run_cli(argv: list[str], interval: float = 0.5, cwd: Path | None = None) -> tuple[float, MemorySampler, str]:
+def run_cli(argv: list[str], interval: float = 0.5, cwd: Path | None = None,
+            log: Path | None = None) -> tuple[float, MemorySampler, str]:
     """Run one child process (a ``sparkhc`` CLI command) sampled by :class:`MemorySampler`: its wall
     seconds, the sampler (peaks of the whole process tree) and its stdout. A failed command stops the
-    benchmark with the last lines of its stderr."""
+    benchmark with the last lines of its stderr. ``log``: the child's stderr (its log lines) is also
+    written there, whatever the outcome."""
     import subprocess
 
     t0 = time.perf_counter()
     with MemorySampler(interval=interval) as mem:
         p = subprocess.run(argv, capture_output=True, text=True, cwd=cwd or ROOT)
     wall = time.perf_counter() - t0
+    if log is not None:
+        Path(log).write_text(p.stderr, encoding="utf-8")
     if p.returncode != 0:
         print("\n".join(p.stderr.strip().splitlines()[-8:]), file=sys.stderr)
         raise SystemExit(f"{' '.join(argv[2:4])} exited {p.returncode}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def main() -> None:
     for s in a.sets:
         argv += ["--set", s]
     load0 = loadavg()
-    wall, mem, stdout = run_cli(argv)
+    log = Path(f"{a.out.rstrip('/')}.train.log")
+    wall, mem, stdout = run_cli(argv, log=log)
     load1 = loadavg()
     res = json.loads(stdout[stdout.index("{"):])  # the CLI's JSON summary (indented)
     state = Path(a.out) / "state.npz"
@@ -57,8 +59,23 @@ def main() -> None:
             "(reading, label scan, training, saving); wall: the child process, Spark start-up included. Memory: "
             "the whole process tree, sampled every 0.5 s.\n\n"
             "| settings | training documents | train s | wall s | non-zero weights | state.npz | peak memory | "
-            "load avg (start -> end) |\n|---|---|---|---|---|---|---|---|\n" + row + "\n")
+            "load avg (start -> end) |\n|---|---|---|---|---|---|---|---|\n" + row + "\n"
+            + timeline(log.read_text(encoding="utf-8"), log))
     write_section(a.section, f"Training on a MeSH-sized corpus ({a.section})", body)
+
+
+#: the log lines of a training that say where its time went (epochs, validation scores, stages, calibration)
+TIMELINE = re.compile(r"epoch \d+/\d+: |select_epochs: |barrier mixing: |calibrate|train.calibrate|trained ")
+
+
+def timeline(stderr: str, path: Path) -> str:
+    """The training's own log lines about epochs, the selection, the barrier stages and the
+    calibration (time-stamped by the CLI's logging), as a block for the section."""
+    lines = [ln for ln in stderr.splitlines() if TIMELINE.search(ln)]
+    if not lines:
+        return ""
+    return (f"\nThe training's log (`{path}`), the lines about epochs, the selection, the barrier stages and the "
+            "calibration:\n\n```\n" + "\n".join(lines) + "\n```\n")
 
 
 if __name__ == "__main__":

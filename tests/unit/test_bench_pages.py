@@ -170,3 +170,33 @@ def test_rerun_on_a_copy_of_the_real_page(tmp_path: Path) -> None:
     common.write_section("featurize", "Featurize throughput (featurize)", "new run", doc=page)
     again = _sections(page.read_text(encoding="utf-8"))
     assert list(again) == [*before, "featurize"] and "new run" in again["featurize"]
+
+
+def test_run_cli_keeps_the_childs_log_and_the_timeline_picks_the_training_lines(tmp_path: Path) -> None:
+    """``run_cli(log=...)`` writes the child's stderr (its log lines) to the file, and
+    ``bench_mesh_train.timeline`` keeps only the lines about epochs, the selection, the barrier
+    stages and the calibration, in order."""
+    import sys
+
+    pytest.importorskip("psutil")
+    common = _common()
+    lines = ["10:00:01 INFO sparkhc.spark.mixing.engine: epoch 1/2: 10 examples in 2 shards, 3 updates, 1.0 s",
+             "10:00:02 WARN org.apache.spark.Something: unrelated",
+             "10:00:03 INFO sparkhc.spark.mixing.selection: select_epochs: epoch 1, validation hF 0.5",
+             "10:00:04 INFO sparkhc.spark.training: train.calibrate = auto: skipped: too large"]
+    code = "import sys; print('{\"ok\": 1}'); sys.stderr.write(" + repr("\n".join(lines) + "\n") + ")"
+    log = tmp_path / "child.log"
+    wall, _mem, out = common.run_cli([sys.executable, "-c", code], interval=0.05, log=log)
+    assert wall > 0 and out.strip() == '{"ok": 1}' and log.read_text(encoding="utf-8") == "\n".join(lines) + "\n"
+    spec = importlib.util.spec_from_file_location("bench_mesh_train_pages", ROOT / "benchmarks" / "bench_mesh_train.py")
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    block = mod.timeline(log.read_text(encoding="utf-8"), log)
+    kept = block.split("```\n")[1].splitlines()
+    assert kept == [lines[0], lines[2], lines[3]] and str(log) in block
+    assert mod.timeline(lines[1], log) == ""

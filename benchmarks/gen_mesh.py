@@ -21,6 +21,9 @@ command). Deterministic for a given ``--seed``; generate under /tmp, never in th
   plus topic words: each node has 20 words of its own, and a document draws 8 from each label's
   list, 4 from the label's parent's and 2 from its grandparent's, so the hierarchy is learnable
   (siblings share their parent's words) without being trivial (background words dominate).
+- ``--label-noise q``: each label is written, with probability ``q``, as a random other node (the
+  document's words stay those of the true label), so the set is not separable (0: as before, the
+  same output).
 - ``split``: ``train`` (90 %) or ``test``, by a seeded draw.
 """
 
@@ -101,7 +104,8 @@ def zipf_probabilities(n: int, s: float) -> np.ndarray:
 
 
 def generate(out: Path, docs: int, nodes: int, depth: int, vocab: int, seed: int = 0, zipf: float = 1.0,
-             labels_p: tuple[float, float, float] = (0.5, 0.35, 0.15), test_share: float = 0.1) -> dict:
+             labels_p: tuple[float, float, float] = (0.5, 0.35, 0.15), test_share: float = 0.1,
+             label_noise: float = 0.0) -> dict:
     """Write the corpus into ``out`` (module docstring); returns the summary it also writes."""
     rng = np.random.default_rng(seed)
     tree = make_tree(rng, nodes, depth)
@@ -141,6 +145,9 @@ def generate(out: Path, docs: int, nodes: int, depth: int, vocab: int, seed: int
                     if gp > 0:
                         ids.append(rng.choice(topic[gp], size=FROM_GRANDPARENT))
             toks = words[rng.permutation(np.concatenate(ids))]
+            if label_noise > 0:  # each label written as another node (its words stay): irreducible error
+                flip = rng.random(len(labs)) < label_noise
+                labs = list(dict.fromkeys(int(rng.integers(1, n)) if f else lab for lab, f in zip(labs, flip, strict=True)))
             split = "test" if is_test[i] else "train"
             n_test += int(is_test[i])
             fh.write(json.dumps({"id": f"d{i:07d}", "text": " ".join(toks), "labels": [tree.name(j) for j in labs],
@@ -149,7 +156,7 @@ def generate(out: Path, docs: int, nodes: int, depth: int, vocab: int, seed: int
     internal[tree.parent[tree.parent >= 0]] = True
     used = freq > 0
     summary = {
-        "docs": docs, "test_docs": n_test, "nodes": n, "depth": int(tree.depth.max()),
+        "docs": docs, "test_docs": n_test, "nodes": n, "depth": int(tree.depth.max()), "label_noise": label_noise,
         "nodes_per_level": np.bincount(tree.depth).tolist(), "vocabulary": vocab, "seed": seed, "zipf": zipf,
         "labels_per_doc": {str(k): int((k_labels == k).sum()) for k in (1, 2, 3)},
         "distinct_labels_used": int(used.sum()),
@@ -170,10 +177,12 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=200_000)
     ap.add_argument("--zipf", type=float, default=1.0, help="exponent of the label frequencies")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label-noise", type=float, default=0.0,
+                    help="share of labels written as a random other node (their words stay): a set that is not separable")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     t0 = time.perf_counter()
-    s = generate(Path(a.out), a.docs, a.nodes, a.depth, a.vocab, seed=a.seed, zipf=a.zipf)
+    s = generate(Path(a.out), a.docs, a.nodes, a.depth, a.vocab, seed=a.seed, zipf=a.zipf, label_noise=a.label_noise)
     print(json.dumps({**s, "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
 
 

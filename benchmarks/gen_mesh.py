@@ -22,8 +22,9 @@ command). Deterministic for a given ``--seed``; generate under /tmp, never in th
   list, 4 from the label's parent's and 2 from its grandparent's, so the hierarchy is learnable
   (siblings share their parent's words) without being trivial (background words dominate).
 - ``--label-noise q``: each label is written, with probability ``q``, as a random other node (the
-  document's words stay those of the true label), so the set is not separable (0: as before, the
-  same output).
+  document's words are drawn from its true labels), so the set is not separable. The rewrites draw
+  from the same random stream, so documents after the first one differ from a run without noise;
+  0 gives the same output as before.
 - ``split``: ``train`` (90 %) or ``test``, by a seeded draw.
 """
 

@@ -67,3 +67,25 @@ def test_corpus_labels_zipf_internal_nodes_and_determinism(gen, tmp_path):
     leaves = set(np.asarray(tax.names)[tax.leaves].tolist())
     assert a["label_assignments_on_internal_nodes"] == sum(c for lab, c in counts.items() if lab not in leaves) > 0
     assert a["labels_per_doc"]["1"] > a["labels_per_doc"]["2"] > a["labels_per_doc"]["3"] > 0
+
+
+def test_label_noise_rewrites_labels_not_words(gen, tmp_path):
+    """``label_noise = 0`` writes what the generator wrote before (the same records as a run without
+    it); ``q > 0`` keeps the ids and splits, and the first document (drawn before any rewrite: its
+    words come from its true labels) has the same text; about ``q`` of the labels of the whole corpus
+    are rewritten, so the corpus's labels no longer follow the true labels' Zipf order."""
+    def records(out, **kw):
+        gen.generate(out, 3000, 60, 3, 2000, seed=4, **kw)
+        return [json.loads(line) for line in (out / "docs.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    base = records(tmp_path / "a")
+    assert records(tmp_path / "b", label_noise=0.0) == base
+    noisy = records(tmp_path / "c", label_noise=0.3)
+    assert [(r["id"], r["split"]) for r in noisy] == [(r["id"], r["split"]) for r in base]
+    assert noisy[0]["text"] == base[0]["text"]
+    assert sum(a["labels"] != b["labels"] for a, b in zip(noisy, base, strict=True)) > len(base) // 4
+    every = records(tmp_path / "d", label_noise=1.0)  # every label random: near-uniform label frequencies
+    counts = np.unique([lab for r in every for lab in r["labels"]], return_counts=True)[1]
+    base_counts = np.unique([lab for r in base for lab in r["labels"]], return_counts=True)[1]
+    assert counts.max() < base_counts.max() / 3
+    assert json.loads((tmp_path / "c" / "summary.json").read_text(encoding="utf-8"))["label_noise"] == 0.3

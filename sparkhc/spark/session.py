@@ -191,7 +191,7 @@ class DeferredSession:
         if m.group(1) is None:
             return 1
         if m.group(1) == "*":
-            return _cpus()
+            return usable_cpus()
         return int(m.group(1))
 
 
@@ -199,7 +199,8 @@ class DeferredSession:
 SessionLike = SparkSession | DeferredSession
 
 
-def _cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may use (affinity, capped by a cgroup v2 quota, as the JVM counts)."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

@@ -299,26 +299,19 @@ def fit_model(
     calib = None
     calib_skipped: dict[str, Any] | None = None
     why = ""
-    if train.calibrate != "off":
+    if train.calibrate != "off":  # why it cannot run here, if so: "auto" records it, "on" refuses
+        from sparkhc.calibration import too_large
         from sparkhc.spark.calibrate import cross_fit_offsets, not_applicable
 
         why = not_applicable(model, strategy, warm_start)
-        if why and train.calibrate != "auto":
-            raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
-        if why:  # "auto" (the default): nothing to calibrate for this model or training; recorded
-            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
         if not why and epoch_selection is None and train.calibrate == "auto":
             why = ("the number of epochs is fixed, so there are no validation bands to fit offsets on; "
                    "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
-            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
-    if train.calibrate != "off" and not why:  # the scores it would hold: too many for a huge taxonomy?
-        from sparkhc.calibration import too_large
-
-        n_cal = (int(epoch_selection["validation_documents"]) if epoch_selection is not None
-                 else len(rows) if rows is not None else _count(df))
-        why = too_large(n_cal, model.taxonomy.n_edges)
-        if why and train.calibrate == "on":
-            raise ModelError(f"train.calibrate = 'on': {why}; set train.calibrate = off (or auto, which skips it)")
+        if not why:  # the scores it would hold: too many for a huge taxonomy?
+            why = too_large(int(epoch_selection["validation_documents"]) if epoch_selection is not None
+                            else len(rows) if rows is not None else _count(df), model.taxonomy.n_edges)
+        if why and train.calibrate != "auto":
+            raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
         if why:
             log.info("train.calibrate = auto: skipped: %s", why)
             calib_skipped = {"mode": "auto", "applied": False, "skipped": why}

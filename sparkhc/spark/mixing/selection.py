@@ -6,7 +6,6 @@ the same documents)."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,18 +18,9 @@ from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import validation_bands, validation_cut, validation_ids
 from sparkhc.spark.mixing.settings import MixingSettings
 from sparkhc.spark.plan import sorted_by_id
-from sparkhc.spark.session import SessionLike
+from sparkhc.spark.session import SessionLike, usable_cpus
 
 log = logging.getLogger(__name__)
-
-
-def driver_threads() -> int:
-    """The CPUs this process may use: the threads the validation scoring decodes with (in the
-    driver, between epochs or barrier stages, when the training itself is not running)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def validation_split(features: DataFrame, fraction: float, seed: int, band: int = 0) -> tuple[DataFrame, DataFrame]:
@@ -144,7 +134,7 @@ def select_epochs(
         for band, (fit_rows, fit_df, val) in enumerate(splits):
             gold = label_matrix(val.labels or [], tax)
             probe = cls(tax, model.n_features, **params)
-            probe.decode_threads = driver_threads()  # scored here while no training runs
+            probe.decode_threads = usable_cpus()  # scored in the driver while no training runs
             stopper = EarlyStopping(int(patience))
             stoppers.append(stopper)
 

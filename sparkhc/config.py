@@ -87,6 +87,10 @@ class TrainConfig:
     # an epoch selection on one validation band: true = train again on every training document for the
     # chosen epochs | false = the band's model at the chosen epoch is the model (trained on the others)
     refit: bool = True
+    # C = "auto" where the training part gets one validation band (large data): folds = C is the
+    # middle of the grid there (searched only on several inner folds) | always = searched on the one
+    # band too (3 validation trainings instead of 1; another C only beyond the jackknife's standard error)
+    c_search: str = "folds"
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"
@@ -133,6 +137,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
     ("train", "calibrate"): ("off", "auto", "on"),
     ("train", "execution"): ("auto", "spark", "driver"),
+    ("train", "c_search"): ("folds", "always"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
     ("featurize", "on_invalid"): ("error", "quarantine"),
     ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),

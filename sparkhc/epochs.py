@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,9 @@ AUTO_C_GRID = (0.1, 0.3, 1.0)
 VALIDATION_DOCUMENTS = 1000
 #: ``train.epochs = 0`` for models that are not trained by mixing (no validation curve): this many
 FALLBACK_EPOCHS = 10
+#: ``C = "auto"`` on one validation band: the band's documents fall into this many groups (by their
+#: position in doc-id order) for the delete-a-group jackknife of :func:`jackknife_gain`
+JACKKNIFE_GROUPS = 10
 
 
 def validation_score(metrics: dict[str, float]) -> float:
@@ -204,6 +207,39 @@ def paired_gain(best: Sequence[Sequence[float]], e_best: int, base: Sequence[Seq
     if d.size < 2:
         return float(d.mean()), math.inf
     return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+
+
+def jackknife_gain(best: Sequence[np.ndarray], base: Sequence[np.ndarray],
+                   score: Callable[[np.ndarray], float]) -> tuple[float, float]:
+    """(difference, standard error) of two candidates' smoothed validation scores on **one** band,
+    by the delete-a-group jackknife (Efron & Tibshirani 1993, ch. 11; Shao & Tu 1995, §2.3).
+
+    ``best`` and ``base``: for each epoch of a candidate's smoothing window at its chosen epoch
+    (:attr:`EarlyStopping.smoothed` is the mean of these epochs' scores), an array ``(G, ...)`` of
+    the counts of each of the band's G document groups (the same groups for both candidates);
+    ``score`` maps counts summed over documents to a validation score. The difference is that of
+    the smoothed scores on all documents; replicate ``g`` recomputes both with group ``g`` left
+    out, and ``se = sqrt((G - 1) / G * sum_g (d_g - mean(d))^2)``. A corpus-level score (macro-F1
+    over labels) has no per-document terms to pair, so this, not a per-document standard error, is
+    what the one-standard-error rule (:func:`prefer_default`) compares on one band."""
+    if not best or not base:
+        raise ValueError("jackknife_gain: no epoch in a window")
+    groups = {np.asarray(a).shape[0] for a in (*best, *base)}
+    if len(groups) != 1 or (g := groups.pop()) < 2:
+        raise ValueError(f"jackknife_gain: every epoch needs the same number (>= 2) of groups, not {sorted(groups)}")
+
+    def smoothed(window: Sequence[np.ndarray], leave: int | None) -> float:
+        vals = []
+        for a in window:
+            a = np.asarray(a)
+            tot = a.sum(axis=0)
+            vals.append(score(tot if leave is None else tot - a[leave]))
+        return float(np.mean(vals))
+
+    full = smoothed(best, None) - smoothed(base, None)
+    d = np.array([smoothed(best, k) - smoothed(base, k) for k in range(g)], dtype=np.float64)
+    se = math.sqrt((g - 1) / g * float(np.sum((d - d.mean()) ** 2)))
+    return full, se
 
 
 def prefer_default(gain: tuple[float, float]) -> bool:

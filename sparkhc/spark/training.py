@@ -267,12 +267,14 @@ def fit_model(
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
                              "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
-        folds = int(train.validation_folds) or inner_folds(len(rows) if rows is not None else _count(df),
-                                                           train.validation_fraction)
-        if c_auto and folds == 1:  # a large training part: one band, no search (cost)
+        n_docs = len(rows) if rows is not None else _count(df)
+        folds = int(train.validation_folds) or inner_folds(n_docs, train.validation_fraction)
+        c_skipped = ""
+        if c_auto and folds == 1 and train.c_search != "always":  # one band: searched only on request (cost)
             model.params["C"], c_auto = c_middle, False
-            log.info("C = %g (C = 'auto' on a training part large enough for one validation band: the middle of "
-                     "the grid; train.validation_folds >= 2 searches the grid)", c_middle)
+            c_skipped = (f"one validation band (a training part of {n_docs} documents): C = {c_middle:g}, the middle "
+                         f"of the grid; train.c_search = always searches the grid on it (3 validation trainings)")
+            log.info("C = %g (C = 'auto': %s)", c_middle, c_skipped)
         if sel_rows is None and folds > 1:
             # a small training part (several inner folds): its rows are collected and the selection's
             # trainings run in this process (the driver path of the same mixing, train_on_driver), not
@@ -288,9 +290,11 @@ def fit_model(
             c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle,
             band_states=band_states if train.calibrate != "off" or not train.refit else None)
         epochs = int(epoch_selection["epochs"])
+        if c_skipped:
+            epoch_selection["C_search_skipped"] = c_skipped
         if c_auto:
             model.params["C"] = float(epoch_selection["C"])
-            log.info("C = %g chosen on %d inner folds of %d documents (grid %s; validation scores %s)",
+            log.info("C = %g chosen on %d validation band(s) of %d documents in all (grid %s; validation scores %s)",
                      model.params["C"], folds, epoch_selection["validation_documents"],
                      "/".join(f"{c:g}" for c in AUTO_C_GRID),
                      "/".join(f"{v:.4f}" for v in epoch_selection["C_scores"]))

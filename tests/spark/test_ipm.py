@@ -360,6 +360,42 @@ def test_select_epochs_keeps_the_chosen_epochs_model(spark, mixing, average, tmp
     assert more == []
 
 
+@pytest.mark.parametrize("grid,default", [((0.001, 1.0), 0.001), ((0.3, 0.0003), 0.3)])
+def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, default, tmp_path):
+    """``C = "auto"`` with ``train.c_search = always`` on one band: the grid is searched there, and
+    another C than the default is taken only when its gain exceeds the jackknife's standard error
+    over the band's documents. A default of C = 0.001 learns far too slowly (the other C wins
+    beyond the noise); a default of 0.3 against 0.0003 stays. The state kept for the calibration
+    and ``refit = false`` is the chosen candidate's: equal, array for array, to an independent
+    training of that C for the chosen epochs on the band's other documents."""
+    from sparkhc.spark.hashing import validation_ids
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
+    from sparkhc.spark.mixing.train import train_ipm
+
+    tax, table = _data(n=160, seed=5)
+    rows = SparseBatch.from_arrow(table, V)
+    params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
+    kept: list = []
+    got = select_epochs(spark, None, _model(tax, "global", **params), MixingSettings(12, shards=2, seed=4),
+                        fraction=0.25, patience=2, rows=rows, c_grid=grid, c_default=default, band_states=kept)
+    assert got["C_grid"] == list(grid) and got["C_gain_se"] == "jackknife over the band's documents"
+    other = grid[1] if grid[0] == default else grid[0]
+    if default == 0.001:
+        assert got["C"] == other
+        assert got["C_gain"][0] > got["C_gain"][1] > 0  # beyond the noise, and the noise is measured
+    else:
+        assert got["C"] == default
+        assert got["C_gain"] is None or got["C_gain"][0] <= got["C_gain"][1]
+    assert len(kept) == 1
+    ids = np.array(table.column("doc_id").to_pylist())
+    fit = rows.subset(np.flatnonzero(~validation_ids(ids, 0.25, 4)))
+    ref = train_ipm(spark, None, _model(tax, "global", **{**params, "C": got["C"]}),
+                    MixingSettings(got["epochs"], shards=2, seed=4), rows=fit).get_state()
+    for k, v in ref.arrays.items():
+        np.testing.assert_array_equal(np.asarray(kept[0].arrays[k]), np.asarray(v), err_msg=k)
+
+
 @pytest.mark.parametrize("average", [False, True])
 def test_jobs_mode_delta_broadcasts_equal_full_broadcasts(spark, average):
     """The jobs mode ships each epoch's base as a row-sparse delta of the previous one

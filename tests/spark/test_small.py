@@ -322,6 +322,19 @@ def test_c_auto_is_chosen_on_inner_folds_and_recorded(spark, rcv1, tmp_path):
     mid = pipelines.train(spark, load_config(overrides=[*sets, "train.validation_folds=1", "model.global.C=0.3"]),
                           rcv1, tmp_path / "mid", split=None, exclude_fold=0)
     assert one["weights_hash"] == mid["weights_hash"] and "C" not in _epoch_selection(tmp_path / "one")
+    assert "train.c_search = always" in _epoch_selection(tmp_path / "one")["C_search_skipped"]
+    # train.c_search = always: the grid on the one band, the jackknife's standard error over its documents
+    srch = pipelines.train(spark, load_config(overrides=[*sets, "train.validation_folds=1", "train.c_search=always"]),
+                           rcv1, tmp_path / "srch", split=None, exclude_fold=0)
+    sel1 = _epoch_selection(tmp_path / "srch")
+    assert sel1["folds"] == 1 and sel1["C_grid"] == list(AUTO_C_GRID) and "C_search_skipped" not in sel1
+    assert sel1["C_gain_se"] == "jackknife over the band's documents"
+    best1 = AUTO_C_GRID[int(np.argmax(sel1["C_scores"]))]
+    assert sel1["C"] == (0.3 if best1 == 0.3 or sel1["C_gain"][0] <= sel1["C_gain"][1] else best1)
+    again = pipelines.train(spark, load_config(overrides=[*sets, f"model.global.C={sel1['C']}",
+                                                          f"train.epochs={sel1['epochs']}"]),
+                            rcv1, tmp_path / "again", split=None, exclude_fold=0)
+    assert again["weights_hash"] == srch["weights_hash"]
 
 
 @pytest.mark.parametrize("execution", ["driver", "spark"])

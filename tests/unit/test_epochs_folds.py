@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparkhc.epochs import PooledCurve, choose, inner_folds, paired_gain, prefer_default
+from sparkhc.epochs import PooledCurve, choose, inner_folds, jackknife_gain, paired_gain, prefer_default
 from sparkhc.metrics import MetricCounts
 from sparkhc.taxonomy import Taxonomy
 
@@ -84,3 +84,44 @@ def test_paired_gain_over_folds_and_the_one_standard_error_rule():
     assert prefer_default((0.01, 0.02)) and prefer_default((-0.1, 0.01))
     assert paired_gain([[1.0]], 1, [[0.5]], 1) == (0.5, float("inf"))  # one fold: never beyond the noise
     assert prefer_default((0.5, float("inf")))
+
+
+def _recall(c: np.ndarray) -> float:
+    """A ratio of sums over documents (tp / (tp + fn)), as hF and macro-F1 are."""
+    return float(c[0].sum() / (c[0].sum() + c[2].sum()))
+
+
+def test_jackknife_gain_on_one_band_hand_computed():
+    # G = 3 groups, one node; counts (tp, fp, fn) per group
+    best = np.array([[[2], [0], [0]], [[1], [0], [1]], [[3], [0], [1]]])  # all 6/8; leave out g: 4/6, 5/6, 3/4
+    base = np.array([[[1], [0], [1]], [[1], [0], [1]], [[2], [0], [2]]])  # 4/8 with or without any group
+    d, se = jackknife_gain([best], [base], _recall)
+    # d_g = 1/6, 1/3, 1/4 (mean 1/4); se = sqrt(2/3 * ((1/12)^2 + (1/12)^2)) = sqrt(4/3) / 12
+    assert d == pytest.approx(0.25)
+    assert se == pytest.approx(np.sqrt(4 / 3) / 12)
+    assert not prefer_default((d, se))  # 0.25 > 0.096
+    # a smoothing window of two epochs: the means of the epochs' scores (the same epoch twice: the same)
+    assert jackknife_gain([best, best], [base, base], _recall) == pytest.approx((d, se))
+    # the window's epochs count separately: base's second epoch (all 6/8) makes the full difference 0.125
+    d2, _ = jackknife_gain([best, best], [base, best], _recall)
+    assert d2 == pytest.approx(0.125)
+    with pytest.raises(ValueError, match="groups"):
+        jackknife_gain([best], [base[:2]], _recall)
+    with pytest.raises(ValueError, match="no epoch"):
+        jackknife_gain([], [base], _recall)
+
+
+def test_jackknife_of_a_mean_is_the_usual_standard_error():
+    """One document per group and a score that is a mean over documents: the delete-one jackknife's
+    standard error of the paired difference is exactly sd / sqrt(n) of the per-document differences."""
+    rng = np.random.default_rng(3)
+    n = 40
+    a, b = rng.integers(0, 2, n), rng.integers(0, 2, n)  # per-document 0/1 outcomes of two candidates
+
+    def counts(x: np.ndarray) -> np.ndarray:  # tp = the outcome, fn = its complement: tp + fn = 1 a document
+        return np.stack([x, np.zeros(n, dtype=np.int64), 1 - x], axis=1)[:, :, None]
+
+    d, se = jackknife_gain([counts(a)], [counts(b)], _recall)
+    diff = (a - b).astype(float)
+    assert d == pytest.approx(diff.mean())
+    assert se == pytest.approx(diff.std(ddof=1) / np.sqrt(n))

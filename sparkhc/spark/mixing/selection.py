@@ -87,9 +87,12 @@ def select_epochs(
     again. With several bands or candidates the list is left empty."""
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import (
+        JACKKNIFE_GROUPS,
+        WINDOW,
         EarlyStopping,
         PooledCurve,
         choose,
+        jackknife_gain,
         paired_gain,
         prefer_default,
         validation_score,
@@ -124,10 +127,19 @@ def select_epochs(
                              + (f" in band {band}" if folds > 1 else ""))
         splits.append((fit_rows, fit_df, val))
     n_val = sum(len(v) for _, _, v in splits)
-    keep: list[ModelState] | None = [] if band_states is not None and folds == 1 and len(cands) == 1 else None
+    # one band: each candidate's state at its chosen epoch (kept while it may still be chosen)
+    keeps: list[list[ModelState] | None] = [[] if band_states is not None and folds == 1 else None for _ in cands]
+    # one band and a grid: per-group counts of the smoothing window at each candidate's best epoch
+    # (the jackknife of the one-standard-error rule: jackknife_gain)
+    jack = folds == 1 and len(cands) > 1
+    groups = np.arange(len(splits[0][2])) % JACKKNIFE_GROUPS if jack else None
+    snaps: list[list[np.ndarray]] = [[] for _ in cands]
     curves: list[PooledCurve] = []
     fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
-    for cand in cands:
+    c_j = list(c_grid).index(c_default) if c_grid is not None and c_default is not None else None
+    for ci, cand in enumerate(cands):
+        keep = keeps[ci]
+        window: list[np.ndarray] = []
         params = {**model.params, **cand}
         pooled = PooledCurve()
         stoppers: list[EarlyStopping] = []
@@ -141,15 +153,23 @@ def select_epochs(
             tag = "".join(f"{k}={v:g} " for k, v in cand.items()) + (f"fold {band + 1}/{folds}, " if folds > 1 else "")
 
             def score(epoch: int, state: ModelState, probe: Any = probe, gold: Any = gold, val: SparseBatch = val,
-                      stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag) -> bool:
+                      stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag,
+                      keep: list[ModelState] | None = keep, window: list[np.ndarray] = window, ci: int = ci) -> bool:
                 probe.set_state(state)
                 counts = MetricCounts(tax)
-                counts.add(gold, leaf_matrix(probe.decode(val, return_scores=False)[0], tax))
+                pred = leaf_matrix(probe.decode(val, return_scores=False)[0], tax)
+                counts.add(gold, pred)
                 pooled.add(epoch, counts)
                 m = counts.compute_selection()
                 stop = stopper.add(validation_score(m))
-                if keep is not None and stopper.best == epoch + 1:  # a new maximum: this epoch's state
-                    keep[:] = [state.copy()]
+                if groups is not None:
+                    window.append(_group_counts(tax, gold, pred, groups))
+                    del window[:-WINDOW]
+                if stopper.best == epoch + 1:  # a new maximum: this epoch's state (and window)
+                    if keep is not None:
+                        keep[:] = [state.copy()]
+                    if groups is not None:
+                        snaps[ci] = list(window)
                 log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
                          f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
                 return stop
@@ -160,21 +180,35 @@ def select_epochs(
             pooled.end_fold()
         curves.append(pooled)
         fold_stoppers.append(stoppers)
+        if len(cands) > 1:  # drop the kept states no longer choosable: all but the default's and the best so far
+            lead = choose([[validation_score(m) for m in c.metrics()] for c in curves])[0]
+            for k in range(len(curves)):
+                if k not in (lead, c_j) and keeps[k]:
+                    keeps[k] = []
     metrics = [c.metrics() for c in curves]
     scores = [[validation_score(m) for m in ms] for ms in metrics]
     i, epochs, _ = choose(scores)
     gain: tuple[float, float] | None = None
-    if c_grid is not None and c_default is not None and i != list(c_grid).index(c_default):
-        j = list(c_grid).index(c_default)
+    if c_grid is not None and c_j is not None and i != c_j:
+        j = c_j
         e_j = choose([scores[j]])[1]
-        gain = paired_gain([s.smoothed for s in fold_stoppers[i]], epochs,
-                           [s.smoothed for s in fold_stoppers[j]], e_j)
+        if jack:  # one band: the delete-a-group jackknife over its documents
+            scratch = MetricCounts(tax)
+            gain = jackknife_gain(snaps[i], snaps[j], lambda c: _selection_score(scratch, c))
+        else:
+            gain = paired_gain([s.smoothed for s in fold_stoppers[i]], epochs,
+                               [s.smoothed for s in fold_stoppers[j]], e_j)
+        where = "the validation band (jackknife)" if jack else "the inner folds"
         if prefer_default(gain):
-            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on the inner folds: within the noise, "
-                     "C=%g kept", c_grid[i], c_default, gain[0], gain[1], c_default)
+            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on %s: within the noise, C=%g kept",
+                     c_grid[i], c_default, gain[0], gain[1], where, c_default)
             i, epochs = j, e_j
+        else:
+            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on %s", c_grid[i], c_default,
+                     gain[0], gain[1], where)
+    keep = keeps[i]
     if keep is not None and band_states is not None:
-        if not keep or epochs != fold_stoppers[0][0].best:  # pragma: no cover - the one curve is the pooled one
+        if not keep or epochs != fold_stoppers[i][0].best:  # pragma: no cover - the one curve is the pooled one
             raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
         band_states[:] = keep
     stoppers = fold_stoppers[i]
@@ -195,6 +229,29 @@ def select_epochs(
         out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
                     "C_scores": [float(choose([s])[2]) for s in scores],
                     "C_epochs": [int(choose([s])[1]) for s in scores],
-                    "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]]})
+                    "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]],
+                    "C_gain_se": "jackknife over the band's documents" if jack else "over the inner folds"})
     return out
+
+
+def _group_counts(tax: Any, gold: Any, pred: Any, groups: np.ndarray) -> np.ndarray:
+    """``(G, 3, n_nodes)``: the tp / fp / fn counts of each document group (``groups``: a group
+    number per validation document) of one epoch's predictions (:class:`sparkhc.metrics.MetricCounts`)."""
+    from sparkhc.metrics import MetricCounts
+
+    out = np.zeros((int(groups.max()) + 1, 3, tax.n_nodes), dtype=np.int64)
+    for g in range(out.shape[0]):
+        idx = np.flatnonzero(groups == g)
+        c = MetricCounts(tax)
+        c.add(gold[idx], pred[idx])
+        out[g] = (c.tp, c.fp, c.fn)
+    return out
+
+
+def _selection_score(scratch: Any, counts: np.ndarray) -> float:
+    """The validation score (:func:`sparkhc.epochs.validation_score`) of tp / fp / fn counts ``(3, n_nodes)``."""
+    from sparkhc.epochs import validation_score
+
+    scratch.tp, scratch.fp, scratch.fn = counts[0], counts[1], counts[2]
+    return validation_score(scratch.compute_selection())
 

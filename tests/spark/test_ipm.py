@@ -360,6 +360,31 @@ def test_select_epochs_keeps_the_chosen_epochs_model(spark, mixing, average, tmp
     assert more == []
 
 
+def test_select_epochs_says_when_the_cap_cut_the_curve(spark, caplog):
+    """A selection that reaches ``train.max_epochs`` before its stopping rule ends it says so (a
+    warning naming the setting; ``reached_max_epochs`` in the record); one stopped by its rule, or
+    run with patience 0 (every epoch to the cap, as asked), does not."""
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
+
+    tax, table = _data(n=160, seed=5)
+    rows = SparseBatch.from_arrow(table, V)
+
+    def run(cap: int, patience: int) -> dict:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sparkhc.spark.mixing.selection"):
+            return select_epochs(spark, None, _model(tax, "global", branching=True), MixingSettings(cap, shards=2, seed=4),
+                                 fraction=0.25, patience=patience, rows=rows)
+
+    cut = run(3, 10)  # 3 epochs, a wait of 10: the cap ends it
+    assert cut["reached_max_epochs"] and cut["epochs_run"] == 3 and not cut["stopped_early"]
+    assert "raise train.max_epochs" in caplog.text and "max_epochs = 3" in caplog.text
+    free = run(40, 1)
+    assert free["stopped_early"] and not free["reached_max_epochs"] and "max_epochs" not in caplog.text
+    every = run(3, 0)
+    assert not every["reached_max_epochs"] and "max_epochs" not in caplog.text
+
+
 @pytest.mark.parametrize("grid,default", [((0.001, 1.0), 0.001), ((0.3, 0.0003), 0.3)])
 def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, default, tmp_path):
     """``C = "auto"`` with ``train.c_search = always`` on one band: the grid is searched there, and

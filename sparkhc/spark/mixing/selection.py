@@ -73,7 +73,7 @@ def select_epochs(
 
     Returns ``{"epochs", "validation_score", "validation_hF", "validation_macro_F1",
     "validation_documents", "fraction", "folds", "max_epochs", "epochs_run", "patience",
-    "patience_growth", "criterion", "stopped_early"}`` for the chosen candidate (its pooled
+    "patience_growth", "criterion", "stopped_early", "reached_max_epochs"}`` for the chosen candidate (its pooled
     curves), plus ``"C"``, ``"C_grid"`` and ``"C_scores"`` with a grid. With ``rows`` the training
     runs in this process (bit-identical to the Spark path's, :func:`sparkhc.spark.mixing.driver.train_on_driver`) and
     ``features`` is not used.
@@ -212,9 +212,16 @@ def select_epochs(
             raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
         band_states[:] = keep
     stoppers = fold_stoppers[i]
+    # the cap cut a curve that its stopping rule had not stopped: the score may still have been rising
+    capped = int(patience) > 0 and any(len(s.curve) >= max_epochs and not s.should_stop() for s in stoppers)
+    if capped:
+        log.warning("select_epochs: the validation training reached train.max_epochs = %d before its stopping rule "
+                    "(%d epochs without a better score) ended it; best at epoch %d: more epochs may score higher, "
+                    "raise train.max_epochs", max_epochs, max(s.wait() for s in stoppers), epochs)
     summary = {**(stoppers[0].summary() if folds == 1 else {}),
                "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
-               "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers)}
+               "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers),
+               "reached_max_epochs": capped}
     if folds > 1:
         sm = EarlyStopping(0)
         for v in scores[i]:

@@ -278,6 +278,24 @@ class HasTrainingParams(CheckedParams):
         Params._dummy(), "calibrationDocuments", "calibrate with an epoch selection: when the offsets pay on its "
         "validation bands, more bands are scored until they hold this many documents "
         "(train.calibration_documents), >= 0: 0 = only the selection's bands", typeConverter=TypeConverters.toInt)
+    maxEpochs: Param[int] = Param(
+        Params._dummy(), "maxEpochs", "epochs = 0: the most epochs the selection tries (train.max_epochs), >= 1; "
+        "a selection cut by it before its stopping rule says so", typeConverter=TypeConverters.toInt)
+    patience: Param[int] = Param(
+        Params._dummy(), "patience", "epoch selection: stop after this many epochs without a better validation score, "
+        "or half the best epoch's count when more (train.patience), >= 0: 0 = every epoch up to maxEpochs",
+        typeConverter=TypeConverters.toInt)
+    validationFolds: Param[int] = Param(
+        Params._dummy(), "validationFolds", "epoch and C = 'auto' selection: disjoint validation bands (inner folds) "
+        "(train.validation_folds), >= 0: 0 = the fewest that hold out 1,000 documents, one for large data",
+        typeConverter=TypeConverters.toInt)
+    refit: Param[bool] = Param(
+        Params._dummy(), "refit", "after a one-band selection: train again on every row for the chosen epochs "
+        "(train.refit, true) or keep the selection's model (false)", typeConverter=TypeConverters.toBoolean)
+    cSearch: Param[str] = Param(
+        Params._dummy(), "cSearch", "C = 'auto' with one validation band (train.c_search): 'folds' (C = 0.3 there) "
+        "or 'always' (the grid searched on the band, the jackknife's standard error deciding)",
+        typeConverter=TypeConverters.toString)
     C: Param[float] = Param(Params._dummy(), "C", "aggressiveness / regularisation C of the models that have it, > 0 "
                             "(unset = the model's configured default)", typeConverter=TypeConverters.toFloat)
     modelParams: Param[Any] = Param(
@@ -296,7 +314,9 @@ class HasTrainingParams(CheckedParams):
         train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml; a test ties them)
         self._setDefault(model=train.model, epochs=train.epochs, shards=train.shards, seed=train.seed, modelParams={},
                          handleInvalid="error", calibrate=train.calibrate, calibrationFolds=train.calibration_folds,
-                         calibrationDocuments=train.calibration_documents)
+                         calibrationDocuments=train.calibration_documents, maxEpochs=train.max_epochs,
+                         patience=train.patience, validationFolds=train.validation_folds, refit=train.refit,
+                         cSearch=train.c_search)
 
     _rules: ClassVar[dict[str, Rule]] = {
         "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),
@@ -305,6 +325,11 @@ class HasTrainingParams(CheckedParams):
         "calibrate": one_of("off", "auto", "on"),
         "calibrationFolds": int_at_least(3),
         "calibrationDocuments": int_at_least(0, " (0 = only the selection's bands)"),
+        "maxEpochs": int_at_least(1),
+        "patience": int_at_least(0, " (0 = every epoch up to maxEpochs)"),
+        "validationFolds": int_at_least(0, " (0 = automatic)"),
+        "refit": ((lambda v: isinstance(v, bool)), "a bool"),
+        "cSearch": one_of("folds", "always"),
         "C": ((lambda v: isinstance(v, float) and math.isfinite(v) and v > 0), "a finite float > 0"),
         "handleInvalid": one_of("error", "drop"),
     }
@@ -333,6 +358,21 @@ class HasTrainingParams(CheckedParams):
 
     def getCalibrationDocuments(self) -> int:
         return self.getOrDefault(self.calibrationDocuments)
+
+    def getMaxEpochs(self) -> int:
+        return self.getOrDefault(self.maxEpochs)
+
+    def getPatience(self) -> int:
+        return self.getOrDefault(self.patience)
+
+    def getValidationFolds(self) -> int:
+        return self.getOrDefault(self.validationFolds)
+
+    def getRefit(self) -> bool:
+        return self.getOrDefault(self.refit)
+
+    def getCSearch(self) -> str:
+        return self.getOrDefault(self.cSearch)
 
     def getC(self) -> float | None:
         """The Param C (``None`` when unset: the model's configured default applies)."""

@@ -106,6 +106,21 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
     def setCalibrationDocuments(self, value: int) -> HierarchicalClassifier:
         return self._set(calibrationDocuments=value)
 
+    def setMaxEpochs(self, value: int) -> HierarchicalClassifier:
+        return self._set(maxEpochs=value)
+
+    def setPatience(self, value: int) -> HierarchicalClassifier:
+        return self._set(patience=value)
+
+    def setValidationFolds(self, value: int) -> HierarchicalClassifier:
+        return self._set(validationFolds=value)
+
+    def setRefit(self, value: bool) -> HierarchicalClassifier:
+        return self._set(refit=value)
+
+    def setCSearch(self, value: str) -> HierarchicalClassifier:
+        return self._set(cSearch=value)
+
     def setC(self, value: float) -> HierarchicalClassifier:
         return self._set(C=value)
 
@@ -160,7 +175,11 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
                              shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
                              checkpoint=False, calibrate=str(self.getOrDefault(self.calibrate)),
                              calibration_folds=int(self.getOrDefault(self.calibrationFolds)),
-                             calibration_documents=int(self.getOrDefault(self.calibrationDocuments)))
+                             calibration_documents=int(self.getOrDefault(self.calibrationDocuments)),
+                             max_epochs=int(self.getOrDefault(self.maxEpochs)),
+                             patience=int(self.getOrDefault(self.patience)),
+                             validation_folds=int(self.getOrDefault(self.validationFolds)),
+                             refit=bool(self.getOrDefault(self.refit)), c_search=str(self.getOrDefault(self.cSearch)))
         user = dict(self.getOrDefault(self.modelParams))
         for key in ("epochs", "seed"):
             if key in user:

@@ -43,6 +43,11 @@ CLASSIFIER_VALUES = [
     ("calibrate", "off", "off"),
     ("calibrationFolds", 5, 5),
     ("calibrationDocuments", 0, 0),
+    ("maxEpochs", 5, 5),
+    ("patience", 0, 0),
+    ("validationFolds", 2, 2),
+    ("refit", False, False),
+    ("cSearch", "always", "always"),
     ("C", 0.5, 0.5),
     ("modelParams", {"bias": 0.5}, {"bias": 0.5}),  # a parameter of global and tree
     ("handleInvalid", "drop", "drop"),
@@ -308,7 +313,8 @@ def test_api_md_states_the_bounds_the_code_checks():
     """docs/api.md once said fit checks "shards >= 1" while its table said 0 means automatic."""
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     for name, low, value in (("epochs", 0, -1), ("shards", 0, -1), ("calibrationFolds", 3, 2),
-                             ("calibrationDocuments", 0, -1)):
+                             ("calibrationDocuments", 0, -1), ("maxEpochs", 1, 0), ("patience", 0, -1),
+                             ("validationFolds", 0, -1)):
         row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
         assert f">= {low}" in row, row
         HierarchicalClassifier(**{name: low})  # the bound itself is accepted
@@ -343,7 +349,30 @@ def test_estimator_defaults_are_the_cli_defaults():
     assert est.getOrDefault(est.calibrate) == train.calibrate == "auto"
     assert est.getOrDefault(est.calibrationFolds) == train.calibration_folds
     assert est.getOrDefault(est.calibrationDocuments) == train.calibration_documents
+    assert est.getOrDefault(est.maxEpochs) == train.max_epochs
+    assert est.getOrDefault(est.patience) == train.patience
+    assert est.getOrDefault(est.validationFolds) == train.validation_folds
+    assert est.getOrDefault(est.refit) is train.refit is True
+    assert est.getOrDefault(est.cSearch) == train.c_search == "folds"
     assert est.getOrDefault(est.epochs) == train.epochs
     assert est.getOrDefault(est.shards) == train.shards
     assert est.getOrDefault(est.seed) == train.seed
     assert est.getOrDefault(est.model) == train.model
+
+
+def test_selection_params_reach_the_training(spark):
+    """maxEpochs, patience, validationFolds, refit and cSearch are the CLI's train.max_epochs /
+    patience / validation_folds / refit / c_search: a selection of at most 2 epochs with a wait of
+    5 is cut by the cap (and says so), one band searches C = "auto" with the jackknife, and refit
+    false keeps the selection's model (trained without the band)."""
+    df = spark.createDataFrame(_rows(120), SCHEMA)
+    clf = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=0, shards=2, calibrate="off",
+                                 maxEpochs=2, patience=5, validationFolds=1, refit=False, cSearch="always")
+    sel = clf.fit(df).metadata["training"]["epoch_selection"]
+    assert sel["max_epochs"] == 2 and sel["epochs_run"] == 2 and sel["reached_max_epochs"] is True
+    assert sel["patience"] == 5 and sel["folds"] == 1 and sel["refit"] is False
+    assert sel["C_grid"] == [0.1, 0.3, 1.0] and sel["C_gain_se"] == "jackknife over the band's documents"
+    plain = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=0, shards=2, calibrate="off",
+                                   maxEpochs=2, patience=5, validationFolds=1).fit(df)
+    sel = plain.metadata["training"]["epoch_selection"]
+    assert "C_grid" not in sel and "train.c_search = always" in sel["C_search_skipped"] and "refit" not in sel

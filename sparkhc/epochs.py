@@ -225,8 +225,9 @@ def jackknife_gain(best: Sequence[np.ndarray], base: Sequence[np.ndarray],
     if not best or not base:
         raise ValueError("jackknife_gain: no epoch in a window")
     groups = {np.asarray(a).shape[0] for a in (*best, *base)}
-    if len(groups) != 1 or (g := groups.pop()) < 2:
-        raise ValueError(f"jackknife_gain: every epoch needs the same number (>= 2) of groups, not {sorted(groups)}")
+    if len(groups) != 1:
+        raise ValueError(f"jackknife_gain: every epoch needs the same number of groups, not {sorted(groups)}")
+    g = groups.pop()
 
     def smoothed(window: Sequence[np.ndarray], leave: int | None) -> float:
         vals = []
@@ -237,6 +238,8 @@ def jackknife_gain(best: Sequence[np.ndarray], base: Sequence[np.ndarray],
         return float(np.mean(vals))
 
     full = smoothed(best, None) - smoothed(base, None)
+    if g < 2:  # one group (a band of one document): no noise estimate, never beyond it
+        return full, math.inf
     d = np.array([smoothed(best, k) - smoothed(base, k) for k in range(g)], dtype=np.float64)
     se = math.sqrt((g - 1) / g * float(np.sum((d - d.mean()) ** 2)))
     return full, se

@@ -107,6 +107,7 @@ def test_jackknife_gain_on_one_band_hand_computed():
     assert d2 == pytest.approx(0.125)
     with pytest.raises(ValueError, match="groups"):
         jackknife_gain([best], [base[:2]], _recall)
+    assert jackknife_gain([best[:1]], [base[:1]], _recall) == (0.5, float("inf"))  # one group: 2/2 - 1/2
     with pytest.raises(ValueError, match="no epoch"):
         jackknife_gain([], [base], _recall)
 

@@ -68,8 +68,11 @@ def select_epochs(
     (:func:`sparkhc.epochs.choose`); with ``c_default`` (one of the grid), another C is taken only
     when it beats that one by more than the standard error of their paired difference over the
     folds (:func:`sparkhc.epochs.paired_gain`, :func:`sparkhc.epochs.prefer_default`: the
-    one-standard-error rule). One fold and no grid is the single validation slice of earlier
-    versions, exactly.
+    one-standard-error rule); on one band, more than the delete-a-group jackknife's standard error
+    over the band's documents (:data:`sparkhc.epochs.JACKKNIFE_GROUPS` groups in doc-id order,
+    :func:`sparkhc.epochs.jackknife_gain`). A selection that reaches ``settings.epochs`` before its
+    stopping rule ends it logs a warning and records ``reached_max_epochs``. One fold and no grid
+    is the single validation slice of earlier versions, exactly.
 
     Returns ``{"epochs", "validation_score", "validation_hF", "validation_macro_F1",
     "validation_documents", "fraction", "folds", "max_epochs", "epochs_run", "patience",
@@ -79,12 +82,14 @@ def select_epochs(
     ``features`` is not used.
 
     ``band_states``: a list that receives the state of the band's model at the chosen epoch when
-    that is known without more training, i.e. with one band and one candidate (a copy of the state
-    taken when the smoothed score reaches a new maximum: :attr:`EarlyStopping.best` is that epoch).
+    that is known without more training, i.e. with one band (the chosen candidate's: a copy of the
+    state taken when its smoothed score reaches a new maximum, :attr:`EarlyStopping.best` being that
+    epoch; with a grid, the copies of candidates that can no longer be chosen are dropped as the
+    search goes, so at most the default's, the best so far and the running one's are held).
     It is the model a training of the chosen epochs on the same documents gives, bit for bit (the
     mixing's order depends on the seed and the epoch only, not on the number of epochs), so
     :func:`sparkhc.spark.calibrate.cross_fit_offsets` scores the band with it instead of training it
-    again. With several bands or candidates the list is left empty."""
+    again. With several bands the list is left empty."""
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import (
         JACKKNIFE_GROUPS,

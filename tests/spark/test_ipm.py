@@ -385,8 +385,9 @@ def test_select_epochs_says_when_the_cap_cut_the_curve(spark, caplog):
     assert not every["reached_max_epochs"] and "max_epochs" not in caplog.text
 
 
-@pytest.mark.parametrize("grid,default", [((0.001, 1.0), 0.001), ((0.3, 0.0003), 0.3)])
-def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, default, tmp_path):
+@pytest.mark.parametrize("grid,default,mixing", [((0.001, 1.0), 0.001, "driver"), ((0.3, 0.0003), 0.3, "driver"),
+                                                 ((0.001, 1.0), 0.001, "barrier")])
+def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, default, mixing, tmp_path):
     """``C = "auto"`` with ``train.c_search = always`` on one band: the grid is searched there, and
     another C than the default is taken only when its gain exceeds the jackknife's standard error
     over the band's documents. A default of C = 0.001 learns far too slowly (the other C wins
@@ -402,8 +403,11 @@ def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, de
     rows = SparseBatch.from_arrow(table, V)
     params = {"branching": True, "update": "cost_augmented", "bias": 0.3}
     kept: list = []
-    got = select_epochs(spark, None, _model(tax, "global", **params), MixingSettings(12, shards=2, seed=4),
-                        fraction=0.25, patience=2, rows=rows, c_grid=grid, c_default=default, band_states=kept)
+    on_spark = mixing != "driver"  # the Spark path: the rows as a DataFrame, barrier mixing
+    settings = MixingSettings(12, shards=2, seed=4, mixing=mixing if on_spark else "auto", exchange_dir=tmp_path / "x")
+    got = select_epochs(spark, spark.createDataFrame(table.to_pandas()) if on_spark else None,
+                        _model(tax, "global", **params), settings, fraction=0.25, patience=2,
+                        rows=None if on_spark else rows, c_grid=grid, c_default=default, band_states=kept)
     assert got["C_grid"] == list(grid) and got["C_gain_se"] == "jackknife over the band's documents"
     other = grid[1] if grid[0] == default else grid[0]
     if default == 0.001:

@@ -267,13 +267,15 @@ def fit_model(
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
                              "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
-        n_docs = len(rows) if rows is not None else _count(df)
-        folds = int(train.validation_folds) or inner_folds(n_docs, train.validation_fraction)
+        # counted only when the bands are automatic (a Spark job on the Spark path)
+        n_docs = None if int(train.validation_folds) else len(rows) if rows is not None else _count(df)
+        folds = int(train.validation_folds) or inner_folds(int(n_docs or 0), train.validation_fraction)
         c_skipped = ""
         if c_auto and folds == 1 and train.c_search != "always":  # one band: searched only on request (cost)
             model.params["C"], c_auto = c_middle, False
-            c_skipped = (f"one validation band (a training part of {n_docs} documents): C = {c_middle:g}, the middle "
-                         f"of the grid; train.c_search = always searches the grid on it (3 validation trainings)")
+            part = f" (a training part of {n_docs} documents)" if n_docs is not None else " (train.validation_folds = 1)"
+            c_skipped = (f"one validation band{part}: C = {c_middle:g}, the middle of the grid; "
+                         f"train.c_search = always searches the grid on it (3 validation trainings)")
             log.info("C = %g (C = 'auto': %s)", c_middle, c_skipped)
         if sel_rows is None and folds > 1:
             # a small training part (several inner folds): its rows are collected and the selection's

@@ -39,7 +39,7 @@ from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import spark_hash, spark_hash_int, validation_ids
 from sparkhc.spark.mixing.settings import MixingSettings
 from sparkhc.spark.plan import sorted_by_id
-from sparkhc.spark.session import SessionLike
+from sparkhc.spark.session import SessionLike, usable_cpus
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ def cross_fit_offsets(
             m = -(-LEAST_FOLDS // len(folds))
             folds = calibration.split_folds(folds, [fold_ids(i, m, seed) for i in ids])
         R = int(model.params.get("R", 3))
-        out = calibration.cross_fit(tree_index(tax), folds, calibration.scored_columns(tax), R, mode=mode)
+        out = calibration.cross_fit(tree_index(tax), folds, calibration.scored_columns(tax), R, mode=mode,
+                                    threads=usable_cpus())  # fitted in the driver while no training runs
         out.source = "calibration folds" if bands is None else "validation bands"
         out.bands = len(scores) if bands is not None else 0
         return out

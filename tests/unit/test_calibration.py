@@ -279,6 +279,34 @@ def test_cross_fit_deals_many_folds_into_three_groups():
     assert c.validation["fold_gain_se"] == pytest.approx(np.std(per, ddof=1) / np.sqrt(3))
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_the_line_searches_on_threads_fit_the_same_offsets(threads):
+    """``threads`` only spreads the independent DP solves of a line search (two per fold) over a
+    pool: the offsets, nested fits and record are those of one thread, bit for bit. A depth-2
+    taxonomy with branching weights, four folds of noisy scores."""
+    tax = Taxonomy.from_edges([("R", "A"), ("R", "B"), ("A", "A1"), ("A", "A2"), ("A", "A3"), ("B", "B1"),
+                               ("B", "B2"), ("R", "C")])
+    idx = tree_index(tax)
+    cols = calibration.scored_columns(tax)
+    rng = np.random.default_rng(7)
+    leaves = [tax.names[c] for c in tax.leaves]
+    folds = []
+    for _ in range(4):
+        labels = [sorted(set(rng.choice(leaves, int(rng.integers(1, 3))).tolist())) for _ in range(40)]
+        gold = label_matrix(labels, tax).toarray().astype(bool)
+        S = rng.normal(-0.3, 0.8, (40, idx.n_edges)) + 0.9 * gold[:, 1:]
+        bf = rng.normal(0, 0.2, (tax.n_nodes + 1, 4))
+        folds.append(calibration.FoldScores(S, bf, gold))
+    one = calibration.cross_fit(idx, folds, cols, mode="on")
+    many = calibration.cross_fit(idx, folds, cols, mode="on", threads=threads)
+    assert np.any(one.offsets != 0)  # the fit moves something, so equality says something
+    np.testing.assert_array_equal(many.offsets, one.offsets)
+    np.testing.assert_array_equal(many.fold_offsets, one.fold_offsets)
+    assert many.validation == one.validation
+    np.testing.assert_array_equal(calibration.fit_offsets(idx, folds, cols, threads=threads),
+                                  calibration.fit_offsets(idx, folds, cols))
+
+
 def _brute_best(tax: Taxonomy, s: np.ndarray, bf: np.ndarray, R: int = 3) -> tuple[float, frozenset]:
     """The best non-empty leaf set from the definition: sum of the edge scores over tree(m), plus
     one node-specific and one shared branching weight per internal node of tree(m)."""

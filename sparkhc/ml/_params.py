@@ -81,6 +81,16 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+#: the estimator's Params that are ``[train]`` keys (:class:`sparkhc.config.TrainConfig` fields):
+#: their defaults and the training's configuration both come from this one table
+TRAIN_PARAMS: dict[str, str] = {
+    "model": "model", "epochs": "epochs", "shards": "shards", "seed": "seed", "calibrate": "calibrate",
+    "calibrationFolds": "calibration_folds", "calibrationDocuments": "calibration_documents",
+    "maxEpochs": "max_epochs", "patience": "patience", "validationFolds": "validation_folds", "refit": "refit",
+    "cSearch": "c_search",
+}
+
+
 def int_at_least(low: int, note: str = "") -> Rule:
     return (lambda v: _is_int(v) and v >= low), f"an int >= {low}{note}"
 
@@ -312,11 +322,8 @@ class HasTrainingParams(CheckedParams):
     def __init__(self) -> None:
         super().__init__()
         train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml; a test ties them)
-        self._setDefault(model=train.model, epochs=train.epochs, shards=train.shards, seed=train.seed, modelParams={},
-                         handleInvalid="error", calibrate=train.calibrate, calibrationFolds=train.calibration_folds,
-                         calibrationDocuments=train.calibration_documents, maxEpochs=train.max_epochs,
-                         patience=train.patience, validationFolds=train.validation_folds, refit=train.refit,
-                         cSearch=train.c_search)
+        self._setDefault(**{param: getattr(train, key) for param, key in TRAIN_PARAMS.items()}, modelParams={},
+                         handleInvalid="error")
 
     _rules: ClassVar[dict[str, Rule]] = {
         "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),

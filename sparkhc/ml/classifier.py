@@ -36,11 +36,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkhc.batch import LABELS
-from sparkhc.config import Config, from_dict, load_config
+from sparkhc.config import Config, TrainConfig, from_dict, load_config
 from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
-from sparkhc.ml._params import HasSparkhcColumns, HasTrainingParams, load_taxonomy
+from sparkhc.ml._params import TRAIN_PARAMS, HasSparkhcColumns, HasTrainingParams, load_taxonomy
 from sparkhc.ml.io import PARAMS_DIR, PARAMS_FILE, StageWriter, local_path
 from sparkhc.models import get_model_class
 from sparkhc.models.base import HierModel
@@ -171,15 +171,9 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
         except ConfigError as e:
             raise ParamError(f"{who}: Param model: {e}") from None
         data = load_config().to_dict()
-        data["train"].update(model=name, epochs=int(self.getOrDefault(self.epochs)),
-                             shards=int(self.getOrDefault(self.shards)), seed=int(self.getOrDefault(self.seed)),
-                             checkpoint=False, calibrate=str(self.getOrDefault(self.calibrate)),
-                             calibration_folds=int(self.getOrDefault(self.calibrationFolds)),
-                             calibration_documents=int(self.getOrDefault(self.calibrationDocuments)),
-                             max_epochs=int(self.getOrDefault(self.maxEpochs)),
-                             patience=int(self.getOrDefault(self.patience)),
-                             validation_folds=int(self.getOrDefault(self.validationFolds)),
-                             refit=bool(self.getOrDefault(self.refit)), c_search=str(self.getOrDefault(self.cSearch)))
+        defaults = TrainConfig()
+        data["train"].update({key: type(getattr(defaults, key))(self.getOrDefault(param))
+                              for param, key in TRAIN_PARAMS.items()}, checkpoint=False)
         user = dict(self.getOrDefault(self.modelParams))
         for key in ("epochs", "seed"):
             if key in user:

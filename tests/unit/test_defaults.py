@@ -156,6 +156,9 @@ def test_api_md_training_param_defaults_are_the_toml_train_section() -> None:
     for param, key in PARAM_TRAIN_KEYS.items():
         ok, value = _literal(table[param])
         assert ok and _same(value, TOML["train"][key]), f"docs/api.md {param} = {table[param]}, defaults.toml train.{key}"
+    from sparkhc.ml._params import TRAIN_PARAMS
+
+    assert TRAIN_PARAMS == PARAM_TRAIN_KEYS  # the table the estimator sets defaults and the training from
     # C unset: the configured default of [model.<name>]; for global "auto"
     assert table["C"] == "unset" and '`"auto"`' in (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
 

@@ -94,6 +94,9 @@ class TrainConfig:
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"
+    # seconds of wall-clock time for the training (0 = none): the epoch selection stops where its next
+    # epoch would not fit, and the final training runs only when it fits (else the band's model; sparkhc.epochs.TimeBudget)
+    time_budget: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ _MINIMUM = {
     ("train", "calibration_folds"): 3,
     ("train", "calibration_documents"): 0,  # 0 = only the selection's bands
     ("train", "validation_folds"): 0,  # 0 = auto
+    ("train", "time_budget"): 0,  # 0 = none
     ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
 }
 
@@ -166,7 +170,7 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
             raise ConfigError(f"{where}: key {k!r} must be a float in (0, 1), got {v!r}")
         low = _MINIMUM.get((section, k))
         if low is not None and v < low:
-            raise ConfigError(f"{where}: key {k!r} must be an int >= {low}, got {v!r}")
+            raise ConfigError(f"{where}: key {k!r} must be {'a number' if want is float else 'an int'} >= {low}, got {v!r}")
         out[k] = v
     return cls(**out)
 

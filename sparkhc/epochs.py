@@ -251,3 +251,145 @@ def prefer_default(gain: tuple[float, float]) -> bool:
     choice is made only where the protocol's noise is smaller than the difference it decides."""
     mean, se = gain
     return not mean > se
+
+
+def _monotonic() -> float:
+    """The clock of :class:`TimeBudget` (looked up at each budget's creation: tests replace it)."""
+    import time
+
+    return time.monotonic()
+
+
+class TimeBudget:
+    """A wall-clock budget of one training (``train.time_budget`` seconds), counted from its creation.
+
+    The epoch selection asks it how many epochs the next barrier stage may run
+    (:meth:`stage_epochs`) or, on the engines without stages, whether one more epoch fits
+    (:meth:`another_epoch`); the training then asks whether the final training of the chosen epochs
+    on every document fits in what is left (:meth:`final_fits`). Costs are measured on this training,
+    not assumed: a selection epoch costs its training and its validation scoring; a barrier stage of
+    ``m`` epochs costs ``o + m c`` (``o``: its start-up, staging the shards and fresh Python workers),
+    fitted by least squares on the stages so far (without the first stage, whose warm-up is one-off,
+    when all of them give no positive slope; one stage, or stages of one length: ``o = 0`` and ``c``
+    the last stage's time per epoch, start-up included: an over-estimate); without stages ``c`` is
+    the mean time of an epoch so far. The final training of ``b`` epochs is estimated at ``o + b c r``
+    (``r = final_ratio``: its documents over a validation training's, ``1 / (1 - fraction)``; ``c``
+    includes the scoring it does not do, so the estimate is on the high side).
+
+    ``reserve_final``: the selection leaves room for that final training (several validation bands:
+    their models are not kept, so the final training must run). With one band the selection may use
+    the whole budget: the band's model at the chosen epoch is kept, and it becomes the model when the
+    final training does not fit (:func:`sparkhc.spark.training.fit_model`). ``clock``: seconds
+    (monotonic; tests pass a fake one).
+    """
+
+    def __init__(self, seconds: float, clock: Callable[[], float] | None = None) -> None:
+        if not float(seconds) > 0:
+            raise ValueError(f"a time budget must be > 0 seconds, not {seconds}")
+        self.seconds = float(seconds)
+        self.clock: Callable[[], float] = clock if clock is not None else _monotonic
+        self.t0 = self.clock()
+        self.final_ratio = 1.0
+        self.reserve_final = False
+        self.stages: list[tuple[int, float]] = []  # (epochs, seconds) of each finished barrier stage
+        self._stage: tuple[int, float] | None = None  # (epochs, start) of the running stage
+        self._sel_t0: float | None = None
+        self._last_done: float | None = None
+        self.epochs_done = 0
+        self.staged = False
+        self.cut = False  # the budget ended a validation training before its stopping rule
+
+    def left(self) -> float:
+        """Seconds of the budget not used yet (negative once it is overrun)."""
+        return self.seconds - (self.clock() - self.t0)
+
+    def start_selection(self, final_ratio: float, reserve_final: bool) -> None:
+        self.final_ratio, self.reserve_final = float(final_ratio), bool(reserve_final)
+        self._sel_t0 = self.clock()
+
+    def epoch_done(self) -> None:
+        """A selection epoch is trained and scored."""
+        self.epochs_done += 1
+        self._last_done = self.clock()
+
+    def costs(self) -> tuple[float, float]:
+        """``(o, c)``: a barrier stage's start-up and the seconds of one selection epoch (see the class)."""
+        if self.stages:
+            # all stages, then without the first (its one-off warm-up: workers, compilation) when the
+            # fit gives no positive slope; else the last stage's time per epoch (start-up included)
+            for st in (self.stages, self.stages[1:]):
+                ms = np.array([m for m, _ in st], dtype=np.float64)
+                ts = np.array([t for _, t in st], dtype=np.float64)
+                if np.unique(ms).size >= 2:
+                    c, o = np.polyfit(ms, ts, 1)
+                    if c > 0:
+                        return max(float(o), 0.0), float(c)
+            m, t = self.stages[-1]
+            return 0.0, float(t) / m
+        if self.epochs_done and self._sel_t0 is not None and self._last_done is not None:
+            return 0.0, (self._last_done - self._sel_t0) / self.epochs_done
+        return 0.0, 0.0
+
+    def _reserve(self, epochs: int, c: float) -> float:
+        return self.final_ratio * int(epochs) * c if self.reserve_final else 0.0
+
+    def stage_epochs(self, done: int, limit: int, later: int = 0) -> int:
+        """The epochs of the next barrier stage of a validation training that has run ``done``
+        epochs (at most ``limit``; 0: stop). The first stage of the selection runs one epoch (its
+        cost is not known yet); then the most epochs ``m`` with ``o + c m`` (and, with
+        :attr:`reserve_final`, the final training of ``done + m`` epochs) within what is left.
+        ``later``: validation trainings still to run after this one, each assumed as long as this
+        one (``done + m`` epochs)."""
+        self.staged = True
+        self.close_stage()
+        now = self.clock()
+        if limit <= 0:
+            return 0
+        if not self.stages:
+            m = 1
+        else:
+            o, c = self.costs()
+            left = self.seconds - (now - self.t0)
+            m = 0
+            while m < limit and (o * (1 + later) + c * (m + 1 + later * (done + m + 1))
+                                 + self._reserve(done + m + 1, c) <= left):
+                m += 1
+            if m == 0:
+                if done == 0:  # a validation training runs at least one epoch
+                    m = 1
+                else:
+                    self.cut = True
+                    return 0
+        self._stage = (m, now)
+        return m
+
+    def close_stage(self) -> None:
+        """The running barrier stage ended (at its last scored epoch): its time joins :attr:`stages`."""
+        if self._stage is not None:
+            m, start = self._stage
+            end = self._last_done if self._last_done is not None and self._last_done >= start else self.clock()
+            self.stages.append((m, end - start))
+            self._stage = None
+
+    def another_epoch(self, done: int, later: int = 0) -> bool:
+        """Whether a validation training that has run ``done`` epochs may run one more (engines without
+        stages): the epoch, ``later`` trainings as long, and the final training's reserve fit."""
+        _, c = self.costs()
+        ok = c * (1 + later * (done + 1)) + self._reserve(done + 1, c) <= self.left()
+        if not ok:
+            self.cut = True
+        return ok
+
+    def final_estimate(self, epochs: int) -> float:
+        """Seconds the final training of ``epochs`` epochs on every document is estimated to take."""
+        o, c = self.costs()
+        return o + self.final_ratio * int(epochs) * c
+
+    def final_fits(self, epochs: int) -> bool:
+        return self.final_estimate(epochs) <= self.left()
+
+    def summary(self) -> dict[str, Any]:
+        o, c = self.costs()
+        return {"seconds": self.seconds, "elapsed": round(self.seconds - self.left(), 2),
+                "selection_epoch_seconds": round(c, 2), "stage_startup_seconds": round(o, 2),
+                "stages": [[m, round(t, 2)] for m, t in self.stages], "cut_selection": self.cut}

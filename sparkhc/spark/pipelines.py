@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from sparkhc import fsio
 from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
 from sparkhc.config import Config
+from sparkhc.epochs import TimeBudget
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.features import (
     CORPUS_FILE,
@@ -467,6 +468,8 @@ def train(
     from sparkhc.spark.session import active, startup_seconds
 
     t0 = time.perf_counter()
+    # train.time_budget counts from the start of the job (reading the rows included)
+    budget = TimeBudget(cfg.train.time_budget) if cfg.train.time_budget > 0 else None
     if _exists(out) and not overwrite:
         raise ModelError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
     selection = Selection(split, fold, exclude_fold)
@@ -538,7 +541,7 @@ def train(
         warm_start=warm_start is not None,
         checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                         "warm_start": str(warm_start) if warm_start is not None else None},
-        fault_hook=fault_hook, rows=rows, plan=plan,
+        fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
     )
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,

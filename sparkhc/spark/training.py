@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.batch import NODE_SCORES, SparseBatch
 from sparkhc.config import TrainConfig
+from sparkhc.epochs import TimeBudget
 from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState, TrainingStrategy
 from sparkhc.spark.plan import TrainingPlan, plan_training
@@ -211,6 +212,7 @@ def fit_model(
     fault_hook: Callable[[int, int], None] | None = None,
     rows: SparseBatch | None = None,
     plan: TrainingPlan | None = None,
+    budget: TimeBudget | None = None,
 ) -> TrainingResult:
     """Train ``model`` on the feature rows ``df`` the way the model declares.
 
@@ -226,8 +228,15 @@ def fit_model(
     ``plan``: where and how (:func:`sparkhc.spark.plan.plan_training`; made here when not given,
     from ``train``, the model and whether ``rows`` were read), logged in one line and returned in
     the result.
+
+    ``train.time_budget`` > 0 (or ``budget``, started by the caller, e.g. when the job began): the
+    epoch selection stops where its next epoch would not fit (:class:`sparkhc.epochs.TimeBudget`), and
+    with one validation band the final training on every document runs only when its estimate fits
+    in what is left; otherwise the band's model at the chosen epoch is the model (as ``train.refit =
+    false``), recorded in ``training.epoch_selection.time_budget``. Only an epoch selection can be
+    planned: with a fixed ``train.epochs`` (or a model not trained by mixing) a budget is refused.
     """
-    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
+    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, TimeBudget, inner_folds
     from sparkhc.spark.mixing.selection import select_epochs
     from sparkhc.spark.mixing.settings import MixingSettings
 
@@ -263,6 +272,14 @@ def fit_model(
     if c_auto and not (select and cap > 1):  # a fixed number of epochs: no selection
         model.params["C"], c_auto = c_middle, False
         log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", c_middle)
+    if budget is None and float(train.time_budget) > 0:
+        budget = TimeBudget(float(train.time_budget))
+    if budget is not None and not (select and cap > 1):
+        raise ModelError(f"train.time_budget = {budget.seconds:g} s plans an epoch selection (train.epochs = 0, or "
+                         f"train.select_epochs with train.epochs > 1); {model.name!r} trains "
+                         + ("one pass" if model.single_pass else f"{strategy!r}" if strategy != "mixing" else
+                            "a warm start" if warm_start else f"a fixed {int(train.epochs)} epochs")
+                         + " here, which it cannot cut to fit: set train.time_budget = 0")
     if select and cap > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
@@ -290,7 +307,8 @@ def fit_model(
             MixingSettings.from_train(train, cap, with_counts=model.needs_counts),
             fraction=train.validation_fraction, patience=train.patience, rows=sel_rows, folds=folds,
             c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle,
-            band_states=band_states if train.calibrate != "off" or not train.refit else None)
+            band_states=band_states if train.calibrate != "off" or not train.refit or budget is not None else None,
+            budget=budget)
         epochs = int(epoch_selection["epochs"])
         if c_skipped:
             epoch_selection["C_search_skipped"] = c_skipped
@@ -332,7 +350,19 @@ def fit_model(
             MixingSettings.from_train(train, epochs, with_counts=model.needs_counts), mode=train.calibrate,
             folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=train.calibration_documents,
             band_states=band_states)
-    if band_states and not train.refit:  # one band: its model at the chosen epoch is the model
+    refit = bool(train.refit)
+    if budget is not None and epoch_selection is not None:
+        info = epoch_selection["time_budget"] = budget.summary()
+        if refit and band_states:  # one band: train again only when it fits in what is left
+            est, left = budget.final_estimate(epochs), budget.left()
+            info["final_training_estimate"], info["left"] = round(est, 2), round(left, 2)
+            if est > left:
+                refit = False
+                info["refit_skipped"] = (f"the final training of {epochs} epochs on every document (estimated "
+                                         f"{est:.0f} s) does not fit in the {max(left, 0.0):.0f} s left")
+                log.warning("train.time_budget: %s; the selection's model at epoch %d (trained without the "
+                            "validation band) is the model", info["refit_skipped"], epochs)
+    if band_states and not refit:  # one band: its model at the chosen epoch is the model
         assert epoch_selection is not None
         model.set_state(band_states[0])
         if calib is not None and calib.applied:

@@ -366,3 +366,68 @@ def test_refit_false_ships_the_selections_model(spark, rcv1, tmp_path, execution
         np.testing.assert_array_equal(np.asarray(got.get_state().arrays[k]), np.asarray(v), err_msg=k)
     refit = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "r", split=None, exclude_fold=0)
     assert refit["documents"] == len(part) and refit["weights_hash"] != info["weights_hash"]
+
+
+def _ten_seconds_an_epoch(monkeypatch):
+    """The budget's clock: 10 s for every selection epoch trained and scored, nothing else."""
+    import sparkhc.epochs as ep
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(ep, "_monotonic", lambda: clock["t"])
+    done = ep.TimeBudget.epoch_done
+
+    def epoch_done(self):
+        clock["t"] += 10.0
+        done(self)
+
+    monkeypatch.setattr(ep.TimeBudget, "epoch_done", epoch_done)
+
+
+@pytest.mark.parametrize("execution", ["driver", "spark"])
+def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tmp_path, monkeypatch, execution):
+    """``train.time_budget``: on a clock where a selection epoch costs 10 s and nothing else costs
+    anything, a budget of 55 s ends the selection after 5 epochs (driver engine: epoch 6 does not
+    fit in the 5 s left; barrier mixing: a first stage of one epoch, then 4 in the 45 s left, then
+    none), the final training (> 5 s) does not fit, so the band's model is the model: the weights a
+    selection capped at 5 epochs with ``train.refit = false`` gives. A budget that ends nothing gives
+    the weights of no budget; a fixed number of epochs refuses a budget, naming it."""
+    from sparkhc.errors import ModelError
+
+    _ten_seconds_an_epoch(monkeypatch)
+    sets = [f"train.execution={execution}", "train.max_epochs=8", "train.patience=0", "train.shards=2",
+            "train.validation_folds=1", "train.calibrate=off", "model.global.C=0.3"]
+    cut = pipelines.train(spark, load_config(overrides=[*sets, "train.time_budget=55"]), rcv1, tmp_path / "cut",
+                          split=None, exclude_fold=0)
+    sel = _epoch_selection(tmp_path / "cut")
+    tb = sel["time_budget"]
+    assert sel["epochs_run"] == 5 and tb["cut_selection"] and sel["refit"] is False and "refit_skipped" in tb
+    assert tb["selection_epoch_seconds"] == 10.0
+    if execution == "spark":
+        assert tb["stages"] == [[1, 10.0], [4, 40.0]]
+    capped = pipelines.train(spark, load_config(overrides=[*sets, "train.max_epochs=5", "train.refit=false"]), rcv1,
+                             tmp_path / "capped", split=None, exclude_fold=0)
+    assert cut["weights_hash"] == capped["weights_hash"]
+    monkeypatch.undo()
+    free = pipelines.train(spark, load_config(overrides=[*sets, "train.time_budget=100000"]), rcv1, tmp_path / "free",
+                           split=None, exclude_fold=0)
+    plain = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "plain", split=None, exclude_fold=0)
+    assert free["weights_hash"] == plain["weights_hash"] != cut["weights_hash"]
+    assert not _epoch_selection(tmp_path / "free")["time_budget"]["cut_selection"]
+    with pytest.raises(ModelError, match="train.time_budget = 10 s plans an epoch selection"):
+        pipelines.train(spark, load_config(overrides=[*sets, "train.epochs=3", "train.time_budget=10"]), rcv1,
+                        tmp_path / "fixed", split=None, exclude_fold=0)
+
+
+def test_time_budget_with_several_bands_leaves_room_for_the_final_training(spark, rcv1, tmp_path, monkeypatch):
+    """Two validation bands (their models are not kept): each band stops where its next epoch, the
+    later band's training as long and the final training would not fit (hand-computed in
+    tests/unit/test_time_budget.py: budget 120 s, 10 s an epoch: 3 and 4 epochs), and the final
+    training on every document runs."""
+    _ten_seconds_an_epoch(monkeypatch)
+    sets = ["train.execution=driver", "train.max_epochs=8", "train.patience=0", "train.shards=2",
+            "train.validation_folds=2", "train.calibrate=off", "model.global.C=0.3", "train.time_budget=120"]
+    info = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "m", split=None, exclude_fold=0)
+    sel = _epoch_selection(tmp_path / "m")
+    assert sel["fold_epochs_run"] == [3, 4] and sel["time_budget"]["cut_selection"]
+    assert "refit_skipped" not in sel["time_budget"] and sel.get("refit") is None
+    assert info["documents"] == 1852 and sel["epochs"] <= 4

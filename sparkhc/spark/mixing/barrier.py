@@ -54,6 +54,11 @@ class BarrierEngine(Engine):
         while e0 < epochs:
             chunked = settings.stop_chunk > 0 and hooks.on_epoch_state is not None
             e1 = min(epochs, e0 + int(settings.stop_chunk)) if chunked else epochs
+            if hooks.stage_epochs is not None:  # a time budget: the stage's length, 0 = stop
+                m = int(hooks.stage_epochs(e0, e1 - e0))
+                if m <= 0:
+                    break
+                e1 = min(e1, e0 + m)
             if self._stage(settings, model, e0, e1, hooks):
                 break
             e0 = e1

@@ -5,6 +5,7 @@ the same documents)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkhc.batch import DOC_ID, SparseBatch
+from sparkhc.epochs import TimeBudget
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import validation_bands, validation_cut, validation_ids
 from sparkhc.spark.mixing.settings import MixingSettings
@@ -49,6 +51,7 @@ def select_epochs(
     c_grid: Sequence[float] | None = None,
     c_default: float | None = None,
     band_states: list[ModelState] | None = None,
+    budget: TimeBudget | None = None,
 ) -> dict[str, Any]:
     """The number of epochs (and, with ``c_grid``, the PA aggressiveness C) chosen on validation
     data carved out of the training documents (``features`` on Spark, or ``rows`` read in the
@@ -89,7 +92,13 @@ def select_epochs(
     It is the model a training of the chosen epochs on the same documents gives, bit for bit (the
     mixing's order depends on the seed and the epoch only, not on the number of epochs), so
     :func:`sparkhc.spark.calibrate.cross_fit_offsets` scores the band with it instead of training it
-    again. With several bands the list is left empty."""
+    again. With several bands the list is left empty.
+
+    ``budget`` (``train.time_budget``, :class:`sparkhc.epochs.TimeBudget`): the validation trainings
+    stop where the next epoch (or barrier stage) would not fit in it, leaving room for the final
+    training when no band's model is kept (several bands); the output then has ``"time_budget"``
+    (:meth:`TimeBudget.summary`) and, when the budget ended a curve before its stopping rule did, a
+    warning says so. A budget that ends nothing changes nothing: the same epochs, the same states."""
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.epochs import (
         JACKKNIFE_GROUPS,
@@ -142,6 +151,9 @@ def select_epochs(
     curves: list[PooledCurve] = []
     fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
     c_j = list(c_grid).index(c_default) if c_grid is not None and c_default is not None else None
+    if budget is not None:  # one band with its model kept: no room to leave for the final training
+        budget.start_selection(1.0 / (1.0 - float(fraction)),
+                               reserve_final=not (folds == 1 and band_states is not None))
     for ci, cand in enumerate(cands):
         keep = keeps[ci]
         window: list[np.ndarray] = []
@@ -155,11 +167,13 @@ def select_epochs(
             stopper = EarlyStopping(int(patience))
             stoppers.append(stopper)
 
+            later = (len(cands) - 1 - ci) * folds + (folds - 1 - band)  # validation trainings after this one
             tag = "".join(f"{k}={v:g} " for k, v in cand.items()) + (f"fold {band + 1}/{folds}, " if folds > 1 else "")
 
             def score(epoch: int, state: ModelState, probe: Any = probe, gold: Any = gold, val: SparseBatch = val,
                       stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag,
-                      keep: list[ModelState] | None = keep, window: list[np.ndarray] = window, ci: int = ci) -> bool:
+                      keep: list[ModelState] | None = keep, window: list[np.ndarray] = window, ci: int = ci,
+                      later: int = later) -> bool:
                 probe.set_state(state)
                 counts = MetricCounts(tax)
                 pred = leaf_matrix(probe.decode(val, return_scores=False)[0], tax)
@@ -175,13 +189,25 @@ def select_epochs(
                         keep[:] = [state.copy()]
                     if groups is not None:
                         snaps[ci] = list(window)
+                cut = False
+                if budget is not None:  # this epoch's cost ends here; does another fit?
+                    budget.epoch_done()
+                    if not stop and not budget.staged and not budget.another_epoch(epoch + 1, later):
+                        stop = cut = True
                 log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
-                         f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
+                         "; stopping: the next epoch does not fit in train.time_budget" if cut
+                         else f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
                 return stop
 
+            plan_stage = None
+            if budget is not None:
+                plan_stage = functools.partial(budget.stage_epochs, later=later)
             fresh = cls(tax, model.n_features, **params)
             train_ipm(spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows,
-                      stop_chunk=int(patience))  # barrier mixing: stages of `patience` epochs
+                      stop_chunk=int(patience),  # barrier mixing: stages of `patience` epochs
+                      stage_epochs=plan_stage)
+            if budget is not None:
+                budget.close_stage()
             pooled.end_fold()
         curves.append(pooled)
         fold_stoppers.append(stoppers)
@@ -219,6 +245,11 @@ def select_epochs(
     stoppers = fold_stoppers[i]
     # the cap cut a curve that its stopping rule had not stopped: the score may still have been rising
     capped = int(patience) > 0 and any(len(s.curve) >= max_epochs and not s.should_stop() for s in stoppers)
+    cut = budget is not None and budget.cut
+    if cut:
+        log.warning("select_epochs: train.time_budget (%g s) ended the validation training before its stopping rule "
+                    "(best at epoch %d of %d run): more epochs may score higher; a larger budget trains them",
+                    budget.seconds if budget is not None else 0.0, epochs, max(curves[i].epochs_run))
     if capped:
         log.warning("select_epochs: the validation training reached train.max_epochs = %d before its stopping rule "
                     "(%d epochs without a better score) ended it; best at epoch %d: more epochs may score higher, "
@@ -227,6 +258,8 @@ def select_epochs(
                "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
                "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers),
                "reached_max_epochs": capped}
+    if budget is not None:
+        summary["time_budget"] = budget.summary()
     if folds > 1:
         sm = EarlyStopping(0)
         for v in scores[i]:

@@ -66,11 +66,15 @@ class Hooks:
     """Callbacks of one mixing training. ``progress(info)``: each epoch's record on the driver, in
     order; ``on_epoch_state(epoch, state)``: the mixed state after each epoch on the driver, True
     to stop after it (an early stop); ``fault_hook(shard, epoch)``: called in the task after each
-    shard-local epoch (fault injection in tests; pickled to the tasks)."""
+    shard-local epoch (fault injection in tests; pickled to the tasks); ``stage_epochs(done,
+    limit)``: barrier mixing asks it, before each stage, how many epochs that stage runs (at most
+    ``limit``, the stage ``stop_chunk`` and the epochs give; 0 ends the training: a time budget,
+    :meth:`sparkhc.epochs.TimeBudget.stage_epochs`)."""
 
     progress: Callable[[dict[str, Any]], None] | None = None
     on_epoch_state: Callable[[int, ModelState], bool | None] | None = None
     fault_hook: Callable[[int, int], None] | None = None
+    stage_epochs: Callable[[int, int], int] | None = None
 
 
 def resolve_shards(spark: SessionLike, shards: int) -> int:

@@ -36,6 +36,7 @@ def train_ipm(
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_epoch_state: Callable[[int, ModelState], bool | None] | None = None,
     fault_hook: Callable[[int, int], None] | None = None,
+    stage_epochs: Callable[[int, int], int] | None = None,
     **fields: Any,
 ) -> HierModel:
     """Train ``model`` by iterative parameter mixing over ``settings.shards`` shards.
@@ -53,7 +54,7 @@ def train_ipm(
     :class:`~sparkhc.spark.mixing.checkpoints.Checkpoint`). With ``settings.warm_start`` training
     continues from the model's current state (refreshing a saved model with new documents).
 
-    ``progress``, ``on_epoch_state``, ``fault_hook``: :class:`Hooks`. ``on_epoch_state(epoch,
+    ``progress``, ``on_epoch_state``, ``fault_hook``, ``stage_epochs``: :class:`Hooks`. ``on_epoch_state(epoch,
     state)`` is called on the driver with the mixed state after every epoch, in order (barrier
     mixing: after the stage, which then keeps every epoch's state in the exchange directory); when
     it returns True the training stops after that epoch (an early stop; barrier mixing has run the
@@ -78,7 +79,7 @@ def train_ipm(
     if start_epoch >= settings.epochs:
         return model
     engine = engine_for(spark, features, rows, model, settings)
-    engine.run(settings, model, start_epoch, Hooks(progress, on_epoch_state, fault_hook))
+    engine.run(settings, model, start_epoch, Hooks(progress, on_epoch_state, fault_hook, stage_epochs))
     return model
 
 

@@ -390,6 +390,6 @@ class TimeBudget:
 
     def summary(self) -> dict[str, Any]:
         o, c = self.costs()
-        return {"seconds": self.seconds, "elapsed": round(self.seconds - self.left(), 2),
+        return {"seconds": self.seconds, "elapsed": round(self.seconds - self.left(), 2),  # since the start
                 "selection_epoch_seconds": round(c, 2), "stage_startup_seconds": round(o, 2),
                 "stages": [[m, round(t, 2)] for m, t in self.stages], "cut_selection": self.cut}

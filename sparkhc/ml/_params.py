@@ -87,7 +87,7 @@ TRAIN_PARAMS: dict[str, str] = {
     "model": "model", "epochs": "epochs", "shards": "shards", "seed": "seed", "calibrate": "calibrate",
     "calibrationFolds": "calibration_folds", "calibrationDocuments": "calibration_documents",
     "maxEpochs": "max_epochs", "patience": "patience", "validationFolds": "validation_folds", "refit": "refit",
-    "cSearch": "c_search",
+    "cSearch": "c_search", "timeBudget": "time_budget",
 }
 
 
@@ -306,6 +306,10 @@ class HasTrainingParams(CheckedParams):
         Params._dummy(), "cSearch", "C = 'auto' with one validation band (train.c_search): 'folds' (C = 0.3 there) "
         "or 'always' (the grid searched on the band, the jackknife's standard error deciding)",
         typeConverter=TypeConverters.toString)
+    timeBudget: Param[float] = Param(
+        Params._dummy(), "timeBudget", "seconds the fit may take (train.time_budget), >= 0: 0 = none; the epoch "
+        "selection stops where its next epoch would not fit, the final training runs only if it fits",
+        typeConverter=TypeConverters.toFloat)
     C: Param[float] = Param(Params._dummy(), "C", "aggressiveness / regularisation C of the models that have it, > 0 "
                             "(unset = the model's configured default)", typeConverter=TypeConverters.toFloat)
     modelParams: Param[Any] = Param(
@@ -337,6 +341,8 @@ class HasTrainingParams(CheckedParams):
         "validationFolds": int_at_least(0, " (0 = automatic)"),
         "refit": ((lambda v: isinstance(v, bool)), "a bool"),
         "cSearch": one_of("folds", "always"),
+        "timeBudget": ((lambda v: isinstance(v, float) and math.isfinite(v) and v >= 0),
+                       "a finite float >= 0 (0 = no budget)"),
         "C": ((lambda v: isinstance(v, float) and math.isfinite(v) and v > 0), "a finite float > 0"),
         "handleInvalid": one_of("error", "drop"),
     }
@@ -380,6 +386,9 @@ class HasTrainingParams(CheckedParams):
 
     def getCSearch(self) -> str:
         return self.getOrDefault(self.cSearch)
+
+    def getTimeBudget(self) -> float:
+        return self.getOrDefault(self.timeBudget)
 
     def getC(self) -> float | None:
         """The Param C (``None`` when unset: the model's configured default applies)."""

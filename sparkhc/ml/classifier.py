@@ -121,6 +121,9 @@ class HierarchicalClassifier(Estimator, HasSparkhcColumns, HasTrainingParams, De
     def setCSearch(self, value: str) -> HierarchicalClassifier:
         return self._set(cSearch=value)
 
+    def setTimeBudget(self, value: float) -> HierarchicalClassifier:
+        return self._set(timeBudget=value)
+
     def setC(self, value: float) -> HierarchicalClassifier:
         return self._set(C=value)
 

@@ -345,14 +345,31 @@ def fit_model(
         bands = None if epoch_selection is None else (int(epoch_selection["folds"]),
                                                        float(epoch_selection["fraction"]))
         cal_rows = rows if bands is None else sel_rows
+        documents = int(train.calibration_documents)
+        if budget is not None and epoch_selection is not None and bands is not None:
+            from sparkhc.spark.calibrate import more_bands
+
+            # the bands scored when the offsets pay: one training each of the chosen epochs (estimated
+            # at the selection's cost an epoch); not when they would not fit in the budget left
+            extra = more_bands(bands[0], int(epoch_selection["validation_documents"]), documents, bands[1])
+            est = extra * epochs * budget.costs()[1]
+            if extra and est > budget.left():
+                epoch_selection["time_budget"]["calibration_documents_skipped"] = (
+                    f"{extra} more validation band(s) for train.calibration_documents = {documents} "
+                    f"(estimated {est:.0f} s) do not fit in the {max(budget.left(), 0.0):.0f} s left")
+                log.info("train.time_budget: %s; the offsets are judged on the selection's bands only",
+                         epoch_selection["time_budget"]["calibration_documents_skipped"])
+                documents = 0
         calib = cross_fit_offsets(
             spark if cal_rows is not None else active(spark), df, model,
             MixingSettings.from_train(train, epochs, with_counts=model.needs_counts), mode=train.calibrate,
-            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=train.calibration_documents,
+            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=documents,
             band_states=band_states)
     refit = bool(train.refit)
     if budget is not None and epoch_selection is not None:
-        info = epoch_selection["time_budget"] = budget.summary()
+        info = epoch_selection["time_budget"]
+        info.update({k: v for k, v in budget.summary().items() if k != "elapsed"})  # "elapsed": the selection's end
+        info["elapsed_before_final_training"] = round(budget.seconds - budget.left(), 2)
         if refit and band_states:  # one band: train again only when it fits in what is left
             est, left = budget.final_estimate(epochs), budget.left()
             info["final_training_estimate"], info["left"] = round(est, 2), round(left, 2)

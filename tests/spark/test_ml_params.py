@@ -12,7 +12,7 @@ import pytest
 from pyspark.ml.linalg import Vectors, VectorUDT
 from pyspark.sql import types as T
 
-from sparkhc.errors import ConfigError, ParamError
+from sparkhc.errors import ConfigError, ModelError, ParamError
 from sparkhc.ml import (
     CrossValidator,
     HierarchicalClassificationModel,
@@ -48,6 +48,7 @@ CLASSIFIER_VALUES = [
     ("validationFolds", 2, 2),
     ("refit", False, False),
     ("cSearch", "always", "always"),
+    ("timeBudget", 600.0, 600.0),
     ("C", 0.5, 0.5),
     ("modelParams", {"bias": 0.5}, {"bias": 0.5}),  # a parameter of global and tree
     ("handleInvalid", "drop", "drop"),
@@ -354,6 +355,7 @@ def test_estimator_defaults_are_the_cli_defaults():
     assert est.getOrDefault(est.validationFolds) == train.validation_folds
     assert est.getOrDefault(est.refit) is train.refit is True
     assert est.getOrDefault(est.cSearch) == train.c_search == "folds"
+    assert est.getOrDefault(est.timeBudget) == train.time_budget == 0.0
     assert est.getOrDefault(est.epochs) == train.epochs
     assert est.getOrDefault(est.shards) == train.shards
     assert est.getOrDefault(est.seed) == train.seed
@@ -361,10 +363,11 @@ def test_estimator_defaults_are_the_cli_defaults():
 
 
 def test_selection_params_reach_the_training(spark):
-    """maxEpochs, patience, validationFolds, refit and cSearch are the CLI's train.max_epochs /
-    patience / validation_folds / refit / c_search: a selection of at most 2 epochs with a wait of
-    5 is cut by the cap (and says so), one band searches C = "auto" with the jackknife, and refit
-    false keeps the selection's model (trained without the band)."""
+    """maxEpochs, patience, validationFolds, refit, cSearch and timeBudget are the CLI's
+    train.max_epochs / patience / validation_folds / refit / c_search / time_budget: a selection of
+    at most 2 epochs with a wait of 5 is cut by the cap (and says so), one band searches C = "auto"
+    with the jackknife, refit false keeps the selection's model (trained without the band), a
+    budget is recorded, and refused with fixed epochs."""
     df = spark.createDataFrame(_rows(120), SCHEMA)
     clf = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=0, shards=2, calibrate="off",
                                  maxEpochs=2, patience=5, validationFolds=1, refit=False, cSearch="always")
@@ -373,6 +376,9 @@ def test_selection_params_reach_the_training(spark):
     assert sel["patience"] == 5 and sel["folds"] == 1 and sel["refit"] is False
     assert sel["C_grid"] == [0.1, 0.3, 1.0] and sel["C_gain_se"] == "jackknife over the band's documents"
     plain = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=0, shards=2, calibrate="off",
-                                   maxEpochs=2, patience=5, validationFolds=1).fit(df)
+                                   maxEpochs=2, patience=5, validationFolds=1, timeBudget=1e6).fit(df)
     sel = plain.metadata["training"]["epoch_selection"]
     assert "C_grid" not in sel and "train.c_search = always" in sel["C_search_skipped"] and "refit" not in sel
+    assert sel["time_budget"]["seconds"] == 1e6 and sel["time_budget"]["cut_selection"] is False
+    with pytest.raises(ModelError, match="train.time_budget = 60 s plans an epoch selection"):
+        HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=3, timeBudget=60.0).fit(df)

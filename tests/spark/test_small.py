@@ -431,3 +431,17 @@ def test_time_budget_with_several_bands_leaves_room_for_the_final_training(spark
     assert sel["fold_epochs_run"] == [3, 4] and sel["time_budget"]["cut_selection"]
     assert "refit_skipped" not in sel["time_budget"] and sel.get("refit") is None
     assert info["documents"] == 1852 and sel["epochs"] <= 4
+
+
+def test_time_budget_skips_the_calibration_bands_that_do_not_fit(spark, rcv1, tmp_path, monkeypatch):
+    """With one band of ~185 documents, ``train.calibration_documents = 5000`` would score 9 more
+    bands (one training of the chosen epochs each, 10 s an epoch here) when the offsets pay: with
+    15 s left that cannot fit, so the offsets are judged on the selection's band only, and the
+    metadata says so."""
+    _ten_seconds_an_epoch(monkeypatch)
+    sets = ["train.execution=driver", "train.max_epochs=4", "train.patience=0", "train.shards=2",
+            "train.validation_folds=1", "train.calibrate=auto", "model.global.C=0.3", "train.time_budget=55"]
+    pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "m", split=None, exclude_fold=0)
+    tb = _epoch_selection(tmp_path / "m")["time_budget"]
+    assert tb["calibration_documents_skipped"].startswith("9 more validation band(s)") and not tb["cut_selection"]
+    assert tb["elapsed_before_final_training"] == 40.0

@@ -148,7 +148,7 @@ def test_api_md_param_defaults_are_the_params_defaults(heading: str) -> None:
 PARAM_TRAIN_KEYS = {"model": "model", "epochs": "epochs", "shards": "shards", "seed": "seed", "calibrate": "calibrate",
                     "calibrationFolds": "calibration_folds", "calibrationDocuments": "calibration_documents",
                     "maxEpochs": "max_epochs", "patience": "patience", "validationFolds": "validation_folds",
-                    "refit": "refit", "cSearch": "c_search"}
+                    "refit": "refit", "cSearch": "c_search", "timeBudget": "time_budget"}
 
 
 def test_api_md_training_param_defaults_are_the_toml_train_section() -> None:

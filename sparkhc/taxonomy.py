@@ -63,6 +63,7 @@ class Taxonomy:
         "_index",
         "_anc",
         "_leaves",
+        "_is_leaf",
         "_source",
     )
 
@@ -91,6 +92,7 @@ class Taxonomy:
         self._index = {name: i for i, name in enumerate(self.names)}
         self._anc: sp.csr_matrix | None = None
         self._leaves: np.ndarray | None = None
+        self._is_leaf: np.ndarray | None = None
         self._source = source
 
     # ------------------------------------------------------------------ construction
@@ -328,7 +330,13 @@ class Taxonomy:
 
     @property
     def is_leaf(self) -> np.ndarray:
-        return np.array([len(k) == 0 for k in self.children], dtype=bool)
+        """Per node: it has no children (computed once, read-only: :meth:`to_leaf_set` asks for every
+        distinct label list, and a MeSH-sized tree made that 5 ms a call)."""
+        if self._is_leaf is None:
+            a = np.array([len(k) == 0 for k in self.children], dtype=bool)
+            a.setflags(write=False)
+            self._is_leaf = a
+        return self._is_leaf
 
     @property
     def leaves(self) -> np.ndarray:

@@ -383,27 +383,28 @@ def _ten_seconds_an_epoch(monkeypatch):
     monkeypatch.setattr(ep.TimeBudget, "epoch_done", epoch_done)
 
 
-@pytest.mark.parametrize("execution", ["driver", "spark"])
-def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tmp_path, monkeypatch, execution):
+@pytest.mark.parametrize("execution,mixing", [("driver", "auto"), ("spark", "barrier"), ("spark", "jobs")])
+def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tmp_path, monkeypatch, execution,
+                                                                 mixing):
     """``train.time_budget``: on a clock where a selection epoch costs 10 s and nothing else costs
     anything, a budget of 55 s ends the selection after 5 epochs (driver engine: epoch 6 does not
     fit in the 5 s left; barrier mixing: a first stage of one epoch, then 4 in the 45 s left, then
-    none), the final training (> 5 s) does not fit, so the band's model is the model: the weights a
+    none; the jobs engine asks after every epoch, as the driver), the final training (> 5 s) does
+    not fit, so the band's model is the model: the weights a
     selection capped at 5 epochs with ``train.refit = false`` gives. A budget that ends nothing gives
     the weights of no budget; a fixed number of epochs refuses a budget, naming it."""
     from sparkhc.errors import ModelError
 
     _ten_seconds_an_epoch(monkeypatch)
-    sets = [f"train.execution={execution}", "train.max_epochs=8", "train.patience=0", "train.shards=2",
-            "train.validation_folds=1", "train.calibrate=off", "model.global.C=0.3"]
+    sets = [f"train.execution={execution}", f"train.mixing={mixing}", "train.max_epochs=8", "train.patience=0",
+            "train.shards=2", "train.validation_folds=1", "train.calibrate=off", "model.global.C=0.3"]
     cut = pipelines.train(spark, load_config(overrides=[*sets, "train.time_budget=55"]), rcv1, tmp_path / "cut",
                           split=None, exclude_fold=0)
     sel = _epoch_selection(tmp_path / "cut")
     tb = sel["time_budget"]
     assert sel["epochs_run"] == 5 and tb["cut_selection"] and sel["refit"] is False and "refit_skipped" in tb
     assert tb["selection_epoch_seconds"] == 10.0
-    if execution == "spark":
-        assert tb["stages"] == [[1, 10.0], [4, 40.0]]
+    assert tb["stages"] == ([[1, 10.0], [4, 40.0]] if mixing == "barrier" else [])
     capped = pipelines.train(spark, load_config(overrides=[*sets, "train.max_epochs=5", "train.refit=false"]), rcv1,
                              tmp_path / "capped", split=None, exclude_fold=0)
     assert cut["weights_hash"] == capped["weights_hash"]

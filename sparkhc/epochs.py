@@ -266,7 +266,7 @@ class TimeBudget:
     The epoch selection asks it how many epochs the next barrier stage may run
     (:meth:`stage_epochs`) or, on the engines without stages, whether one more epoch fits
     (:meth:`another_epoch`); the training then asks whether the final training of the chosen epochs
-    on every document fits in what is left (:meth:`final_fits`). Costs are measured on this training,
+    on every document fits in what is left (:meth:`final_estimate` against :meth:`left`). Costs are measured on this training,
     not assumed: a selection epoch costs its training and its validation scoring; a barrier stage of
     ``m`` epochs costs ``o + m c`` (``o``: its start-up, staging the shards and fresh Python workers),
     fitted by least squares on the stages so far (without the first stage, whose warm-up is one-off,
@@ -330,8 +330,14 @@ class TimeBudget:
             return 0.0, (self._last_done - self._sel_t0) / self.epochs_done
         return 0.0, 0.0
 
-    def _reserve(self, epochs: int, c: float) -> float:
-        return self.final_ratio * int(epochs) * c if self.reserve_final else 0.0
+    def _fits(self, done: int, m: int, later: int, o: float, c: float, left: float) -> bool:
+        """Whether ``m`` more epochs of a validation training that has run ``done`` fit in ``left``
+        seconds: ``o`` (a stage's start-up; 0 without stages) and ``m`` epochs, ``later`` trainings
+        as long (``done + m`` epochs each), and with :attr:`reserve_final` the final training of
+        ``done + m`` epochs."""
+        e = done + m
+        reserve = self.final_ratio * e * c if self.reserve_final else 0.0
+        return o * (1 + later) + c * (m + later * e) + reserve <= left
 
     def stage_epochs(self, done: int, limit: int, later: int = 0) -> int:
         """The epochs of the next barrier stage of a validation training that has run ``done``
@@ -351,8 +357,7 @@ class TimeBudget:
             o, c = self.costs()
             left = self.seconds - (now - self.t0)
             m = 0
-            while m < limit and (o * (1 + later) + c * (m + 1 + later * (done + m + 1))
-                                 + self._reserve(done + m + 1, c) <= left):
+            while m < limit and self._fits(done, m + 1, later, o, c, left):
                 m += 1
             if m == 0:
                 if done == 0:  # a validation training runs at least one epoch
@@ -375,7 +380,7 @@ class TimeBudget:
         """Whether a validation training that has run ``done`` epochs may run one more (engines without
         stages): the epoch, ``later`` trainings as long, and the final training's reserve fit."""
         _, c = self.costs()
-        ok = c * (1 + later * (done + 1)) + self._reserve(done + 1, c) <= self.left()
+        ok = self._fits(done, 1, later, 0.0, c, self.left())
         if not ok:
             self.cut = True
         return ok
@@ -384,9 +389,6 @@ class TimeBudget:
         """Seconds the final training of ``epochs`` epochs on every document is estimated to take."""
         o, c = self.costs()
         return o + self.final_ratio * int(epochs) * c
-
-    def final_fits(self, epochs: int) -> bool:
-        return self.final_estimate(epochs) <= self.left()
 
     def summary(self) -> dict[str, Any]:
         o, c = self.costs()

@@ -236,7 +236,7 @@ def fit_model(
     false``), recorded in ``training.epoch_selection.time_budget``. Only an epoch selection can be
     planned: with a fixed ``train.epochs`` (or a model not trained by mixing) a budget is refused.
     """
-    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, TimeBudget, inner_folds
+    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
     from sparkhc.spark.mixing.selection import select_epochs
     from sparkhc.spark.mixing.settings import MixingSettings
 

@@ -245,11 +245,10 @@ def select_epochs(
     stoppers = fold_stoppers[i]
     # the cap cut a curve that its stopping rule had not stopped: the score may still have been rising
     capped = int(patience) > 0 and any(len(s.curve) >= max_epochs and not s.should_stop() for s in stoppers)
-    cut = budget is not None and budget.cut
-    if cut:
+    if budget is not None and budget.cut:
         log.warning("select_epochs: train.time_budget (%g s) ended the validation training before its stopping rule "
                     "(best at epoch %d of %d run): more epochs may score higher; a larger budget trains them",
-                    budget.seconds if budget is not None else 0.0, epochs, max(curves[i].epochs_run))
+                    budget.seconds, epochs, max(curves[i].epochs_run))
     if capped:
         log.warning("select_epochs: the validation training reached train.max_epochs = %d before its stopping rule "
                     "(%d epochs without a better score) ended it; best at epoch %d: more epochs may score higher, "

@@ -106,6 +106,15 @@ class EarlyStopping:
         self.smoothed.append(float(sum(tail) / len(tail)))
         return self.should_stop()
 
+    def least_more(self, max_epochs: int) -> int:
+        """The fewest epochs this curve still runs (at most ``max_epochs`` in all): up to the wait
+        after the best so far, which only a new best lengthens. 0 once :meth:`should_stop`."""
+        done = len(self.curve)
+        if self.should_stop():
+            return 0
+        end = self.best + self.wait() if int(self.patience) > 0 else int(max_epochs)
+        return max(0, min(end, int(max_epochs)) - done)
+
     def summary(self) -> dict[str, Any]:
         return {"epochs": self.best, "epochs_run": len(self.curve), "patience": int(self.patience),
                 "patience_growth": float(self.growth), "window": int(self.window), "criterion": "+".join(CRITERION),
@@ -251,6 +260,27 @@ def prefer_default(gain: tuple[float, float]) -> bool:
     choice is made only where the protocol's noise is smaller than the difference it decides."""
     mean, se = gain
     return not mean > se
+
+
+def outlook(more: int, later: int, pace: float) -> str:
+    """The log's outlook of a running selection: ``more`` epochs at least in this validation
+    training (:meth:`EarlyStopping.least_more`), ``later`` validation trainings after it, ``pace``
+    seconds an epoch so far (training and scoring; stage start-ups included)."""
+    if more <= 0 and later <= 0:
+        return ""
+    text = f"at least {more} more epoch{'s' if more != 1 else ''} (~{_duration(more * pace)} at {pace:.1f} s an epoch)"
+    if later > 0:
+        text += f", then {later} more validation training{'s' if later != 1 else ''}"
+    return text
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a log: ``42 s``, ``17 min``, ``3.2 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _monotonic() -> float:

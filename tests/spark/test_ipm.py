@@ -385,6 +385,33 @@ def test_select_epochs_says_when_the_cap_cut_the_curve(spark, caplog):
     assert not every["reached_max_epochs"] and "max_epochs" not in caplog.text
 
 
+def test_select_epochs_logs_the_epochs_ahead(spark, caplog):
+    """Each scored epoch's line says the best so far and the fewest epochs the selection still runs
+    (:meth:`EarlyStopping.least_more`): patience 10 and a cap of 12, so after epoch 1 (best 1, wait 10)
+    at least 10 more, and never past the cap; two bands: the first band's lines count the second
+    band's training; the stopping epoch's line says why instead."""
+    import re
+
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
+
+    tax, table = _data(n=160, seed=5)
+    rows = SparseBatch.from_arrow(table, V)
+    with caplog.at_level("INFO", logger="sparkhc.spark.mixing.selection"):
+        out = select_epochs(spark, None, _model(tax, "global", branching=True), MixingSettings(12, shards=2, seed=4),
+                            fraction=0.25, patience=10, rows=rows, folds=2)
+    lines = [r.getMessage() for r in caplog.records if "validation hF" in r.getMessage()]
+    first = [x for x in lines if "fold 1/2" in x]
+    assert re.search(r"fold 1/2, epoch 1, .*; best 1, at least 10 more epochs \(~\d+ s at [0-9.]+ s an epoch\), "
+                     r"then 1 more validation training$", first[0]), first[0]
+    for x in lines:  # never more than the cap allows
+        m = re.search(r"epoch (\d+), .*at least (\d+) more", x)
+        if m:
+            assert int(m.group(1)) + int(m.group(2)) <= 12, x
+    second = [x for x in lines if "fold 2/2" in x]
+    assert "then" not in second[0] and out["epochs_run"] <= 12
+
+
 @pytest.mark.parametrize("grid,default,mixing", [((0.001, 1.0), 0.001, "driver"), ((0.3, 0.0003), 0.3, "driver"),
                                                  ((0.001, 1.0), 0.001, "barrier")])
 def test_select_epochs_searches_c_on_one_band_with_the_jackknife(spark, grid, default, mixing, tmp_path):

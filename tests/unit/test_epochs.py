@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkhc.epochs import CRITERION, PATIENCE_GROWTH, EarlyStopping, validation_score
+from sparkhc.epochs import CRITERION, PATIENCE_GROWTH, EarlyStopping, outlook, validation_score
 
 
 def test_stops_patience_epochs_after_the_first_best():
@@ -60,6 +60,35 @@ def test_the_wait_grows_with_the_best_epoch():
     # patience 0 still never stops, whatever the growth
     z = EarlyStopping(0, window=1)
     assert not any(z.add(v) for v in curve[:8] + (0.0,) * 20)
+
+
+def test_least_more_is_the_wait_left_after_the_best():
+    """Growth 0.5, patience 2, raw curve 0.1, 0.3, 0.2: best 2, wait max(2, 1) = 2, so it runs to
+    epoch 4 at least: 1 more. A new best at epoch 4 (0.4): wait 2 -> epoch 6, 2 more. Capped by
+    max_epochs (5 -> 1 more). Stopped: 0. Patience 0: every epoch to the cap."""
+    es = EarlyStopping(2, window=1, growth=0.5)
+    for v in (0.1, 0.3, 0.2):
+        es.add(v)
+    assert es.least_more(100) == 1
+    es.add(0.4)
+    assert (es.best, es.wait(), es.least_more(100), es.least_more(5)) == (4, 2, 2, 1)
+    assert [es.add(v) for v in (0.3, 0.3)] == [False, True] and es.least_more(100) == 0
+    z = EarlyStopping(0, window=1)
+    z.add(0.5)
+    assert z.least_more(7) == 6
+    # the product's patience: a best at epoch 18 waits max(10, 9) = 10 epochs
+    p = EarlyStopping(10, window=1)
+    for k in range(18):
+        p.add(k / 100)
+    assert p.least_more(100) == 10
+
+
+def test_outlook_text():
+    """What the selection's log line says of the epochs ahead (174 s an epoch: MeSH-sized)."""
+    assert outlook(10, 0, 174.0) == "at least 10 more epochs (~29 min at 174.0 s an epoch)"
+    assert outlook(1, 2, 3.0) == "at least 1 more epoch (~3 s at 3.0 s an epoch), then 2 more validation trainings"
+    assert outlook(45, 1, 174.0) == "at least 45 more epochs (~2.2 h at 174.0 s an epoch), then 1 more validation training"
+    assert outlook(0, 0, 10.0) == ""
 
 
 def test_bad_patience_and_empty_curve():

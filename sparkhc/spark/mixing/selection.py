@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,6 +108,7 @@ def select_epochs(
         PooledCurve,
         choose,
         jackknife_gain,
+        outlook,
         paired_gain,
         prefer_default,
         validation_score,
@@ -154,6 +156,8 @@ def select_epochs(
     if budget is not None:  # one band with its model kept: no room to leave for the final training
         budget.start_selection(1.0 / (1.0 - float(fraction)),
                                reserve_final=not (folds == 1 and band_states is not None))
+    clock = time.monotonic  # the log's outlook: seconds an epoch so far, over every validation training
+    t_sel, epochs_scored = clock(), [0]
     for ci, cand in enumerate(cands):
         keep = keeps[ci]
         window: list[np.ndarray] = []
@@ -194,9 +198,13 @@ def select_epochs(
                     budget.epoch_done()
                     if not stop and not budget.staged and not budget.another_epoch(epoch + 1, later):
                         stop = cut = True
+                epochs_scored[0] += 1
+                ahead = "" if stop else outlook(stopper.least_more(max_epochs), later,
+                                                (clock() - t_sel) / epochs_scored[0])
                 log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
                          "; stopping: the next epoch does not fit in train.time_budget" if cut
-                         else f"; stopping: no better score in {stopper.wait()} epochs" if stop else "")
+                         else f"; stopping: no better score in {stopper.wait()} epochs" if stop
+                         else f"; best {stopper.best}, {ahead}" if ahead else "")
                 return stop
 
             plan_stage = None

@@ -77,6 +77,27 @@ def test_dp_ties_take_the_first_best_child_and_the_smallest_k(reference):
         np.testing.assert_array_equal(got.selected, ref.selected)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dp_ties_at_the_last_pick_with_extra_offers(reference, seed, dtype):
+    """Branching DP on wide nodes whose offers take a few values only: many positive offers tie
+    with the last of the R + 1 picks, so which children are picks, which are the extra positive
+    offers summed beyond them (k > R + 1) and which are selected rest on the tie rule (value, then
+    id). Branching weights favouring k > R + 1 on some nodes and small k on others."""
+    rng = np.random.default_rng(100 + seed)
+    idx = tree_index(random_taxonomy(60, rng, wide=True))
+    S = rng.choice(np.array([-1.0, -0.5, 0.5, 1.0]), p=[0.4, 0.3, 0.2, 0.1], size=(40, idx.n_edges)).astype(dtype)
+    bf = rng.normal(scale=0.5, size=(idx.n_nodes + 1, 4)).astype(dtype)
+    bf[::2, 3] += 3.0  # every other node: the k > R + 1 branch pays; on the others it costs
+    bf[1::2, 3] -= 3.0
+    got = dp_solve(idx, S, bf=bf, R=3)
+    ref = reference(lambda: dp_solve(idx, S, bf=bf, R=3))
+    np.testing.assert_array_equal(got.selected, ref.selected)
+    np.testing.assert_array_equal(got.k, ref.k)
+    np.testing.assert_allclose(got.score, ref.score, rtol=1e-6, atol=1e-6)
+    assert (got.k > 4).any() and ((got.k > 0) & (got.k <= 4)).any()  # both branches were taken
+
+
 def make_batch(tax: Taxonomy, n_docs: int, n_features: int, rng: np.random.Generator, dtype=np.float32):
     leaves = [tax.names[i] for i in np.flatnonzero([len(k) == 0 for k in tax.children])]
     # leaf-specific words make the problem learnable, so that the weights grow over epochs

@@ -65,17 +65,38 @@ def _njit(fn: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------- DP
-def _dp_up(s, fc, nch, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
+def _inner_nodes(nch):  # type: ignore[no-untyped-def]
+    """The internal nodes (``nch > 0``) in ascending id order, the nodes :func:`_dp_up` visits."""
+    m = 0
+    for p in range(nch.shape[0]):
+        if nch[p] > 0:
+            m += 1
+    out = np.empty(m, dtype=np.int64)
+    m = 0
+    for p in range(nch.shape[0]):
+        if nch[p] > 0:
+            out[m] = p
+            m += 1
+    return out
+
+
+def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
     """Bottom-up DP of one document into ``sub``/``kk`` and ``chosen`` (``chosen[c]``: ``c`` is
     picked among its siblings when its parent is selected; every child of an internal node is set).
-    Arithmetic in the dtype of ``sub`` / ``zero``."""
+    Arithmetic in the dtype of ``sub`` / ``zero``. Only the internal nodes ``inner`` (ascending,
+    :func:`_inner_nodes`) are visited: ``sub`` and ``kk`` of a leaf are never written and must be 0
+    (the callers' zeroed arrays), and ``taken`` must be all False (it is again on return).
+
+    With branching features the offers beyond a node's top R + 1 enter only the option "more than
+    R children", through the sum of the positive ones. That sum is taken in child order (a second
+    pass) only when the option can win: its float64 bound (every positive offer counted once in
+    the first pass, less the picks') plus a rounding margin far above the float32 sum's error is
+    compared with the best of the other options first. So the choices and sums are those of the
+    plain two-pass DP, bit for bit."""
     nb = bf.shape[0] - 1
-    for p in range(n_nodes - 1, -1, -1):
+    for t in range(inner.shape[0] - 1, -1, -1):
+        p = inner[t]
         k = nch[p]
-        if k == 0:
-            sub[p] = zero
-            kk[p] = 0
-            continue
         lo = fc[p]
         hi = lo + k
         if not use_bf:
@@ -96,69 +117,98 @@ def _dp_up(s, fc, nch, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, pick
                 total += mx
                 chosen[arg] = True
             sub[p] = total
-        else:
-            # one pass: the top R + 1 offers (value desc, then id asc) by insertion into picks
-            npick = k if k < R + 1 else R + 1
-            m = 0
-            npos = 0  # positive offers: when all are among the picks, the extra sum is empty
-            for c in range(lo, hi):
-                o = s[c - 1] + sub[c]
-                off[c] = o
-                taken[c] = False
-                chosen[c] = False
-                if o > zero:
-                    npos += 1
-                if m < npick:
-                    q = m
-                    m += 1
-                elif o > off[picks[npick - 1]]:
-                    q = npick - 1
-                else:
-                    continue
+            continue
+        # one pass: the top R + 1 offers (value desc, then id asc) by insertion into picks, the
+        # count of positive offers and their float64 sum
+        npick = k if k < R + 1 else R + 1
+        npos = 0
+        pos = 0.0
+        for c in range(lo, lo + npick):
+            o = s[c - 1] + sub[c]
+            off[c] = o
+            chosen[c] = False
+            if o > zero:
+                npos += 1
+                pos += o
+            q = c - lo
+            while q > 0 and o > off[picks[q - 1]]:
+                picks[q] = picks[q - 1]
+                q -= 1
+            picks[q] = c
+        thr = off[picks[npick - 1]]
+        for c in range(lo + npick, hi):
+            o = s[c - 1] + sub[c]
+            off[c] = o
+            chosen[c] = False
+            gt = o > zero
+            npos += gt
+            pos += o if gt else 0.0
+            if o > thr:
+                q = npick - 1
                 while q > 0 and o > off[picks[q - 1]]:
                     picks[q] = picks[q - 1]
                     q -= 1
                 picks[q] = c
-            cum = zero
-            best = ninf
-            jbest = -1
-            for j in range(npick):
-                taken[picks[j]] = True
-                cum += off[picks[j]]
-                if j < R:
-                    cand = cum + (bf[p, j] + bf[nb, j])
-                    if jbest < 0 or cand > best:
-                        best = cand
-                        jbest = j
-            nextra = 0
-            if k > R:
-                extra = zero
-                if npos > npick:  # else every positive offer is among the picks: extra stays 0
+                thr = off[picks[npick - 1]]
+        cum = zero
+        best = ninf
+        jbest = -1
+        mine = 0.0
+        for j in range(npick):
+            v = off[picks[j]]
+            cum += v
+            mine += v
+            if j < R:
+                cand = cum + (bf[p, j] + bf[nb, j])
+                if jbest < 0 or cand > best:
+                    best = cand
+                    jbest = j
+        nextra = 0
+        marked = False
+        if k > R:
+            extra = zero
+            bR = bf[p, R] + bf[nb, R]
+            if npos > npick:  # else every positive offer is among the picks: extra stays 0
+                rest = pos - mine  # the extras' sum; every pick is positive here
+                bound = cum + rest + bR
+                slack = (k + 8) * 2.0**-22 * (abs(cum) + abs(rest) + abs(bR)) + 1e-30
+                if not bound + slack <= best:  # the option may win: its exact sum, in child order
+                    for j in range(npick):
+                        taken[picks[j]] = True
+                    marked = True
                     for c in range(lo, hi):
                         if not taken[c] and off[c] > zero:
                             extra += off[c]
                             nextra += 1
-                cand = cum + extra + (bf[p, R] + bf[nb, R])
+                    cand = cum + extra + bR
+                    if cand > best:
+                        best = cand
+                        jbest = R
+            else:
+                cand = cum + extra + bR
                 if cand > best:
                     best = cand
                     jbest = R
-            top = jbest + 1 if jbest < npick else npick
-            for j in range(top):
-                chosen[picks[j]] = True
-            kb = jbest + 1
-            if jbest == R and nextra > 0:
-                for c in range(lo, hi):
-                    if not taken[c] and off[c] > zero:
-                        chosen[c] = True
-                kb = R + 1 + nextra
-            kk[p] = kb
-            sub[p] = best
+        top = jbest + 1 if jbest < npick else npick
+        for j in range(top):
+            chosen[picks[j]] = True
+        kb = jbest + 1
+        if jbest == R and nextra > 0:
+            for c in range(lo, hi):
+                if not taken[c] and off[c] > zero:
+                    chosen[c] = True
+            kb = R + 1 + nextra
+        if marked:
+            for j in range(npick):
+                taken[picks[j]] = False
+        kk[p] = kb
+        sub[p] = best
 
 
-def _dp_doc(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
+def _dp_doc(s, fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
     """:func:`_dp_up`, then the top-down selection over every node (``chosen`` becomes the
     selected mask; ``kk`` zero off it)."""
-    _dp_up_j(s, fc, nch, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
+    _dp_up_j(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
     chosen[0] = True
     for c in range(1, n_nodes):
         chosen[c] = chosen[c] and chosen[parent[c]]
@@ -175,8 +225,9 @@ def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel,
     kk = np.zeros(n_nodes, dtype=np.int64)
     taken = np.zeros(n_nodes, dtype=np.bool_)
     picks = np.zeros(R + 2, dtype=np.int64)
+    inner = _inner_nodes_j(nch)
     for i in range(n):
-        _dp_doc_j(S[i], fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
+        _dp_doc_j(S[i], fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
         for c in range(n_nodes):
             sel[i, c] = chosen[c]
         score[i] = sub[0]
@@ -252,6 +303,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     off = np.empty(n_nodes, dtype=np.float64)
     taken = np.zeros(n_nodes, dtype=np.bool_)
     picks = np.zeros(R + 2, dtype=np.int64)
+    inner = _inner_nodes_j(nch)
     gm = np.zeros(n_nodes, dtype=np.bool_)
     cols = np.empty(n_edges, dtype=np.int64)
     net = np.zeros(bf_flat.size, dtype=np.float64)
@@ -290,9 +342,9 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
             else:
                 for c in range(1, n_nodes):
                     sa[c - 1] = s[c - 1] + (-aug if gm[c] else aug)
-            _dp_doc_j(sa, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
+            _dp_doc_j(sa, fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
         else:
-            _dp_doc_j(s, fc, nch, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
+            _dp_doc_j(s, fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, 0.0, -np.inf)
         n_plus = 0
         n_minus = 0
         margin_minus = 0.0
@@ -476,13 +528,14 @@ def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R,
     (``lptr`` per document; ``leaves``/``lscore`` grow when full and are returned). No
     ``(documents x edges)`` block is built and the selection never visits the unselected nodes."""
     n_e = s.shape[0]
+    inner = _inner_nodes_j(nch)
     u = 0
     lptr[0] = 0
     for i in range(xptr.shape[0] - 1):
         for e in range(n_e):
             s[e] = zero
         _row_scores_j(xind, xval, xptr[i], xptr[i + 1], wptr, wind, wval, s)
-        _dp_up_j(s, fc, nch, fc.shape[0], bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
+        _dp_up_j(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
         start = u
         top = 1
         stack[0] = 0
@@ -624,6 +677,7 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
             flat[r, j] = v + np.float64(flat[r, j])
 
 
+_inner_nodes_j = _njit(_inner_nodes)
 _dp_up_j = _njit(_dp_up)
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)

@@ -98,6 +98,66 @@ def test_dp_ties_at_the_last_pick_with_extra_offers(reference, seed, dtype):
     assert (got.k > 4).any() and ((got.k > 0) & (got.k <= 4)).any()  # both branches were taken
 
 
+def _two_pass_node(o: np.ndarray, B: np.ndarray, R: int = 3) -> tuple[int, np.float32]:
+    """The branching DP of one node over the float32 offers ``o`` of its children in the plain
+    two-pass form, scalar by scalar in float32 (``B[j]``: the branching weight of taking j + 1
+    children, ``B[R]`` of more than R): the picks' running sum, then the positive offers beyond
+    them summed in child order. Returns (the chosen j, the node's value)."""
+    f32 = np.float32
+    picks = sorted(range(len(o)), key=lambda c: (-float(o[c]), c))[: R + 1]
+    cum, best, jbest = f32(0), f32(0), -1
+    for j, c in enumerate(picks):
+        cum = f32(cum + o[c])
+        if j < R and (jbest < 0 or f32(cum + B[j]) > best):
+            best, jbest = f32(cum + B[j]), j
+    extra = f32(0)
+    for c in range(len(o)):
+        if c not in picks and o[c] > 0:
+            extra = f32(extra + o[c])
+    cand = f32(f32(cum + extra) + B[R])
+    return (R, cand) if cand > best else (jbest, best)
+
+
+def test_dp_more_than_r_children_wins_by_float32_rounding():
+    """The "more than R children" option is summed in child order only when a float64 bound says
+    it may win (kernels._dp_up). Here it wins by the float32 rounding of its sum alone: its exact
+    value is at most the best other option's, its float32 value above it. The kernel must take it,
+    as the plain two-pass DP does (a bound without its rounding margin would skip it)."""
+    f32 = np.float32
+    k, R = 12, 3
+    idx = tree_index(Taxonomy.from_edges([("ROOT", f"c{i}") for i in range(k)]))
+    rng = np.random.default_rng(1)
+    rows, bfs = [], []
+    while len(rows) < 8:
+        o = (rng.random(k) * 2 + 0.01).astype(f32)
+        picks = sorted(range(k), key=lambda c: (-float(o[c]), c))[: R + 1]
+        cum = f32(0)
+        for c in picks:
+            cum = f32(cum + o[c])
+        extra, exact = f32(0), 0.0
+        for c in range(k):
+            if c not in picks:
+                extra, exact = f32(extra + o[c]), exact + float(o[c])
+        y, top = f32(cum + extra), o[picks[0]]
+        b = f32(float(top) - float(y))  # the smallest float32 b with y + b above the top offer
+        while f32(y + b) <= top:
+            b = np.nextafter(b, f32(np.inf))
+        while f32(y + np.nextafter(b, f32(-np.inf))) > top:
+            b = np.nextafter(b, f32(-np.inf))
+        if float(cum) + exact + float(b) <= float(top):  # exact: no better than one child
+            B = np.array([0.0, -100.0, -100.0, b], dtype=f32)
+            assert _two_pass_node(o, B) == (R, f32(y + b))  # float32 rounding makes it win
+            rows.append(o)
+            bfs.append(B)
+    for o, B in zip(rows, bfs, strict=True):
+        bf = np.zeros((idx.n_nodes + 1, R + 1), dtype=f32)
+        bf[0] = B  # the root's own weights; the shared row stays zero
+        got = dp_solve(idx, o[None, :].copy(), bf=bf, R=R)
+        assert got.selected[0].all()  # every child: the option "more than R"
+        assert got.k[0, 0] == k
+        assert f32(got.score[0]) == _two_pass_node(o, B)[1]
+
+
 def make_batch(tax: Taxonomy, n_docs: int, n_features: int, rng: np.random.Generator, dtype=np.float32):
     leaves = [tax.names[i] for i in np.flatnonzero([len(k) == 0 for k in tax.children])]
     # leaf-specific words make the problem learnable, so that the weights grow over epochs

@@ -539,7 +539,9 @@ def test_task_base_rebuilds_the_chain_with_or_without_the_worker_cache():
 def test_barrier_stages_of_stop_chunk_epochs_stop_after_the_callback_asks(spark, tmp_path):
     """Barrier mixing with ``stop_chunk=3`` and a callback that asks to stop after epoch 4 runs two
     stages (epochs 1-3, 4-6) and no more: 6 epoch records, the states of epochs 1-4 scored equal to
-    those of one 12-epoch stage, and the model holds the 6-epoch state of a single stage."""
+    those of one 12-epoch stage, and the model holds the 6-epoch state of a single stage. A stage
+    reports every epoch it trained (``progress``) before the first of its states is scored (the
+    epoch selection's log paces its outlook by the epochs trained)."""
     from sparkhc.spark.mixing.train import train_ipm
 
     tax, table = _data(n=120, seed=7)
@@ -550,16 +552,22 @@ def test_barrier_stages_of_stop_chunk_epochs_stop_after_the_callback_asks(spark,
               exchange_dir=tmp_path / "a", on_epoch_state=lambda e, s: full.append(s.copy()))
     six = _model(tax, "global", **params)
     train_ipm(spark, df, six, epochs=6, shards=2, seed=1, mixing="barrier", exchange_dir=tmp_path / "b")
-    seen, records = [], []
+    seen, records, events = [], [], []
     m = _model(tax, "global", **params)
 
     def cb(e, s):
         seen.append(s.copy())
+        events.append("scored")
         return e == 3  # stop after epoch 4
 
+    def progress(info):
+        records.append(info)
+        events.append("trained")
+
     train_ipm(spark, df, m, epochs=12, shards=2, seed=1, mixing="barrier", exchange_dir=tmp_path / "c",
-              on_epoch_state=cb, stop_chunk=3, progress=records.append)
+              on_epoch_state=cb, stop_chunk=3, progress=progress)
     assert len(seen) == 4 and len(records) == 6
+    assert events == ["trained"] * 3 + ["scored"] * 3 + ["trained"] * 3 + ["scored"]
     for got, want in zip(seen, full, strict=False):
         assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
     assert all(np.array_equal(m.get_state().arrays[k], six.get_state().arrays[k]) for k in six.get_state().arrays)

@@ -118,6 +118,9 @@ class BarrierEngine(Engine):
             watcher.join()
             infos = [work.read_json(f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
             stopped = False  # the stage ran every epoch; an early stop skips scoring the later states
+            if hooks.progress is not None:  # every epoch of the stage is trained before any is scored
+                for info in infos:
+                    hooks.progress(info)
             if hooks.on_epoch_state is not None:
                 for ep in range(start_epoch, epochs - 1):
                     if hooks.on_epoch_state(ep, work.read_state(f"state-{ep + 1:05d}.npz")):
@@ -126,9 +129,6 @@ class BarrierEngine(Engine):
             model.set_state(work.read_state(f"state-{epochs:05d}.npz"))  # one copy, no bytes
             if hooks.on_epoch_state is not None and not stopped:
                 stopped = bool(hooks.on_epoch_state(epochs - 1, model.get_state()))
-            if hooks.progress is not None:
-                for info in infos:
-                    hooks.progress(info)
             return stopped
         finally:
             spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]

@@ -158,7 +158,8 @@ def select_epochs(
     from sparkhc import epochs as _epochs
 
     clock = _epochs._monotonic  # the budget's clock (tests replace it); the log's outlook: seconds an epoch so far
-    t_sel, epochs_scored = clock(), [0]
+    # epochs trained and scored so far: a barrier stage trains all its epochs before the first is scored
+    t_sel, epochs_scored, epochs_trained = clock(), [0], [0]
     for ci, cand in enumerate(cands):
         keep = keeps[ci]
         window: list[np.ndarray] = []
@@ -201,7 +202,7 @@ def select_epochs(
                         stop = cut = True
                 epochs_scored[0] += 1
                 ahead = "" if stop else outlook(stopper.least_more(max_epochs), later,
-                                                (clock() - t_sel) / epochs_scored[0])
+                                                (clock() - t_sel) / max(epochs_scored[0], epochs_trained[0]))
                 log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
                          "; stopping: the next epoch does not fit in train.time_budget" if cut
                          else f"; stopping: no better score in {stopper.wait()} epochs" if stop
@@ -213,6 +214,7 @@ def select_epochs(
                 plan_stage = functools.partial(budget.stage_epochs, later=later)
             fresh = cls(tax, model.n_features, **params)
             train_ipm(spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows,
+                      progress=lambda _info: epochs_trained.__setitem__(0, epochs_trained[0] + 1),
                       stop_chunk=int(patience),  # barrier mixing: stages of `patience` epochs
                       stage_epochs=plan_stage)
             if budget is not None:

@@ -94,6 +94,7 @@ def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks,
     compared with the best of the other options first. So the choices and sums are those of the
     plain two-pass DP, bit for bit."""
     nb = bf.shape[0] - 1
+    pv = np.empty(R + 1, dtype=off.dtype)  # the picks' offers, in their order
     for t in range(inner.shape[0] - 1, -1, -1):
         p = inner[t]
         k = nch[p]
@@ -131,11 +132,13 @@ def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks,
                 npos += 1
                 pos += o
             q = c - lo
-            while q > 0 and o > off[picks[q - 1]]:
+            while q > 0 and o > pv[q - 1]:
                 picks[q] = picks[q - 1]
+                pv[q] = pv[q - 1]
                 q -= 1
             picks[q] = c
-        thr = off[picks[npick - 1]]
+            pv[q] = o
+        thr = pv[npick - 1]
         for c in range(lo + npick, hi):
             o = s[c - 1] + sub[c]
             off[c] = o
@@ -145,17 +148,19 @@ def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks,
             pos += o if gt else 0.0
             if o > thr:
                 q = npick - 1
-                while q > 0 and o > off[picks[q - 1]]:
+                while q > 0 and o > pv[q - 1]:
                     picks[q] = picks[q - 1]
+                    pv[q] = pv[q - 1]
                     q -= 1
                 picks[q] = c
-                thr = off[picks[npick - 1]]
+                pv[q] = o
+                thr = pv[npick - 1]
         cum = zero
         best = ninf
         jbest = -1
         mine = 0.0
         for j in range(npick):
-            v = off[picks[j]]
+            v = pv[j]
             cum += v
             mine += v
             if j < R:

@@ -124,9 +124,9 @@ def main() -> None:
             f"Sample: {n:,} training documents (seed {a.seed}), one thread (but the last row), each pass timed on its own, the "
             f"fastest of {a.repeat} runs (the epoch from the same saved state each time) "
             f"(the epoch updated {int(out.get('updates', 0)):,} of them). Edges scoring above zero: "
-            f"{positive:,.0f} a document on average (of {W.shape[1]:,}; a model trained longer scores fewer "
-            "edges positive, and the DP sums the positive offers beyond a node's top R + 1 only when there are "
-            "any).\n\n"
+            f"{positive:,.0f} a document on average (of {W.shape[1]:,}; with branching features the DP "
+            "sums the positive offers beyond a node's top R + 1 in a second pass only where the option "
+            "'more than R children' can win).\n\n"
             "| pass | throughput | against the scoring pass |\n|---|---|---|\n" + "\n".join(lines) + "\n"
         )
         write_section(a.section, "An epoch and decoding against one scoring pass (MeSH-sized model)", body)

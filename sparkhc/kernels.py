@@ -65,26 +65,11 @@ def _njit(fn: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------- DP
-def _inner_nodes(nch):  # type: ignore[no-untyped-def]
-    """The internal nodes (``nch > 0``) in ascending id order, the nodes :func:`_dp_up` visits."""
-    m = 0
-    for p in range(nch.shape[0]):
-        if nch[p] > 0:
-            m += 1
-    out = np.empty(m, dtype=np.int64)
-    m = 0
-    for p in range(nch.shape[0]):
-        if nch[p] > 0:
-            out[m] = p
-            m += 1
-    return out
-
-
 def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf):  # type: ignore[no-untyped-def]
     """Bottom-up DP of one document into ``sub``/``kk`` and ``chosen`` (``chosen[c]``: ``c`` is
     picked among its siblings when its parent is selected; every child of an internal node is set).
     Arithmetic in the dtype of ``sub`` / ``zero``. Only the internal nodes ``inner`` (ascending,
-    :func:`_inner_nodes`) are visited: ``sub`` and ``kk`` of a leaf are never written and must be 0
+    ``TreeIndex.internal``) are visited: ``sub`` and ``kk`` of a leaf are never written and must be 0
     (the callers' zeroed arrays), and ``taken`` must be all False (it is again on return).
 
     With branching features the offers beyond a node's top R + 1 enter only the option "more than
@@ -124,36 +109,29 @@ def _dp_up(s, fc, nch, inner, bf, use_bf, R, sub, chosen, kk, off, taken, picks,
         npick = k if k < R + 1 else R + 1
         npos = 0
         pos = 0.0
-        for c in range(lo, lo + npick):
-            o = s[c - 1] + sub[c]
-            off[c] = o
-            chosen[c] = False
-            if o > zero:
-                npos += 1
-                pos += o
-            q = c - lo
-            while q > 0 and o > pv[q - 1]:
-                picks[q] = picks[q - 1]
-                pv[q] = pv[q - 1]
-                q -= 1
-            picks[q] = c
-            pv[q] = o
-        thr = pv[npick - 1]
-        for c in range(lo + npick, hi):
+        m = 0
+        thr = ninf  # the last pick's offer once there are npick of them
+        for c in range(lo, hi):
             o = s[c - 1] + sub[c]
             off[c] = o
             chosen[c] = False
             gt = o > zero
             npos += gt
             pos += o if gt else 0.0
-            if o > thr:
+            if m < npick:
+                q = m
+                m += 1
+            elif o > thr:
                 q = npick - 1
-                while q > 0 and o > pv[q - 1]:
-                    picks[q] = picks[q - 1]
-                    pv[q] = pv[q - 1]
-                    q -= 1
-                picks[q] = c
-                pv[q] = o
+            else:
+                continue
+            while q > 0 and o > pv[q - 1]:
+                picks[q] = picks[q - 1]
+                pv[q] = pv[q - 1]
+                q -= 1
+            picks[q] = c
+            pv[q] = o
+            if m == npick:
                 thr = pv[npick - 1]
         cum = zero
         best = ninf
@@ -223,14 +201,13 @@ def _dp_doc(s, fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, 
                 kk[p] = 0
 
 
-def _dp_batch_impl(S, fc, nch, parent, bf, use_bf, R, zero, ninf, sub, off, sel, score, kk_out, keep_k):  # type: ignore[no-untyped-def]
+def _dp_batch_impl(S, fc, nch, inner, parent, bf, use_bf, R, zero, ninf, sub, off, sel, score, kk_out, keep_k):  # type: ignore[no-untyped-def]
     n = S.shape[0]
     n_nodes = fc.shape[0]
     chosen = np.zeros(n_nodes, dtype=np.bool_)
     kk = np.zeros(n_nodes, dtype=np.int64)
     taken = np.zeros(n_nodes, dtype=np.bool_)
     picks = np.zeros(R + 2, dtype=np.int64)
-    inner = _inner_nodes_j(nch)
     for i in range(n):
         _dp_doc_j(S[i], fc, nch, inner, parent, n_nodes, bf, use_bf, R, sub, chosen, kk, off, taken, picks, zero, ninf)
         for c in range(n_nodes):
@@ -291,7 +268,7 @@ def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, no
 
 
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
-    indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, parent, is_leaf,
+    indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, inner, parent, is_leaf,
     g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
     mpos, use_mpos, sparse, wptr, wind, wval, wa,
 ):
@@ -308,7 +285,6 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     off = np.empty(n_nodes, dtype=np.float64)
     taken = np.zeros(n_nodes, dtype=np.bool_)
     picks = np.zeros(R + 2, dtype=np.int64)
-    inner = _inner_nodes_j(nch)
     gm = np.zeros(n_nodes, dtype=np.bool_)
     cols = np.empty(n_edges, dtype=np.int64)
     net = np.zeros(bf_flat.size, dtype=np.float64)
@@ -525,7 +501,7 @@ def _csr_scores_impl(xptr, xind, xval, wptr, wind, wval, S):  # type: ignore[no-
         _row_scores_j(xind, xval, xptr[i], xptr[i + 1], wptr, wind, wval, S[i])
 
 
-def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R, zero, ninf,  # type: ignore[no-untyped-def]
+def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, inner, bf, use_bf, R, zero, ninf,  # type: ignore[no-untyped-def]
                      s, sub, chosen, kk, off, taken, picks, stack, lptr, leaves, lscore):
     """Decoding with a CSR ``W``, one document at a time: its edge scores into the row ``s`` (the
     sums of :func:`_csr_scores_impl`, in its order), :func:`_dp_up`, then a walk down from the root
@@ -533,7 +509,6 @@ def _csr_decode_impl(xptr, xind, xval, wptr, wind, wval, fc, nch, bf, use_bf, R,
     (``lptr`` per document; ``leaves``/``lscore`` grow when full and are returned). No
     ``(documents x edges)`` block is built and the selection never visits the unselected nodes."""
     n_e = s.shape[0]
-    inner = _inner_nodes_j(nch)
     u = 0
     lptr[0] = 0
     for i in range(xptr.shape[0] - 1):
@@ -682,7 +657,6 @@ def _delta_finish_impl(flat, rows, buf, scale):  # type: ignore[no-untyped-def]
             flat[r, j] = v + np.float64(flat[r, j])
 
 
-_inner_nodes_j = _njit(_inner_nodes)
 _dp_up_j = _njit(_dp_up)
 _dp_doc_j = _njit(_dp_doc)
 _dp_batch_j = _njit(_dp_batch_impl)
@@ -730,7 +704,8 @@ def dp_batch(
     kk = np.zeros((n, index.n_nodes) if keep_k else (1, 1), dtype=np.int64)
     zero = dt.type(0)
     _dp_batch_j(
-        S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
+        S, _i64(index.first_child), _i64(index.n_children), _i64(index.internal), _i64(index.parent), bfa,
+        use_bf, int(R),
         zero, dt.type(-np.inf), np.zeros(index.n_nodes, dt), np.zeros(index.n_nodes, dt), sel, score, kk, keep_k,
     )
     return sel, score, (kk if keep_k else None)
@@ -761,7 +736,8 @@ def dp_batch_f64(
     score = np.zeros(n, dtype=np.float64)
     kk = np.zeros((n, index.n_nodes) if use_bf else (1, 1), dtype=np.int64)
     _dp_batch_j(
-        S, _i64(index.first_child), _i64(index.n_children), _i64(index.parent), bfa, use_bf, int(R),
+        S, _i64(index.first_child), _i64(index.n_children), _i64(index.internal), _i64(index.parent), bfa,
+        use_bf, int(R),
         np.float64(0.0), np.float64(-np.inf), np.zeros(index.n_nodes), np.zeros(index.n_nodes), sel, score, kk,
         use_bf,
     )
@@ -841,7 +817,8 @@ def gt_epoch(
     mpos_arg = np.ascontiguousarray(mpos, dtype=np.float64) if use_mpos else np.zeros(1, dtype=np.float64)
     _gt_epoch_j(
         indptr, indices, dataw, data64, _i64(order), Wd, bfarg, use_bf, int(R),
-        _i64(index.first_child), _i64(index.n_children), _i64(index.parent), np.ascontiguousarray(index.is_leaf),
+        _i64(index.first_child), _i64(index.n_children), _i64(index.internal), _i64(index.parent),
+        np.ascontiguousarray(index.is_leaf),
         _i64(gold.leaves), _i64(gold.leaves_ptr), _i64(gold.nodes), _i64(gold.nodes_ptr),
         _i64(gold.bf), _i64(gold.bf_ptr), np.ascontiguousarray(gold.phi2, dtype=np.float64), float(C),
         touched, out, float(aug), bool(pa2), avg, Wa_arg, bfa_arg, float(t0), mpos_arg, use_mpos,
@@ -892,7 +869,8 @@ def csr_decode(X: Any, W: Any, index: Any, bf: np.ndarray | None, R: int) -> lis
     lptr = np.zeros(n + 1, dtype=np.int64)
     leaves, lscore = _csr_decode_j(
         xptr, xind, xval, W.indptr, W.indices, np.ascontiguousarray(W.data, dtype=dt),
-        _i64(index.first_child), _i64(index.n_children), bfa, use_bf, int(R), dt.type(0), dt.type(-np.inf),
+        _i64(index.first_child), _i64(index.n_children), _i64(index.internal), bfa, use_bf, int(R), dt.type(0),
+        dt.type(-np.inf),
         np.zeros(W.shape[1], dt), np.zeros(n_nodes, dt), np.zeros(n_nodes, np.bool_), np.zeros(n_nodes, np.int64),
         np.zeros(n_nodes, dt), np.zeros(n_nodes, np.bool_), np.zeros(int(R) + 2, np.int64),
         np.zeros(n_nodes, np.int64), lptr, np.zeros(4 * n + 16, np.int64), np.zeros(4 * n + 16, np.float32))

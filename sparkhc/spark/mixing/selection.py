@@ -160,6 +160,9 @@ def select_epochs(
     clock = _epochs._monotonic  # the budget's clock (tests replace it); the log's outlook: seconds an epoch so far
     # epochs trained and scored so far: a barrier stage trains all its epochs before the first is scored
     t_sel, epochs_scored, epochs_trained = clock(), [0], [0]
+
+    def trained(_info: dict[str, Any]) -> None:
+        epochs_trained[0] += 1
     for ci, cand in enumerate(cands):
         keep = keeps[ci]
         window: list[np.ndarray] = []
@@ -214,7 +217,7 @@ def select_epochs(
                 plan_stage = functools.partial(budget.stage_epochs, later=later)
             fresh = cls(tax, model.n_features, **params)
             train_ipm(spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows,
-                      progress=lambda _info: epochs_trained.__setitem__(0, epochs_trained[0] + 1),
+                      progress=trained,
                       stop_chunk=int(patience),  # barrier mixing: stages of `patience` epochs
                       stage_epochs=plan_stage)
             if budget is not None:

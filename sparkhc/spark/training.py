@@ -233,8 +233,9 @@ def fit_model(
     epoch selection stops where its next epoch would not fit (:class:`sparkhc.epochs.TimeBudget`), and
     with one validation band the final training on every document runs only when its estimate fits
     in what is left; otherwise the band's model at the chosen epoch is the model (as ``train.refit =
-    false``), recorded in ``training.epoch_selection.time_budget``. Only an epoch selection can be
-    planned: with a fixed ``train.epochs`` (or a model not trained by mixing) a budget is refused.
+    false``), recorded in ``training.epoch_selection.time_budget``. Only an epoch selection is
+    planned: a fixed ``train.epochs`` (or a model not trained by mixing, or a warm start) is trained
+    in full and the budget does not apply (logged).
     """
     from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
     from sparkhc.spark.mixing.selection import select_epochs
@@ -274,12 +275,12 @@ def fit_model(
         log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", c_middle)
     if budget is None and float(train.time_budget) > 0:
         budget = TimeBudget(float(train.time_budget))
-    if budget is not None and not (select and cap > 1):
-        raise ModelError(f"train.time_budget = {budget.seconds:g} s plans an epoch selection (train.epochs = 0, or "
-                         f"train.select_epochs with train.epochs > 1); {model.name!r} trains "
-                         + ("one pass" if model.single_pass else f"{strategy!r}" if strategy != "mixing" else
-                            "a warm start" if warm_start else f"a fixed {int(train.epochs)} epochs")
-                         + " here, which it cannot cut to fit: set train.time_budget = 0")
+    if budget is not None and not (select and cap > 1):  # nothing to cut: trained in full
+        log.info("train.time_budget = %g s bounds an epoch selection (train.epochs = 0, or train.select_epochs "
+                 "with train.epochs > 1); %r trains %s here, in full: the budget does not apply", budget.seconds,
+                 model.name, "one pass" if model.single_pass else f"{strategy!r}" if strategy != "mixing" else
+                 "a warm start" if warm_start else f"a fixed {int(train.epochs)} epochs")
+        budget = None
     if select and cap > 1:
         if warm_start:
             raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "

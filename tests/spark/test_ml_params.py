@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 from pyspark.ml.linalg import Vectors, VectorUDT
 from pyspark.sql import types as T
 
-from sparkhc.errors import ConfigError, ModelError, ParamError
+from sparkhc.errors import ConfigError, ParamError
 from sparkhc.ml import (
     CrossValidator,
     HierarchicalClassificationModel,
@@ -355,7 +356,7 @@ def test_estimator_defaults_are_the_cli_defaults():
     assert est.getOrDefault(est.validationFolds) == train.validation_folds
     assert est.getOrDefault(est.refit) is train.refit is True
     assert est.getOrDefault(est.cSearch) == train.c_search == "folds"
-    assert est.getOrDefault(est.timeBudget) == train.time_budget == 0.0
+    assert est.getOrDefault(est.timeBudget) == train.time_budget == 2400.0
     assert est.getOrDefault(est.epochs) == train.epochs
     assert est.getOrDefault(est.shards) == train.shards
     assert est.getOrDefault(est.seed) == train.seed
@@ -367,7 +368,7 @@ def test_selection_params_reach_the_training(spark):
     train.max_epochs / patience / validation_folds / refit / c_search / time_budget: a selection of
     at most 2 epochs with a wait of 5 is cut by the cap (and says so), one band searches C = "auto"
     with the jackknife, refit false keeps the selection's model (trained without the band), a
-    budget is recorded, and refused with fixed epochs."""
+    budget is recorded, and a fixed epochs is trained in full whatever the budget."""
     df = spark.createDataFrame(_rows(120), SCHEMA)
     clf = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=0, shards=2, calibrate="off",
                                  maxEpochs=2, patience=5, validationFolds=1, refit=False, cSearch="always")
@@ -380,5 +381,9 @@ def test_selection_params_reach_the_training(spark):
     sel = plain.metadata["training"]["epoch_selection"]
     assert "C_grid" not in sel and "train.c_search = always" in sel["C_search_skipped"] and "refit" not in sel
     assert sel["time_budget"]["seconds"] == 1e6 and sel["time_budget"]["cut_selection"] is False
-    with pytest.raises(ModelError, match="train.time_budget = 60 s plans an epoch selection"):
-        HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=3, timeBudget=60.0).fit(df)
+    # a fixed epochs is trained in full: the budget does not apply (a millisecond, overrun by the first epoch)
+    fixed = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=3, timeBudget=0.001).fit(df)
+    free = HierarchicalClassifier(taxonomy=PAIRS, model="global", epochs=3, timeBudget=0.0).fit(df)
+    assert fixed.metadata["training"]["epochs"] == 3 and not fixed.metadata["training"].get("epoch_selection")
+    a, b = fixed.hierModel.get_state().arrays, free.hierModel.get_state().arrays
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

@@ -4,6 +4,7 @@ slice (rcv1v2_subset, featurized by the CLI)."""
 
 from __future__ import annotations
 
+import logging
 import random
 
 import numpy as np
@@ -384,17 +385,16 @@ def _ten_seconds_an_epoch(monkeypatch):
 
 
 @pytest.mark.parametrize("execution,mixing", [("driver", "auto"), ("spark", "barrier"), ("spark", "jobs")])
-def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tmp_path, monkeypatch, execution,
-                                                                 mixing):
+def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tmp_path, monkeypatch, caplog,
+                                                                 execution, mixing):
     """``train.time_budget``: on a clock where a selection epoch costs 10 s and nothing else costs
     anything, a budget of 55 s ends the selection after 5 epochs (driver engine: epoch 6 does not
     fit in the 5 s left; barrier mixing: a first stage of one epoch, then 4 in the 45 s left, then
     none; the jobs engine asks after every epoch, as the driver), the final training (> 5 s) does
     not fit, so the band's model is the model: the weights a
     selection capped at 5 epochs with ``train.refit = false`` gives. A budget that ends nothing gives
-    the weights of no budget; a fixed number of epochs refuses a budget, naming it."""
-    from sparkhc.errors import ModelError
-
+    the weights of no budget, and so does the default budget (40 minutes); a fixed number of
+    epochs is trained in full whatever the budget, and the log says the budget does not apply."""
     _ten_seconds_an_epoch(monkeypatch)
     sets = [f"train.execution={execution}", f"train.mixing={mixing}", "train.max_epochs=8", "train.patience=0",
             "train.shards=2", "train.validation_folds=1", "train.calibrate=off", "model.global.C=0.3"]
@@ -411,12 +411,26 @@ def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tm
     monkeypatch.undo()
     free = pipelines.train(spark, load_config(overrides=[*sets, "train.time_budget=100000"]), rcv1, tmp_path / "free",
                            split=None, exclude_fold=0)
-    plain = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "plain", split=None, exclude_fold=0)
+    plain = pipelines.train(spark, load_config(overrides=[*sets, "train.time_budget=0"]), rcv1, tmp_path / "plain",
+                            split=None, exclude_fold=0)
     assert free["weights_hash"] == plain["weights_hash"] != cut["weights_hash"]
     assert not _epoch_selection(tmp_path / "free")["time_budget"]["cut_selection"]
-    with pytest.raises(ModelError, match="train.time_budget = 10 s plans an epoch selection"):
-        pipelines.train(spark, load_config(overrides=[*sets, "train.epochs=3", "train.time_budget=10"]), rcv1,
-                        tmp_path / "fixed", split=None, exclude_fold=0)
+    assert "time_budget" not in _epoch_selection(tmp_path / "plain")
+    # the default budget (40 minutes) ends nothing here either: the same weights as no budget
+    default = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "default", split=None,
+                              exclude_fold=0)
+    assert default["weights_hash"] == plain["weights_hash"]
+    assert _epoch_selection(tmp_path / "default")["time_budget"]["seconds"] == 2400.0
+    # a fixed number of epochs is trained in full whatever the budget (a millisecond: overrun by
+    # the first epoch), and the log says the budget does not apply
+    with caplog.at_level(logging.INFO, logger="sparkhc.spark.training"):
+        fixed = pipelines.train(spark, load_config(overrides=[*sets, "train.epochs=3", "train.time_budget=0.001"]),
+                                rcv1, tmp_path / "fixed", split=None, exclude_fold=0)
+    assert "train.time_budget = 0.001 s bounds an epoch selection" in caplog.text
+    assert "a fixed 3 epochs here, in full: the budget does not apply" in caplog.text
+    unbudgeted = pipelines.train(spark, load_config(overrides=[*sets, "train.epochs=3", "train.time_budget=0"]), rcv1,
+                                 tmp_path / "fixed0", split=None, exclude_fold=0)
+    assert fixed["weights_hash"] == unbudgeted["weights_hash"]
 
 
 def test_time_budget_with_several_bands_leaves_room_for_the_final_training(spark, rcv1, tmp_path, monkeypatch):

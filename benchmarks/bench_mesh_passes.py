@@ -20,7 +20,10 @@ process and one thread, each timed on its own:
   (the sparse layout: :func:`sparkhc.kernels.csr_decode`, the scores and the exact DP fused per
   document, the selected leaves found by a walk over the picked children).
 
-Documents per second of each and the ratios epoch / scoring and decoding / scoring (in throughput).
+Documents per second of each and the ratios epoch / scoring and decoding / scoring (in throughput):
+those of each pass's fastest run, and the median (and range) of the ratios within each repeat (the
+passes of one repeat run within a minute of each other, so a change in the machine's speed between
+repeats, about a fifth within half an hour here, moves both terms of that repeat's ratio alike).
 """
 
 from __future__ import annotations
@@ -74,27 +77,32 @@ def main() -> None:
     positive = float((_edge_scores(X[:DECODE_CHUNK], W) > 0).sum(axis=1).mean())  # the DP's work grows with it
     before = copy.deepcopy(model.get_state())
     t_score = t_decode = t_epoch = t_threads = float("inf")
+    per: dict[str, list[float]] = {"score": [], "decode": [], "threads": [], "epoch": []}  # each repeat's times
     out: dict[str, float] = {}
     for _ in range(a.repeat):  # the fastest of each: the machine's other work only slows a pass down
         t0 = time.perf_counter()
         for s in range(0, n, DECODE_CHUNK):
             _edge_scores(X[s:s + DECODE_CHUNK], W)
-        t_score = min(t_score, time.perf_counter() - t0)
+        per["score"].append(time.perf_counter() - t0)
+        t_score = min(t_score, per["score"][-1])
 
         t0 = time.perf_counter()
         model.decode(sample, return_scores=False)
-        t_decode = min(t_decode, time.perf_counter() - t0)
+        per["decode"].append(time.perf_counter() - t0)
+        t_decode = min(t_decode, per["decode"][-1])
         if a.threads > 1:
             model.decode_threads = a.threads
             t0 = time.perf_counter()
             model.decode(sample, return_scores=False)
-            t_threads = min(t_threads, time.perf_counter() - t0)
+            per["threads"].append(time.perf_counter() - t0)
+            t_threads = min(t_threads, per["threads"][-1])
             model.decode_threads = 1
 
         model.set_state(copy.deepcopy(before))
         t0 = time.perf_counter()
         out = model.partial_fit(sample, seed=a.seed, epoch=2)
-        t_epoch = min(t_epoch, time.perf_counter() - t0)
+        per["epoch"].append(time.perf_counter() - t0)
+        t_epoch = min(t_epoch, per["epoch"][-1])
         model.set_state(copy.deepcopy(before))
         W = model.get_state().arrays["W"]
     load1 = loadavg()
@@ -102,18 +110,23 @@ def main() -> None:
     def rate(t: float) -> str:
         return f"{n / t:,.0f} docs/s ({t:.1f} s)"
 
+    def within(num: str, den: str) -> str:
+        """The median and range of ``num / den`` over the repeats (each repeat's own times)."""
+        r = np.array(per[num]) / np.array(per[den])
+        return f"median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}) within each of {r.size} repeats"
+
     lines = [
         f"| scoring pass (`X W`, blocks of {DECODE_CHUNK}) | {rate(t_score)} | 1 |",
         f"| training epoch (`partial_fit`: scores, cost-augmented DP, PA steps) | {rate(t_epoch)} | "
-        f"epoch = {t_epoch / t_score:.2f}x the pass's time |",
+        f"epoch = {t_epoch / t_score:.2f}x the pass's time; {within('epoch', 'score')} |",
         f"| decoding (`decode`: scores + exact DP{', fused per document' if layout.startswith('sparse') else ''}) "
         f"| {rate(t_decode)} | "
-        f"{t_score / t_decode:.2f}x the pass's throughput |",
+        f"{t_score / t_decode:.2f}x the pass's throughput; {within('score', 'decode')} |",
     ]
     if a.threads > 1:
         lines.append(f"| decoding on {a.threads} threads (`decode_threads`: the epoch selection's validation scoring, "
                      f"blocks of {DECODE_CHUNK} on a thread pool) | {rate(t_threads)} | {t_score / t_threads:.2f}x the "
-                     f"pass's throughput; {t_decode / t_threads:.2f}x one thread's decoding |")
+                     f"pass's throughput ({within('score', 'threads')}); {t_decode / t_threads:.2f}x one thread's decoding |")
     print("\n".join(lines))
     print(f"updates {out.get('updates')} of {n}")
     if a.section:
@@ -122,7 +135,8 @@ def main() -> None:
             f"{load1} at the end\n\n"
             f"Model `{a.model}`: {layout} weights, {nw:,} stored, {W.shape[0]:,} rows x {W.shape[1]:,} edges. "
             f"Sample: {n:,} training documents (seed {a.seed}), one thread (but the last row), each pass timed on its own, the "
-            f"fastest of {a.repeat} runs (the epoch from the same saved state each time) "
+            f"fastest of {a.repeat} runs (the epoch from the same saved state each time; the ratios of the fastest runs, "
+            "then the median of each repeat's own) "
             f"(the epoch updated {int(out.get('updates', 0)):,} of them). Edges scoring above zero: "
             f"{positive:,.0f} a document on average (of {W.shape[1]:,}; with branching features the DP "
             "sums the positive offers beyond a node's top R + 1 in a second pass only where the option "

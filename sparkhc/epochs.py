@@ -262,15 +262,18 @@ def prefer_default(gain: tuple[float, float]) -> bool:
     return not mean > se
 
 
-def outlook(more: int, later: int, pace: float) -> str:
+def outlook(more: int, later: int, pace: float, left: float | None = None) -> str:
     """The log's outlook of a running selection: ``more`` epochs at least in this validation
     training (:meth:`EarlyStopping.least_more`), ``later`` validation trainings after it, ``pace``
-    seconds an epoch so far (training and scoring; stage start-ups included)."""
+    seconds an epoch so far (training and scoring; stage start-ups included); ``left``: seconds of
+    ``train.time_budget`` left (None: no budget), said when the outlook does not fit in it."""
     if more <= 0 and later <= 0:
         return ""
     text = f"at least {more} more epoch{'s' if more != 1 else ''} (~{_duration(more * pace)} at {pace:.1f} s an epoch)"
     if later > 0:
         text += f", then {later} more validation training{'s' if later != 1 else ''}"
+    if left is not None and more * pace > left:
+        text += f"; train.time_budget has ~{_duration(max(left, 0.0))} left and will end it sooner"
     return text
 
 

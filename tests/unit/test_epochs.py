@@ -88,6 +88,11 @@ def test_outlook_text():
     assert outlook(10, 0, 174.0) == "at least 10 more epochs (~29 min at 174.0 s an epoch)"
     assert outlook(1, 2, 3.0) == "at least 1 more epoch (~3 s at 3.0 s an epoch), then 2 more validation trainings"
     assert outlook(45, 1, 174.0) == "at least 45 more epochs (~2.2 h at 174.0 s an epoch), then 1 more validation training"
+    # with a budget: said only when the outlook does not fit in what is left
+    assert outlook(10, 0, 174.0, left=1800.0) == "at least 10 more epochs (~29 min at 174.0 s an epoch)"
+    assert outlook(10, 0, 240.0, left=1500.0) == ("at least 10 more epochs (~40 min at 240.0 s an epoch); "
+                                                  "train.time_budget has ~25 min left and will end it sooner")
+    assert outlook(3, 0, 60.0, left=-5.0).endswith("train.time_budget has ~0 s left and will end it sooner")
     assert outlook(0, 0, 10.0) == ""
 
 

@@ -76,36 +76,34 @@ def main() -> None:
     X = model._prepare(sample)  # the model's own input: scaled rows with the bias column
     positive = float((_edge_scores(X[:DECODE_CHUNK], W) > 0).sum(axis=1).mean())  # the DP's work grows with it
     before = copy.deepcopy(model.get_state())
-    t_score = t_decode = t_epoch = t_threads = float("inf")
     per: dict[str, list[float]] = {"score": [], "decode": [], "threads": [], "epoch": []}  # each repeat's times
     out: dict[str, float] = {}
-    for _ in range(a.repeat):  # the fastest of each: the machine's other work only slows a pass down
+    for _ in range(a.repeat):
         t0 = time.perf_counter()
         for s in range(0, n, DECODE_CHUNK):
             _edge_scores(X[s:s + DECODE_CHUNK], W)
         per["score"].append(time.perf_counter() - t0)
-        t_score = min(t_score, per["score"][-1])
 
         t0 = time.perf_counter()
         model.decode(sample, return_scores=False)
         per["decode"].append(time.perf_counter() - t0)
-        t_decode = min(t_decode, per["decode"][-1])
         if a.threads > 1:
             model.decode_threads = a.threads
             t0 = time.perf_counter()
             model.decode(sample, return_scores=False)
             per["threads"].append(time.perf_counter() - t0)
-            t_threads = min(t_threads, per["threads"][-1])
             model.decode_threads = 1
 
         model.set_state(copy.deepcopy(before))
         t0 = time.perf_counter()
         out = model.partial_fit(sample, seed=a.seed, epoch=2)
         per["epoch"].append(time.perf_counter() - t0)
-        t_epoch = min(t_epoch, per["epoch"][-1])
         model.set_state(copy.deepcopy(before))
         W = model.get_state().arrays["W"]
     load1 = loadavg()
+    # the fastest of each: the machine's other work only slows a pass down
+    t_score, t_decode, t_epoch = min(per["score"]), min(per["decode"]), min(per["epoch"])
+    t_threads = min(per["threads"], default=float("inf"))
 
     def rate(t: float) -> str:
         return f"{n / t:,.0f} docs/s ({t:.1f} s)"

@@ -94,10 +94,11 @@ class TrainConfig:
     # where a small training runs: auto (the default: in the driver process for small inputs on a local
     # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
     execution: str = "auto"
-    # seconds of wall-clock time for an epoch selection's training (0 = none; default 40 minutes): the
-    # selection stops where its next epoch would not fit, and the final training runs only when it
-    # fits (else the band's model; sparkhc.epochs.TimeBudget); a fixed train.epochs is not cut by it
-    time_budget: float = 2400.0
+    # opt-in seconds of wall-clock time for an epoch selection's training (0 = none, the default: no
+    # clock in a default training): the selection stops where its next epoch would not fit, and the
+    # final training runs only when it fits (else the band's model; sparkhc.epochs.TimeBudget); a
+    # fixed train.epochs is not cut by it
+    time_budget: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -307,8 +307,8 @@ class HasTrainingParams(CheckedParams):
         "or 'always' (the grid searched on the band, the jackknife's standard error deciding)",
         typeConverter=TypeConverters.toString)
     timeBudget: Param[float] = Param(
-        Params._dummy(), "timeBudget", "seconds a fit with an epoch selection may take (train.time_budget, by default "
-        f"{TrainConfig.time_budget:g}), >= 0: 0 = none; the epoch selection stops where its next epoch would not fit, "
+        Params._dummy(), "timeBudget", "opt-in seconds a fit with an epoch selection may take (train.time_budget, by "
+        f"default {TrainConfig.time_budget:g}), >= 0: 0 = none; the epoch selection stops where its next epoch would not fit, "
         "the final training runs only if it fits; a fixed epochs is trained in full",
         typeConverter=TypeConverters.toFloat)
     C: Param[float] = Param(Params._dummy(), "C", "aggressiveness / regularisation C of the models that have it, > 0 "

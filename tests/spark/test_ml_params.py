@@ -356,7 +356,7 @@ def test_estimator_defaults_are_the_cli_defaults():
     assert est.getOrDefault(est.validationFolds) == train.validation_folds
     assert est.getOrDefault(est.refit) is train.refit is True
     assert est.getOrDefault(est.cSearch) == train.c_search == "folds"
-    assert est.getOrDefault(est.timeBudget) == train.time_budget == 2400.0
+    assert est.getOrDefault(est.timeBudget) == train.time_budget == 0.0
     assert est.getOrDefault(est.epochs) == train.epochs
     assert est.getOrDefault(est.shards) == train.shards
     assert est.getOrDefault(est.seed) == train.seed

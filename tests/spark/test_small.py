@@ -399,7 +399,7 @@ def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tm
     none; the jobs engine asks after every epoch, as the driver), the final training (> 5 s) does
     not fit, so the band's model is the model: the weights a
     selection capped at 5 epochs with ``train.refit = false`` gives. A budget that ends nothing gives
-    the weights of no budget, and so does the default budget (40 minutes); a fixed number of
+    the weights of no budget, and the default has none; a fixed number of
     epochs is trained in full whatever the budget, and the log says the budget does not apply."""
     _ten_seconds_an_epoch(monkeypatch)
     sets = [f"train.execution={execution}", f"train.mixing={mixing}", "train.max_epochs=8", "train.patience=0",
@@ -422,11 +422,11 @@ def test_time_budget_ends_the_selection_and_keeps_the_band_model(spark, rcv1, tm
     assert free["weights_hash"] == plain["weights_hash"] != cut["weights_hash"]
     assert not _epoch_selection(tmp_path / "free")["time_budget"]["cut_selection"]
     assert "time_budget" not in _epoch_selection(tmp_path / "plain")
-    # the default budget (40 minutes) ends nothing here either: the same weights as no budget
+    # the default has no budget (no clock decides anything): the weights of time_budget = 0
     default = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "default", split=None,
                               exclude_fold=0)
     assert default["weights_hash"] == plain["weights_hash"]
-    assert _epoch_selection(tmp_path / "default")["time_budget"]["seconds"] == 2400.0
+    assert "time_budget" not in _epoch_selection(tmp_path / "default")
     # a fixed number of epochs is trained in full whatever the budget (a millisecond: overrun by
     # the first epoch), and the log says the budget does not apply
     with caplog.at_level(logging.INFO, logger="sparkhc.spark.training"):
@@ -466,3 +466,34 @@ def test_time_budget_skips_the_calibration_bands_that_do_not_fit(spark, rcv1, tm
     tb = _epoch_selection(tmp_path / "m")["time_budget"]
     assert tb["calibration_documents_skipped"].startswith("9 more validation band(s)") and not tb["cut_selection"]
     assert tb["elapsed_before_final_training"] == 40.0
+
+
+def test_default_training_depends_on_no_clock(spark, rcv1, tmp_path, monkeypatch):
+    """The default has no time budget (``train.time_budget = 0``): a training with an epoch
+    selection, every other setting default but a small cap, gives byte-identical weights on a quiet
+    machine and on a "slow" one: every read of the budget's clock 10 minutes later than the last,
+    and two busy processes hogging both CPUs while it trains."""
+    import subprocess
+    import sys
+
+    import sparkhc.epochs as ep
+
+    sets = ["train.max_epochs=6", "train.patience=2", "model.global.C=0.3", "train.calibrate=off"]
+    quiet = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "quiet", split=None, exclude_fold=0)
+    clock = {"t": 0.0}
+
+    def slow() -> float:
+        clock["t"] += 600.0
+        return clock["t"]
+
+    monkeypatch.setattr(ep, "_monotonic", slow)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "busy", split=None,
+                               exclude_fold=0)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert busy["weights_hash"] == quiet["weights_hash"]
+    assert "time_budget" not in _epoch_selection(tmp_path / "busy")

@@ -71,6 +71,7 @@ from sparkhc.decoding import (
     row_scores,
     tree_index,
 )
+from sparkhc.edge_init import edge_problems, solve_edges
 from sparkhc.errors import InputDataError, ModelError
 from sparkhc.models.base import HierModel, ModelState, shuffled_order
 
@@ -424,13 +425,14 @@ class _PAModel(HierModel):
 
     @property
     def _C(self) -> float:
-        """The aggressiveness C of the updates; ``"auto"`` must have been resolved (by
-        :func:`sparkhc.spark.training.fit_model`, which chooses it on validation folds)."""
+        """The cap C of the updates' steps, times :attr:`step_scale` (a shard's epoch of parameter
+        mixing with ``train.step_scale = "shards"``: C x the number of shards); ``"auto"`` must have
+        been resolved (by :func:`sparkhc.spark.training.fit_model`, which chooses it on validation folds)."""
         C = self.params["C"]
         if C == "auto":
             raise ModelError(f"model {self.name!r}: C = 'auto' is chosen on validation folds by `sparkhc train` / "
                              "fit_model; give a number to train the model directly")
-        return float(C)
+        return float(C) * float(self.step_scale)
 
     @property
     def _dtype(self) -> np.dtype:
@@ -931,6 +933,17 @@ class GlobalPA(_PAModel):
         otherwise. A dense layout larger than the machine's memory is refused in one line, before
         allocating.
 
+    init : {"zero", "edges"}, default "zero"
+        The first epoch of a fresh state (an extension, not in the paper). ``"zero"``: a PA epoch
+        from zero weights (Alg. 5). ``"edges"``: every edge's column of ``W`` is set to its binary
+        L2-loss SVM on the epoch's documents under the edge's parent, solved in batch by dual
+        coordinate descent to LIBLINEAR's tolerance (:mod:`sparkhc.edge_init`); the PA epochs follow
+        from there. With parameter mixing every shard solves its own documents' problems and the
+        mixing averages them. The sparse layout, and a state that is not fresh (a warm start), start
+        with a PA epoch.
+    init_C : float, default 1.0
+        The edge SVMs' C (``init = "edges"``; LIBLINEAR's default).
+
     State: ``W`` ``(n_features, n_edges)`` and, with branching, ``bf`` ``(n_nodes + 1, R + 1)``;
     with ``average``, also ``Wa`` (and ``bfa``) of the same shapes and ``t`` of shape ``(1,)``.
     In the sparse layout ``W`` and ``Wa`` are scipy CSR matrices of that shape, on one pattern.
@@ -947,7 +960,7 @@ class GlobalPA(_PAModel):
     name: ClassVar[str] = "global"
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
-        "average": False, "margin_rare": 0.0, "layout": "dense",
+        "average": False, "margin_rare": 0.0, "layout": "dense", "init": "zero", "init_C": 1.0,
     }
 
     def validate_params(self) -> None:
@@ -967,6 +980,10 @@ class GlobalPA(_PAModel):
                           "a float >= 0")
         self._check_param("layout", self.params["layout"] in ("dense", "sparse", "auto"),
                           "'dense', 'sparse' or 'auto'")
+        self._check_param("init", self.params["init"] in ("zero", "edges"), "'zero' or 'edges'")
+        ic = self.params["init_C"]
+        self._check_param("init_C", _is_real(ic) and math.isfinite(float(ic)) and float(ic) > 0,
+                          "a float in the range (0, inf)")
 
     @property
     def _sparse(self) -> bool:
@@ -1168,6 +1185,11 @@ class GlobalPA(_PAModel):
             if not counts.any():  # a fresh state: this batch's gold edge counts
                 counts[:] = np.bincount(gold.nodes - 1, minlength=idx.n_edges)
             mpos = rare_margins(counts, self._aug, self._rare)
+        if self.params["init"] == "edges" and int(epoch) == 0 and not sp.issparse(W) and not W.any():
+            out = self._edge_init(X, gold, W, seed)
+            if t is not None:
+                t[0] = t0 + 1.0
+            return out
         if _kernels.available():
             touched = np.zeros(W.shape[0], dtype=bool)
             out = _kernels.gt_epoch(X, order, W, bf, R if R is not None else 3, idx, gold, C, touched=touched,
@@ -1189,6 +1211,21 @@ class GlobalPA(_PAModel):
             out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0, mpos)
         if t is not None:
             t[0] = t0 + 1.0
+        return out
+
+    def _edge_init(self, X: sp.csr_matrix, gold: GoldSets, W: np.ndarray, seed: int) -> dict[str, float]:
+        """The first epoch of a fresh dense model with ``init = "edges"``: every edge's column of
+        ``W`` from its binary L2-loss SVM on the shard's documents (:mod:`sparkhc.edge_init`, C =
+        ``init_C``), branching weights left at zero; the counters of a PA epoch (no update) plus the
+        solver's (``init_*``)."""
+        idx = self._index
+        probs = edge_problems(gold.nodes, gold.nodes_ptr, idx.parent, idx.n_children, idx.first_child)
+        sol = solve_edges(X, probs, W, float(self.params["init_C"]), seed=int(seed))
+        touched = np.zeros(W.shape[0], dtype=bool)
+        touched[X.indices] = True
+        self.__dict__["touched_rows_"] = touched
+        out = {"examples": float(X.shape[0]), "updates": 0.0, "loss": 0.0, "cost": 0.0, "exact": 0.0, "tau": 0.0}
+        out.update(sol.counters())
         return out
 
     @staticmethod

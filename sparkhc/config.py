@@ -99,6 +99,9 @@ class TrainConfig:
     # final training runs only when it fits (else the band's model; sparkhc.epochs.TimeBudget); a
     # fixed train.epochs is not cut by it
     time_budget: float = 0.0
+    # parameter mixing over K shards: "shards" (CoCoA+'s adding: a shard's steps capped by C x K, so the
+    # mean of the shards adds up their steps) | "one" (Murawaki 2013 Alg. 6: each shard's steps capped by C)
+    step_scale: str = "shards"
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "calibrate"): ("off", "auto", "on"),
     ("train", "execution"): ("auto", "spark", "driver"),
     ("train", "c_search"): ("folds", "always"),
+    ("train", "step_scale"): ("shards", "one"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
     ("featurize", "on_invalid"): ("error", "quarantine"),
     ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),

@@ -185,6 +185,11 @@ class HierModel:
     #: epoch selection's validation model, scored in the driver). Not a parameter: the leaf sets and
     #: scores are the same whatever the value. Other models ignore it.
     decode_threads: int = 1
+    #: the factor of the step caps of a shard-local epoch (CoCoA+'s sigma'): the number of shards
+    #: when parameter mixing runs with ``train.step_scale = "shards"``, else 1; set on the scratch
+    #: models of the mixing engines (:class:`sparkhc.spark.mixing.engine.ModelSpec`). Not a
+    #: parameter: the PA models cap their steps by ``C x step_scale``; other models ignore it.
+    step_scale: float = 1.0
     #: :meth:`fit_open` is implemented: the exact batch fit with the rows held by a pair solver
     #: elsewhere (the MDC models: ``sparkhc.spark.mdc`` runs it in the driver or on Spark)
     fits_open: ClassVar[bool] = False

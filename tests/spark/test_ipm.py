@@ -648,3 +648,68 @@ def test_select_epochs_pools_inner_folds_and_chooses_c(spark, mixing, tmp_path):
     assert got["C_scores"] == pytest.approx([max(float(np.mean(s[max(0, e - 2): e + 1])) for e in range(len(s)))
                                              for s in pooled_scores], abs=1e-12)
     assert got["validation_score"] == pytest.approx(pooled_scores[(0.05, 1.0).index(best[0])], abs=1e-12)
+
+
+@pytest.mark.parametrize("mixing", ["driver", "barrier", "jobs"])
+@pytest.mark.parametrize("name,params", [("global", {"branching": True}), ("tree", {"data": "sib"})])
+def test_step_scale_shards_caps_each_shard_by_c_times_shards(spark, mixing, name, params):
+    """``step_scale = "shards"`` (CoCoA+'s adding): every engine trains K shards with each shard's
+    steps capped by C x K, so its weights are those of ``step_scale = "one"`` with C x K (the
+    shards' scratch models are the only place the factor enters); the mixed model is not the
+    plain one's, and one shard is serial training either way."""
+    from sparkhc.spark.mixing.train import train_ipm
+
+    tax, table = _data()
+    df = spark.createDataFrame(table.to_pandas())
+    batch = SparseBatch.from_arrow(table.sort_by("doc_id"), V)
+
+    def train(C: float, scale: str, shards: int):
+        m = _model(tax, name, C=C, **params)
+        if mixing == "driver":
+            return train_ipm(spark, None, m, epochs=3, shards=shards, seed=5, rows=batch, step_scale=scale)
+        return train_ipm(spark, df, m, epochs=3, shards=shards, seed=5, mixing=mixing, step_scale=scale)
+
+    added = train(0.125, "shards", 3).get_state().arrays  # C x 3 = 0.375 exactly in binary
+    scaled_c = train(0.375, "one", 3).get_state().arrays
+    plain = train(0.125, "one", 3).get_state().arrays
+    for k, v in scaled_c.items():
+        np.testing.assert_array_equal(added[k], v, err_msg=k)
+    assert not np.array_equal(added["W"], plain["W"])
+    one = train(0.125, "shards", 1).get_state().arrays
+    for k, v in train(0.125, "one", 1).get_state().arrays.items():
+        np.testing.assert_array_equal(one[k], v, err_msg=k)
+
+
+def test_step_scale_of_two_disjoint_documents_by_hand():
+    """Two shards of one document each, on disjoint features: after one epoch from zero weights
+    each document's step is ``min(2C, l / ||Delta||^2) / 2`` (the mean of the two shards, each
+    capped by C x 2) instead of ``min(C, l / ||Delta||^2) / 2`` (each capped by C)."""
+    from sparkhc.spark.hashing import shard_ids
+    from sparkhc.spark.mixing.driver import train_on_driver
+    from sparkhc.spark.mixing.settings import MixingSettings
+
+    tax = Taxonomy.from_edges([("ROOT", "A"), ("ROOT", "B")])
+    ids = np.array(["x", "y"])
+    of = shard_ids(ids, 2)
+    if of[0] == of[1]:  # the hash puts both in one shard: take two ids that it separates
+        ids = np.array(["x", "z"])
+        of = shard_ids(ids, 2)
+    assert of[0] != of[1]
+    X = np.array([[2.0, 0.0], [0.0, 3.0]], dtype=np.float64)  # unnormalized: ||x||^2 = 4 and 9
+    import scipy.sparse as sp
+
+    batch = SparseBatch(sp.csr_matrix(X), ids, [["A"], ["B"]])
+    for scale, C in (("shards", 0.05), ("one", 0.05), ("shards", 10.0)):
+        m = get_model_class("global")(tax, 2, C=C, update="cost_augmented", margin=1.0, dtype="float64")
+        m.set_state(m.init_state())
+        train_on_driver(m, batch, MixingSettings(1, shards=2, seed=0, step_scale=scale))
+        W = m.get_state().arrays["W"]
+        # zero weights: the cost-augmented DP takes the wrong edge (margin +1 off gold, -1 on it: the
+        # empty set scores 0, the other leaf +1), so Delta = +x on the gold edge, -x on the other; the
+        # loss is 0 - 0 + 1 * 2 = 2 and ||Delta||^2 = 2 ||x||^2
+        for row, n2 in ((0, 4.0), (1, 9.0)):
+            cap = C * (2 if scale == "shards" else 1)
+            tau = min(cap, 2.0 / (2 * n2)) / 2
+            x = X[row, row]
+            gold, other = (0, 1) if row == 0 else (1, 0)
+            assert W[row, gold] == pytest.approx(tau * x) and W[row, other] == pytest.approx(-tau * x)

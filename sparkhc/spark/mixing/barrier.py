@@ -99,7 +99,7 @@ class BarrierEngine(Engine):
             watcher.start()
             stage = _Stage(work, present, pieces, tasks, start_epoch, epochs,
                            keep_states=hooks.on_epoch_state is not None)
-            fn = _make_barrier_fn(ModelSpec.of(model), stage, settings.seed, Checkpoint.of(settings),
+            fn = _make_barrier_fn(ModelSpec.of(model, settings.local_scale()), stage, settings.seed, Checkpoint.of(settings),
                                   hooks.fault_hook)
             t1 = time.perf_counter()
             attempts = _max_attempts(spark)

@@ -53,7 +53,7 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
         raise ValueError("no training documents")
     batches = {k: sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
     tasks = max(1, min(len(present), int(threads)))
-    spec = ModelSpec.of(model)
+    spec = ModelSpec.of(model, settings.local_scale())
     workers = [spec.build() for _ in range(tasks)]
     log.info("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
              tasks, time.perf_counter() - t_start)

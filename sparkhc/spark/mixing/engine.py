@@ -40,21 +40,26 @@ class Engine(ABC):
 @dataclass(frozen=True, eq=False)
 class ModelSpec:
     """What builds a scratch copy of a model where a shard trains (a task, a thread): its registry
-    name, parameters, taxonomy and feature count. Pickles cleanly; the state travels apart."""
+    name, parameters, taxonomy and feature count, and the step scale of the shards' epochs
+    (:attr:`HierModel.step_scale`, :meth:`MixingSettings.local_scale`). Pickles cleanly; the state
+    travels apart."""
 
     name: str
     params: dict[str, Any]
     taxonomy: Taxonomy
     n_features: int
+    step_scale: float = 1.0
 
     @classmethod
-    def of(cls, model: HierModel) -> ModelSpec:
-        return cls(model.name, model.params, model.taxonomy, model.n_features)
+    def of(cls, model: HierModel, step_scale: float = 1.0) -> ModelSpec:
+        return cls(model.name, model.params, model.taxonomy, model.n_features, float(step_scale))
 
     def build(self) -> HierModel:
         from sparkhc.models import get_model_class
 
-        return get_model_class(self.name)(self.taxonomy, self.n_features, **self.params)
+        m = get_model_class(self.name)(self.taxonomy, self.n_features, **self.params)
+        m.step_scale = self.step_scale
+        return m
 
 
 #: keys of an epoch record that describe the run, not the model (left out of model metadata)

@@ -61,7 +61,7 @@ class JobsEngine(Engine):
                     chain.advance(prev, model.get_state())
                     prev = None
                 mixed, counters = run_epoch(self.spark, shards_df, model, settings.seed, epoch, settings.with_counts,
-                                            hooks.fault_hook, chain)
+                                            hooks.fault_hook, chain, settings.local_scale())
                 prev = model.get_state()
                 model.set_state(mixed)
                 stop = bool(hooks.on_epoch_state(epoch, mixed)) if hooks.on_epoch_state is not None else False
@@ -216,6 +216,7 @@ def run_epoch(
     with_counts: bool = False,
     fault_hook: Callable[[int, int], None] | None = None,
     chain: BaseChain | None = None,
+    step_scale: float = 1.0,
 ) -> tuple[ModelState, dict[str, float]]:
     """One mixing epoch from ``model``'s current state; returns the mixed state and counters
     (with ``broadcast_bytes`` and ``result_bytes``: what the epoch shipped). ``chain``: the
@@ -226,7 +227,7 @@ def run_epoch(
         chain = BaseChain(spark.sparkContext)
         chain.start(model.get_state())
     try:
-        fn = make_epoch_fn(ModelSpec.of(model), (chain.token, list(chain.links)), seed, epoch, with_counts,
+        fn = make_epoch_fn(ModelSpec.of(model, step_scale), (chain.token, list(chain.links)), seed, epoch, with_counts,
                            fault_hook)
         results = shards_df.mapInArrow(fn, _RESULT_SCHEMA)
         depth = 2

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 #: barrier, jobs. The third engine, the driver engine, is not a mode: rows read in the driver
 #: (``train.execution``, :mod:`sparkhc.spark.plan`) always train there, as the barrier engine would
 MIXING_MODES = ("auto", "barrier", "jobs")
+#: ``train.step_scale``: how far a shard's steps may go (:class:`MixingSettings`)
+STEP_SCALES = ("one", "shards")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,12 @@ class MixingSettings:
     and resume (:class:`sparkhc.spark.mixing.checkpoints.Checkpoint`), ``checkpoint_key``: what the
     checkpoint must also match (the training data); ``warm_start``: continue from the model's
     state; ``stop_chunk``: with an ``on_epoch_state`` hook, barrier mixing runs stages of that many
-    epochs (0: one stage), so that an early stop saves the later epochs.
+    epochs (0: one stage), so that an early stop saves the later epochs. ``step_scale``: ``"one"``
+    (Murawaki 2013 Alg. 6: every shard trains as if alone, and the mean of ``K`` shards moves the
+    model ``1 / K`` as far as one shard's epoch) or ``"shards"`` (``train.step_scale``; CoCoA+'s
+    adding, Ma et al. 2015): a shard's steps are capped by ``C x K`` instead of ``C``
+    (:meth:`local_scale`), so that the mean adds up the shards' steps, each capped by ``C`` as in
+    serial training; one shard is serial training either way.
     """
 
     epochs: int
@@ -48,17 +55,25 @@ class MixingSettings:
     checkpoint_key: dict[str, Any] | None = None
     warm_start: bool = False
     stop_chunk: int = 0
+    step_scale: str = "one"
 
     def __post_init__(self) -> None:
         if self.mixing not in MIXING_MODES:
             raise ValueError(f"mixing must be 'auto', 'barrier' or 'jobs', not {self.mixing!r}")
+        if self.step_scale not in STEP_SCALES:
+            raise ValueError(f"step_scale must be 'one' or 'shards', not {self.step_scale!r}")
+
+    def local_scale(self) -> float:
+        """The factor of the shards' step caps (:attr:`HierModel.step_scale`): the number of shards
+        with ``step_scale = "shards"`` (resolved: :func:`resolve_shards` first), else 1."""
+        return float(max(1, int(self.shards))) if self.step_scale == "shards" else 1.0
 
     @classmethod
     def from_train(cls, train: TrainConfig, epochs: int, **fields: Any) -> MixingSettings:
         """The settings of ``[train]`` (shards, seed, mixing, exchange_dir) for ``epochs`` epochs,
         with ``fields`` (the other fields) given by the caller."""
         return cls(epochs=int(epochs), shards=train.shards, seed=train.seed, mixing=train.mixing,
-                   exchange_dir=train.exchange_dir or None, **fields)
+                   exchange_dir=train.exchange_dir or None, step_scale=train.step_scale, **fields)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 """Validation curves of the global model's learner variants (issue 51; validation data only).
 
     python benchmarks/learner_curves.py --features 20newsgroups=/tmp/acc/20newsgroups/features \\
-        --variant "model.global.C=0.3" --variant "model.global.C=0.3 model.global.init=edges" --epochs 20 --shards 1
+        --variant "train.step_scale=one" --variant "" --epochs 20 --shards 1 16 64 --section learner-shards
 
 For each corpus the training part (split train, or every fold but 0) less the product's seeded 10%
 validation band (:func:`sparkhc.spark.hashing.validation_ids`, seed ``--seed``) is trained by
@@ -16,9 +16,16 @@ selection criterion (hF + LB macro-F1 over the model taxonomy's nodes,
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import loadavg, write_table_section  # noqa: E402
+
+AT = (1, 5, 10, 20)  # epochs whose validation score the table shows
 
 
 def main() -> None:
@@ -26,11 +33,13 @@ def main() -> None:
     ap.add_argument("--features", action="append", required=True, help="NAME=PATH")
     ap.add_argument("--variant", action="append", default=[], help="space-separated --set overrides")
     ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--shards", type=int, nargs="+", default=[1])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--patience", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--section", default="", help="write the table to docs/benchmarks.md under this key")
     a = ap.parse_args()
+    rows: list[str] = []
 
     from sparkhc.batch import label_matrix, leaf_matrix
     from sparkhc.config import load_config
@@ -53,7 +62,7 @@ def main() -> None:
         fit, val = tr.subset(np.flatnonzero(~held)), sorted_by_id(tr.subset(np.flatnonzero(held)))
         tax0 = features_taxonomy(path)
         combos = label_combinations_of(fit)
-        for v in a.variant or [""]:
+        for shards, v in ((k, v) for k in a.shards for v in a.variant or [""]):
             cfg = load_config(overrides=v.split())
             model = new_model("global", cfg, tax0, spec.n_features, None, combos=combos)
             if model.params.get("C") == "auto":
@@ -77,17 +86,31 @@ def main() -> None:
                 return stop.add(s)
 
             model.set_state(model.init_state())
-            train_on_driver(model, fit, MixingSettings(epochs=a.epochs, shards=a.shards, seed=a.seed,
+            train_on_driver(model, fit, MixingSettings(epochs=a.epochs, shards=shards, seed=a.seed,
                                                        step_scale=cfg.train.step_scale), 0,
                             Hooks(on_epoch_state=on_epoch), threads=a.threads)
             secs = time.perf_counter() - t0
             c = np.array(curve)
             sm = np.convolve(c, np.ones(3) / 3, mode="full")[: len(c)]
             sm[:2] = [c[:1].mean(), c[:2].mean()][: len(sm[:2])]
-            print(f"{name} [{v or 'defaults'}] shards={a.shards} seed={a.seed}: best={stop.best} "
+            print(f"{name} [{v or 'defaults'}] shards={shards} seed={a.seed}: best={stop.best} "
                   f"max={c.max():.4f}@{int(c.argmax()) + 1} smooth_max={sm.max():.4f}@{int(sm.argmax()) + 1} "
                   f"epochs_run={len(c)} secs={secs:.1f}", flush=True)
             print("   curve " + " ".join(f"{x:.3f}" for x in c), flush=True)
+            at = " | ".join(f"{c[e - 1]:.3f}" if e <= len(c) else "-" for e in AT)
+            rows.append(f"| {name} | {v or '(defaults)'} | {shards} | {at} | {stop.best} | {sm.max():.3f} | "
+                        f"{secs:.1f} |")
+    if a.section:
+        write_table_section(
+            a.section, f"Validation curves of the learner ({a.section})",
+            f"The training part less the product's seeded 10% validation band (seed {a.seed}), trained in this "
+            f"process by the product's driver engine ({a.threads} threads) for {a.epochs} "
+            "epochs, the band scored after every epoch by the selection criterion (hF + LB macro-F1 over the "
+            "model taxonomy's nodes; at most 2). The test part is not read. Rule epoch: what the product's "
+            f"EarlyStopping (trailing mean of 3, patience {a.patience}) picks within the epochs run. Load at the "
+            f"end {loadavg()}.",
+            ["corpus", "settings (`--set`)", "shards", *(f"epoch {e}" for e in AT), "rule epoch",
+             "best trailing mean", "seconds"], rows)
 
 
 if __name__ == "__main__":

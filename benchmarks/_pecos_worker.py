@@ -15,7 +15,9 @@ method="pifa")``), hierarchical k-means indexer (``Indexer.gen``, PECOS's defaul
 ``predict`` rows with PECOS's default ``only_topk`` / ``beam_size`` (10 / 10) and post-processor.
 ``OUT.npz``: per fit ``i`` the CSR arrays ``S{i}_*`` of the predicted scores (rows = the ``predict``
 rows in their order, columns = labels) and ``meta``: a JSON string with each fit's ``train_seconds``
-(embedding + indexer + training), ``predict_seconds`` and the versions.
+(embedding + indexer + training), ``predict_seconds`` and the versions. The CSR arrays are
+written and read by ``peer_xmc.put_csr`` / ``get_csr`` (that module needs only numpy and scipy at
+import, so this interpreter imports it too).
 """
 
 from __future__ import annotations
@@ -23,35 +25,26 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-def _csr(z: Any, key: str) -> Any:
-    import scipy.sparse as sp
-
-    shape = tuple(int(x) for x in z[f"{key}_shape"])
-    return sp.csr_matrix((z[f"{key}_data"], z[f"{key}_indices"], z[f"{key}_indptr"]), shape=shape)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_xmc import get_csr, put_csr  # noqa: E402 (numpy / scipy only at import: fine in the PECOS interpreter)
 
 
-def _put(out: dict[str, np.ndarray], key: str, M: Any) -> None:
-    M = M.tocsr()
-    out[f"{key}_data"], out[f"{key}_indices"] = M.data, M.indices
-    out[f"{key}_indptr"], out[f"{key}_shape"] = M.indptr, np.asarray(M.shape, dtype=np.int64)
-
-
-def run(z: Any) -> dict[str, np.ndarray]:
+def run(z: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     from pecos.xmc import Indexer, LabelEmbeddingFactory
     from pecos.xmc.xlinear.model import XLinearModel
 
     import_secs = time.perf_counter() - t0
     job = json.loads(str(z["job"]))
-    X = _csr(z, "X").astype(np.float32)
-    Y = _csr(z, "Y").astype(np.float32)
+    X = get_csr(z, "X").astype(np.float32)
+    Y = get_csr(z, "Y").astype(np.float32)
     threads, seed = int(job["threads"]), int(job["seed"])
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     meta: dict[str, Any] = {"fits": [], "import_seconds": import_secs, "pecos": _version("libpecos"),
                             "numpy": np.__version__}
     for i, fit in enumerate(job["fits"]):
@@ -67,7 +60,7 @@ def run(z: Any) -> dict[str, np.ndarray]:
         t0 = time.perf_counter()
         S = model.predict(X[pr], threads=threads)
         pred_secs = time.perf_counter() - t0
-        _put(out, f"S{i}", S)
+        put_csr(out, f"S{i}", S)
         meta["fits"].append({"C": C, "n_train": int(tr.size), "train_seconds": train_secs,
                              "predict_seconds": pred_secs})
         print(f"_pecos_worker: fit {i + 1}/{len(job['fits'])}: C={C}, {tr.size} train docs {train_secs:.1f} s, "

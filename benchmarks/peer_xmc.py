@@ -226,13 +226,16 @@ def check_pecos() -> Path:
     return py
 
 
-def _put(out: dict[str, Any], key: str, M: sp.spmatrix) -> None:
+def put_csr(out: dict[str, Any], key: str, M: sp.spmatrix) -> None:
+    """Store the CSR arrays of ``M`` in ``out`` as ``KEY_data`` / ``_indices`` / ``_indptr`` / ``_shape``
+    (the .npz exchange with ``_pecos_worker.py``, which imports this module in the PECOS interpreter)."""
     M = sp.csr_matrix(M)
     out[f"{key}_data"], out[f"{key}_indices"] = M.data, M.indices
     out[f"{key}_indptr"], out[f"{key}_shape"] = M.indptr, np.asarray(M.shape, dtype=np.int64)
 
 
-def _get(z: Any, key: str) -> sp.csr_matrix:
+def get_csr(z: Any, key: str) -> sp.csr_matrix:
+    """The CSR matrix :func:`put_csr` stored under ``key`` (of an ``np.load`` archive)."""
     shape = tuple(int(x) for x in z[f"{key}_shape"])
     return sp.csr_matrix((z[f"{key}_data"], z[f"{key}_indices"], z[f"{key}_indptr"]), shape=shape)
 
@@ -248,8 +251,8 @@ def pecos_worker(X: sp.csr_matrix, Y: sp.csr_matrix, fits: list[dict[str, Any]],
         jp, op, lp = Path(tmp) / "job.npz", Path(tmp) / "out.npz", Path(tmp) / "worker.log"
         arrays: dict[str, Any] = {"job": np.asarray(json.dumps({"fits": fits, "threads": int(threads),
                                                                 "seed": int(seed)}))}
-        _put(arrays, "X", sp.csr_matrix(X, dtype=np.float32))
-        _put(arrays, "Y", sp.csr_matrix(Y, dtype=np.float32))
+        put_csr(arrays, "X", sp.csr_matrix(X, dtype=np.float32))
+        put_csr(arrays, "Y", sp.csr_matrix(Y, dtype=np.float32))
         np.savez(jp, **arrays)
         with open(lp, "wb") as errf:
             rc = subprocess.run([str(py), str(PECOS_WORKER), str(jp), str(op)], stdout=errf, stderr=errf, env=env,
@@ -260,7 +263,7 @@ def pecos_worker(X: sp.csr_matrix, Y: sp.csr_matrix, fits: list[dict[str, Any]],
             raise RuntimeError(f"PECOS worker failed (exit {rc}):\n" + "\n".join(tail))
         with np.load(op, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            mats = [_get(z, f"S{i}") for i in range(len(fits))]
+            mats = [get_csr(z, f"S{i}") for i in range(len(fits))]
     return mats, meta
 
 

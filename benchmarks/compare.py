@@ -644,7 +644,7 @@ def main() -> None:
            "of the training part (`validation_ids(doc_ids, 0.1, seed, 0)`, the documents its epoch selection "
            "holds out), then refit on the whole training part; train seconds = the grid's fits, the slice's "
            "scoring and the final fit (test scoring excluded; PECOS's subprocess start-up and the .npz "
-           "exchange excluded). LIBLINEAR, MLlib's driver-side loop, HiClass and Annif run one-threaded. "
+           "exchange excluded). LIBLINEAR (scikit-learn's LinearSVC), HiClass and Annif run one-threaded. "
            "Comparison sections written before issue 51 timed one-threaded peers against two-threaded sparkhc "
            "(`local[2]`)." if set(XMC_ROWS) & set(wanted) else "")
         + "\n\n" + "\n\n".join(tables) + "\n\n" + "\n".join(f"- {n}" for n in notes)

@@ -43,7 +43,7 @@ is read once, to score):
   (the ``bench`` extra) runs in this process: PLT, logistic loss. PECOS 1.2 (``libpecos``) runs in
   its own virtualenv as a subprocess (``$PECOS_PYTHON``, else ``.venv-pecos/bin/python``; install:
   ``peer_xmc.PECOS_INSTALL``): PIFA embedding, hierarchical k-means, XR-Linear. Their C
-  (napkinXC's ``liblinear_c`` in 1, 4, 16; PECOS's ``Cp = Cn`` in 1, 4) and their prediction rule
+  (napkinXC's ``liblinear_c`` in 1, 4, 16, 64; PECOS's ``Cp = Cn`` in 1, 4, 16) and their prediction rule
   (scores of at least a threshold in 0.05..0.95, else the top label) are chosen together by LB
   micro-F1 on sparkhc's own validation slice of the training part
   (``sparkhc.spark.hashing.validation_ids(doc_ids, 0.1, seed, 0)``), then the peer is refit on the

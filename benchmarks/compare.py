@@ -37,6 +37,18 @@ is read once, to score):
   ``ANNIF_PYTHON``); ``NLTK_DATA`` defaults to ``../shared/peers/nltk_data`` (NLTK's ``punkt_tab``).
   The default ``--rows`` include them when that interpreter exists (otherwise a note says they were
   skipped).
+- ``napkinXC PLT`` / ``PECOS XR-Linear`` (rows ``napkinxc``, ``pecos``; ``benchmarks/peer_xmc.py``):
+  label-tree peers on the same TF-IDF features and label space as the one-vs-rest peers, with
+  ``--peer-threads`` threads (default: the cores of ``--master``, 2 for ``local[2]``). napkinXC 0.7
+  (the ``bench`` extra) runs in this process: PLT, logistic loss. PECOS 1.2 (``libpecos``) runs in
+  its own virtualenv as a subprocess (``$PECOS_PYTHON``, else ``.venv-pecos/bin/python``; install:
+  ``peer_xmc.PECOS_INSTALL``): PIFA embedding, hierarchical k-means, XR-Linear. Their C
+  (napkinXC's ``liblinear_c`` in 1, 4, 16, 64; PECOS's ``Cp = Cn`` in 1, 4, 16) and their prediction rule
+  (scores of at least a threshold in 0.05..0.95, else the top label) are chosen together by LB
+  micro-F1 on sparkhc's own validation slice of the training part
+  (``sparkhc.spark.hashing.validation_ids(doc_ids, 0.1, seed, 0)``), then the peer is refit on the
+  whole training part. The default ``--rows`` include each when it is installed (otherwise a note
+  says it was skipped).
 
 Label space of the one-vs-rest peers: the scored labels of the corpus (``corpus.json``), gold
 ancestor-closed; a document gets every label with a positive decision, else the best one (FLAT
@@ -58,11 +70,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+import peer_xmc  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 from _common import MemorySampler, command, loadavg, machine, now, write_section  # noqa: E402
 
 DEFAULT_ROWS = "sparkhc,sparkhc_tuned,liblinear,mllib,hiclass"
 ANNIF_ROWS = {"annif_parabel": "parabel", "annif_bonsai": "bonsai"}
+XMC_ROWS = ("napkinxc", "pecos")
 METRICS = (("LBMiF", "LB micro-F1"), ("LBMaF", "LB macro-F1"), ("EBF", "example F1"), ("hF", "hF"))
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 REG_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -131,8 +145,12 @@ def score(d: Data, te: np.ndarray, pred: list[list[str]]) -> dict[str, float]:
     return {k: float(m[k]) for k, _ in METRICS}
 
 
-def names_of(d: Data, P: np.ndarray) -> list[list[str]]:
-    return [[d.label_names[j] for j in np.flatnonzero(row)] for row in P]
+def names_of(d: Data, P: np.ndarray | sp.spmatrix) -> list[list[str]]:
+    """The label names of each row of a boolean (n, labels) matrix, dense or sparse."""
+    P = sp.csr_matrix(P, dtype=bool)
+    P.eliminate_zeros()
+    P.sort_indices()
+    return [[d.label_names[int(j)] for j in P.indices[P.indptr[i]:P.indptr[i + 1]]] for i in range(P.shape[0])]
 
 
 # ----------------------------------------------------------------------------- LIBLINEAR
@@ -157,12 +175,6 @@ def inner_folds(n: int, k: int, seed: int) -> np.ndarray:
     rank = np.empty(n, dtype=np.int64)
     rank[np.random.default_rng(seed).permutation(n)] = np.arange(n)
     return rank % k
-
-
-def micro_f1(Y: np.ndarray, P: np.ndarray) -> float:
-    tp = float((Y & P).sum())
-    den = float(Y.sum() + P.sum())
-    return 2 * tp / den if den else 0.0
 
 
 def flat_decode(S: np.ndarray, thr: np.ndarray | float = 0.0) -> np.ndarray:
@@ -245,7 +257,7 @@ def tune_liblinear(X: sp.csr_matrix, Y: np.ndarray, grid: tuple[float, ...], k: 
             a, b = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
             S[b] = ovr_scores(X[a], Y[a], X[b], C, seed)
         oof[C] = S
-        cvf[C] = micro_f1(Y, flat_decode(S))
+        cvf[C] = peer_xmc.micro_f1(Y, flat_decode(S))
     best = max(grid, key=lambda c: (cvf[c], -c))  # ties: the smaller C
     S = oof[best]
     return TunedLinear(best, cvf, scut_thresholds(S, Y), scut_thresholds(S, Y, fbr), fbr)
@@ -423,11 +435,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features", action="append", default=[], help="NAME=DIR (repeatable)")
     ap.add_argument("--rows", default=None,
-                    help=f"comma-separated rows among {DEFAULT_ROWS},{','.join(ANNIF_ROWS)} (default: {DEFAULT_ROWS}, "
-                    "plus the Annif rows when the Annif interpreter exists)")
+                    help=f"comma-separated rows among {DEFAULT_ROWS},{','.join(ANNIF_ROWS)},{','.join(XMC_ROWS)} (default: "
+                    f"{DEFAULT_ROWS}, plus the Annif, napkinXC and PECOS rows when they are installed)")
     ap.add_argument("--data-dir", default="../shared/data",
                     help="Annif rows: the staged corpora (the raw texts of the features' documents)")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--peer-threads", type=int, default=0,
+                    help="napkinXC / PECOS rows: threads (default 0 = the cores of --master, as sparkhc uses)")
     ap.add_argument("--folds", type=int, default=0, help="cross-validation corpora: the first N folds (0 = all)")
     ap.add_argument("--seeds", default="0", help="single-split corpora: comma-separated seeds (spread over seeds)")
     ap.add_argument("--inner-folds", type=int, default=3, help="LIBLINEAR: inner CV folds for C and thresholds")
@@ -450,6 +464,8 @@ def main() -> None:
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
+
+    peer_threads = a.peer_threads or peer_xmc.master_threads(a.master)
     if a.rows is None:
         import peer_annif
 
@@ -459,8 +475,17 @@ def main() -> None:
         else:
             notes.append(f"Annif rows skipped: {peer_annif.annif_python()} not found ({peer_annif.INSTALL})")
             print(notes[-1], flush=True)
+        wanted += list(XMC_ROWS)
     else:
         wanted = a.rows.split(",")
+    if "napkinxc" in wanted and not peer_xmc.napkinxc_available():
+        wanted.remove("napkinxc")
+        notes.append('napkinXC row skipped: napkinxc is not installed (pip install -e ".[bench]")')
+        print(notes[-1], flush=True)
+    if "pecos" in wanted and not peer_xmc.pecos_available():
+        wanted.remove("pecos")
+        notes.append(f"PECOS row skipped: {peer_xmc.pecos_python()} not found ({peer_xmc.PECOS_INSTALL})")
+        print(notes[-1], flush=True)
     data_dir = Path(a.data_dir)
     if not data_dir.is_dir() and not data_dir.is_absolute() and (Path(__file__).resolve().parents[1] / data_dir).is_dir():
         data_dir = Path(__file__).resolve().parents[1] / data_dir
@@ -559,6 +584,15 @@ def main() -> None:
                                 f"{s.name}: limit {info['limit']}, threshold {info['threshold']:.2f} (val doc F1 "
                                 f"{info['val_f1']:.3f}; final fit {info['final_train_seconds']:.1f} s, test "
                                 f"suggestions {info['test_seconds']:.1f} s)")
+                        elif row in XMC_ROWS:
+                            run_xmc = peer_xmc.run_napkinxc if row == "napkinxc" else peer_xmc.run_pecos
+                            Pb, secs, info = run_xmc(d.X, d.Y, s.tr, s.te, d.batch.doc_ids, s.seed, peer_threads)
+                            label = ("napkinXC PLT (log loss)" if row == "napkinxc" else "PECOS XR-Linear")
+                            add(f"{label}, {peer_threads} threads, C and threshold on the validation slice",
+                                score(d, s.te, names_of(d, Pb)), secs,
+                                f"{s.name}: C={info['C']:g}, threshold {info['threshold']:.2f} (val micro-F1 "
+                                f"{info['val_micro_f1']:.3f}; final fit {info['final_train_seconds']:.1f} s, test "
+                                f"{info['test_seconds']:.1f} s)")
                     except Exception as e:  # one row failing must not lose the others
                         notes.append(f"{dname} {s.name} {row}: failed: {type(e).__name__}: {str(e)[:300]}")
                         print(notes[-1], flush=True)
@@ -602,6 +636,17 @@ def main() -> None:
            "train seconds = both trainings + the slice's suggestions (the Annif subprocess start-up and the "
            "test suggestions excluded); a test document keeps at most limit suggestions scoring at least "
            "threshold (possibly none)." if set(ANNIF_ROWS) & set(wanted) else "")
+        + (f" napkinXC / PECOS rows (`benchmarks/peer_xmc.py`): {peer_threads} threads each (`--peer-threads`; "
+           f"sparkhc's master `{a.master}` has {peer_xmc.master_threads(a.master)} cores); C (napkinXC "
+           f"`liblinear_c` {list(peer_xmc.NAPKIN_C)}, PECOS `Cp = Cn` {list(peer_xmc.PECOS_C)}) and a score "
+           f"threshold ({peer_xmc.THRESHOLDS[0]:.2f}..{peer_xmc.THRESHOLDS[-1]:.2f} by 0.05; a document with no "
+           "label reaching it keeps its top label) chosen together by LB micro-F1 on sparkhc's validation slice "
+           "of the training part (`validation_ids(doc_ids, 0.1, seed, 0)`, the documents its epoch selection "
+           "holds out), then refit on the whole training part; train seconds = the grid's fits, the slice's "
+           "scoring and the final fit (test scoring excluded; PECOS's subprocess start-up and the .npz "
+           "exchange excluded). LIBLINEAR (scikit-learn's LinearSVC), HiClass and Annif run one-threaded. "
+           "Comparison sections written before issue 51 timed one-threaded peers against two-threaded sparkhc "
+           "(`local[2]`)." if set(XMC_ROWS) & set(wanted) else "")
         + "\n\n" + "\n\n".join(tables) + "\n\n" + "\n".join(f"- {n}" for n in notes)
     )
     write_section(a.section, f"Comparison with tuned peers ({a.section})", body)

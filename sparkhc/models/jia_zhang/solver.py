@@ -128,6 +128,22 @@ The adaptive schedule, its ``early_gap_tol``, the first tolerance and the sub-pr
 were chosen on training rows only, no test score looked at (the figures: ``docs/benchmarks.md``,
 section design-notes).
 
+Warm starts, the stopping rule and what a fit records
+-----------------------------------------------------
+Every W step starts from the dual solution of the previous one: the blocks keep their multipliers
+``α_i`` (and ``G``) across sweeps and alternations, and each sweep's sub-problems start from them
+(the DCD passes of :class:`sparkhc.dcd.DualCD` warm-started at ``α_i``). The alternation stops on
+the relative change of the objective: with the adaptive schedule (DCD), when a W step certified to
+``gap_tol`` shows that no ``W`` lowers the W step's objective at the previous alternation's point
+by more than ``gap_tol · max(1, |objective|)`` (``stationary`` in ``history_``: the relative
+decrease of the objective another alternation could bring is at most ``gap_tol``, 1e-6); with either schedule also when
+``‖ΔW‖/‖W‖ < tol`` after a W step certified to ``gap_tol``; at the latest after ``max_iter``
+alternations (``converged_`` False). A fit records ``n_iter_`` (alternations), ``sweeps_`` (W-step
+sweeps of the whole fit), ``sub_problems_`` and ``capped_sub_problems_`` (pair solves, and those
+stopped at ``dcd_max_passes`` / ``smo_max_iter``) and ``sweep_capped_`` (W steps stopped at
+``max_inner_iter``); the model's counters repeat them (``alternations``, ``sweeps``,
+``sub_problems``, ``capped_sub_problems``, ``sweep_capped``).
+
 Sparse features
 ---------------
 ``X`` may be a scipy CSR matrix (text features from ``sparkhc featurize``: tens of thousands of
@@ -1647,6 +1663,7 @@ class BinaryRelevanceSVM(_OvOModel):
                                                       self._fit_rows)
         self._store_pairs(W, b)
         self.smo_iterations_ = int(its)
+        self.sweeps_ = int(sweeps)
         self.duality_gap_ = float(gap)
         self.w_solver_ = resolve_w_solver(self.w_solver, self._fit_rows)
         self._caps_report(w_step._w_solves, w_step._w_capped, int(w_step._w_sweep_capped), float("nan"))
@@ -1686,7 +1703,8 @@ class M3MDC(_OvOModel):
     space, a, b), n_classes_, active_, alpha_ (dual variables per active pair), history_ (one
     dict per alternation: objective after the W and after the C step, ‖ΔW‖_F, sweeps, duality
     gap of the W step and the relative gap it was asked for, whether it found the incumbent
-    stationary), n_iter_, converged_, eps_ (the ridge ε actually used).
+    stationary), n_iter_, converged_, eps_ (the ridge ε actually used), sweeps_ (W-step sweeps of
+    the fit), sub_problems_, capped_sub_problems_, sweep_capped_ (module docstring).
 
     Examples
     --------
@@ -1847,6 +1865,7 @@ class M3MDC(_OvOModel):
                 if rel < self.tol:
                     target = gap_tol
         self.n_iter_ = len(self.history_)
+        self.sweeps_ = int(sum(h["inner_sweeps"] for h in self.history_))
         self._caps_report(
             sum(h["sub_problems"] for h in self.history_), sum(h["capped_sub_problems"] for h in self.history_),
             sum(h["sweep_capped"] for h in self.history_),
@@ -1876,6 +1895,7 @@ class M3MDC(_OvOModel):
         self.converged_ = True
         self.eps_ = 0.0
         self.inner_sweeps_ = sweeps
+        self.sweeps_ = int(sweeps)
         self.duality_gap_ = gap
         self._store(W, b, C)
         self.alpha_ = alpha

@@ -37,8 +37,8 @@ example whose gap is at most the threshold stops the solver. The threshold is ``
 "absolute"``: LIBLINEAR's rule ``max PG − min PG ≤ ε, |max PG| ≤ ε, |min PG| ≤ ε``, which is the
 same condition) or ``tol`` times the gap of the first pass (``stop = "relative"``; or times
 ``gap_ref`` when given, e.g. a warm start's first gap). ``max_passes`` caps the passes: a solve
-that reaches it returns ``capped = True`` and the gap of its last pass (``gap``) instead of
-stopping silently.
+that reaches it returns ``capped = True`` and, as ``gap``, the projected-gradient gap over every
+example at the point it returns (:func:`projected_gap`), instead of stopping silently.
 
 Warm starts: ``alpha0`` (any point of the box) starts the passes from ``w = Σ α0_j y_j x_j``.
 
@@ -48,7 +48,9 @@ Generalised pass (M3MDC)
 (``sparkhc.models.jia_zhang.solver._solve_pair_dcd``): there ``w = c + s⁻¹ Σ a_j y_j x_j`` with a
 centre ``c`` and multipliers scaled to ``[0, 1]`` (``inv_s = s⁻¹``), and the bias is
 ``beta + rho σ`` (``σ = Σ a_j y_j``: the method of multipliers for an unregularised bias). The
-LIBLINEAR problem is the case ``c = 0``, ``inv_s = 1``, ``beta = 0``, ``rho = B²``.
+LIBLINEAR problem is the case ``c = 0``, ``inv_s = 1``, ``beta = 0``, ``rho = B²``. Those sub-problems
+drive :class:`DualCD` with their own stopping rule (the KKT violation of the equality-constrained
+problem, or its certified duality gap) and their face steps between passes.
 
 Every loop is written element by element for numba and runs compiled when
 :func:`sparkhc.kernels.available` (``pip install sparkhc[fast]``), as plain Python otherwise (the

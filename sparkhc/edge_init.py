@@ -13,9 +13,9 @@ exact DP decodes the tree of the positive edges, and the cost-augmented PA passe
 Hamming margin is 1 per edge, the SVMs' margin) start from a model that already satisfies most of
 their constraints.
 
-Solver: dual coordinate descent (Hsieh et al. 2008, Alg. 1 with ``U = inf``, ``D_ii = 1 / (2C)``),
-a seeded random order of the documents each pass, stopped when the projected gradient's spread
-``max PG - min PG`` over a pass is at most ``tol`` (LIBLINEAR's rule and default, 0.1) or after
+Solver: the product's dual coordinate descent (:func:`sparkhc.dcd.solve_dcd`, LIBLINEAR's ``-s 1``
+without a bias term: seeded random order, shrinking), stopped when the projected gradient's spread
+over a pass is at most ``tol`` (LIBLINEAR's rule and its default for the dual solvers, 0.1) or after
 ``max_passes`` passes (counted and reported: ``capped``). The result is a function of the data, the
 settings and the seed: no clock and no thread timing enters it.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from sparkhc.kernels import _njit
+from sparkhc.dcd import solve_dcd
 
 __all__ = ["EdgeProblems", "edge_problems", "solve_edges", "DEFAULT_TOL", "DEFAULT_MAX_PASSES"]
 
@@ -78,73 +78,6 @@ def edge_problems(nodes: np.ndarray, nodes_ptr: np.ndarray, parent: np.ndarray, 
     return EdgeProblems(np.cumsum(ptr), c_doc[order], y[order].astype(np.float64))
 
 
-def _dcd_edges_impl(xptr, xind, xval, qd, eptr, docs, ys, W, C, tol, max_passes, seed,  # type: ignore[no-untyped-def]
-                    w, out_passes, out_gap):
-    """Every edge's L2-loss SVM by dual coordinate descent into its column of ``W`` (see the module)."""
-    n_edges = len(eptr) - 1
-    dii = 0.5 / C
-    for e in range(n_edges):
-        a, b = eptr[e], eptr[e + 1]
-        m = b - a
-        if m == 0:
-            continue
-        np.random.seed(seed * 1000003 + e)
-        alpha = np.zeros(m)
-        perm = np.arange(m)
-        gap = np.inf
-        passes = 0
-        while passes < max_passes:
-            passes += 1
-            for j in range(m - 1, 0, -1):  # Fisher-Yates
-                k = np.random.randint(0, j + 1)
-                t = perm[j]
-                perm[j] = perm[k]
-                perm[k] = t
-            pgmax = -np.inf
-            pgmin = np.inf
-            for jj in range(m):
-                j = perm[jj]
-                i = docs[a + j]
-                yi = ys[a + j]
-                s = 0.0
-                for q in range(xptr[i], xptr[i + 1]):
-                    s += w[xind[q]] * xval[q]
-                g = yi * s - 1.0 + dii * alpha[j]
-                pg = g
-                if alpha[j] == 0.0 and g > 0.0:
-                    pg = 0.0
-                if pg > pgmax:
-                    pgmax = pg
-                if pg < pgmin:
-                    pgmin = pg
-                if pg != 0.0:
-                    old = alpha[j]
-                    new = old - g / (qd[i] + dii)
-                    if new < 0.0:
-                        new = 0.0
-                    alpha[j] = new
-                    d = (new - old) * yi
-                    if d != 0.0:
-                        for q in range(xptr[i], xptr[i + 1]):
-                            w[xind[q]] += d * xval[q]
-            gap = pgmax - pgmin
-            if gap <= tol:
-                break
-        out_passes[e] = passes
-        out_gap[e] = gap
-        # the edge's column, and the scratch vector back to zero on the features its documents hold
-        for jj in range(m):
-            i = docs[a + jj]
-            for q in range(xptr[i], xptr[i + 1]):
-                f = xind[q]
-                if w[f] != 0.0:
-                    W[f, e] = w[f]
-                    w[f] = 0.0
-
-
-_dcd_edges = _njit(_dcd_edges_impl)
-
-
 @dataclass
 class EdgeSolution:
     """What :func:`solve_edges` did: passes and final projected-gradient spread per edge, and how
@@ -176,14 +109,16 @@ def solve_edges(X: sp.csr_matrix, problems: EdgeProblems, W: np.ndarray, C: floa
         raise ValueError(f"solve_edges: W of shape {W.shape} for {X.shape[1]} features and "
                          f"{len(problems.ptr) - 1} edges")
     n_edges = len(problems.ptr) - 1
-    solved = np.diff(problems.ptr) > 0
-    W[:, solved] = 0
-    xval = X.data.astype(np.float64)
-    qd = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
     passes = np.zeros(n_edges, dtype=np.int64)
     gap = np.zeros(n_edges, dtype=np.float64)
-    w = np.zeros(X.shape[1], dtype=np.float64)
-    _dcd_edges(X.indptr.astype(np.int64), X.indices.astype(np.int64), xval, qd, problems.ptr, problems.docs,
-               problems.y, W, float(C), float(tol), int(max_passes), int(seed), w, passes, gap)
-    capped = int(np.count_nonzero(passes >= max_passes))
+    capped = 0
+    for e in range(n_edges):
+        a, b = int(problems.ptr[e]), int(problems.ptr[e + 1])
+        if a == b:
+            continue
+        r = solve_dcd(X[problems.docs[a:b]], problems.y[a:b], float(C), loss="l2", bias=0.0, tol=float(tol),
+                      max_passes=int(max_passes), stop="absolute", seed=int(seed) * 1000003 + e)
+        W[:, e] = r.w
+        passes[e], gap[e] = r.passes, r.gap
+        capped += int(r.capped)
     return EdgeSolution(passes, gap, capped)

@@ -99,6 +99,9 @@ def test_a_fit_without_caps_says_so_in_its_summary(recwarn):
         SparseBatch(sp.csr_matrix(X), np.array([f"d{i}" for i in range(len(y))]), labels))
     c = model.get_state().counters
     assert c["capped_sub_problems"] == 0 and c["sweep_capped"] == 0 and c["sub_problems"] > 0
+    # the sweeps of the whole fit: those of every alternation's W step (issue 52)
+    assert c["sweeps"] == sum(h["inner_sweeps"] for h in model.history_) == model._estimator.sweeps_ > 0
+    assert c["alternations"] == len(model.history_)
     assert not [w for w in recwarn if issubclass(w.category, M3MDCConvergenceWarning)]
     h = model.history_[-1]
     assert h["duality_gap"] <= 1e-6 * max(abs(h["objective_after_w"]), 1.0)

@@ -229,3 +229,24 @@ def test_auto_w_solver_takes_smo_on_small_sets_and_reaches_the_same_objective():
     f_auto, f_dcd = auto.history_[-1]["objective_after_c"], dcd.history_[-1]["objective_after_c"]
     assert f_auto == pytest.approx(f_dcd, rel=1e-5)
     np.testing.assert_array_equal(auto.predict(X), dcd.predict(X))
+
+
+@pytest.mark.parametrize("cls", [BinaryRelevanceSVM, M3MDC])
+def test_binary_relevance_and_the_w_step_run_on_the_one_dcd_core(monkeypatch, cls):
+    """Every DCD pass of BR and of M3MDC's W step is a pass of ``sparkhc.dcd.DualCD`` (issue 52):
+    the passes the fit reports are the core's passes, counted where they run."""
+    from sparkhc.dcd import DualCD
+
+    calls = []
+    run_pass = DualCD.run_pass
+
+    def counted(self):
+        calls.append(self.rows.width)
+        return run_pass(self)
+
+    monkeypatch.setattr(DualCD, "run_pass", counted)
+    X, Y = _random_mdc(5, n=120, d=6)
+    m = cls(w_solver="dcd").fit(X, Y)
+    reported = m.smo_iterations_ if cls is BinaryRelevanceSVM else sum(h["smo_iterations"] for h in m.history_)
+    assert len(calls) == reported > 0
+    assert set(calls) == {6}  # dense numeric rows: the dense layout of the pass

@@ -2,8 +2,8 @@
 references, and the face step on a face with more free multipliers than features (issue 33,
 point 5: yeast's rare labels).
 
-Expected values: scipy's CSR products and ``sparkhc.linear.dcd_pass`` on the same rows (the dense
-loops must give the same bits), the direct face system solved by LAPACK, the hinge loss evaluated
+Expected values: scipy's CSR products and ``sparkhc.dcd.dcd_pass`` on the same rows as CSR (the dense
+layout must give the same bits), the direct face system solved by LAPACK, the hinge loss evaluated
 at every breakpoint, and the sub-problem's dual evaluated directly.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparkhc.linear import dcd_loop
+from sparkhc.dcd import pass_loop
 from sparkhc.models.jia_zhang import kernels as K
 from sparkhc.models.jia_zhang import solver as S
 
@@ -47,11 +47,13 @@ def test_dense_pass_and_products_give_the_bits_of_the_csr_ones():
         sigma = 0.0
         rets = []
         for _ in range(3):
+            ub, dd = np.ones(200), np.zeros(200)
             if run == "csr":
-                ret = dcd_loop()(C.indptr, C.indices, C.data, y, qd, alpha, w, 4.0, 0.2, 1.5, sigma, order, grad,
-                                 np.inf, -np.inf)
+                ret = pass_loop()(C.indptr, C.indices, C.data, 0, y, qd, ub, dd, alpha, w, 4.0, 0.2, 1.5, sigma, order,
+                                  grad, np.inf, -np.inf)
             else:
-                ret = K.dense_pass_loop()(D, y, qd, alpha, w, 4.0, 0.2, 1.5, sigma, order, grad, np.inf, -np.inf)
+                ret = pass_loop()(C.indptr, C.indices, D.reshape(-1), 13, y, qd, ub, dd, alpha, w, 4.0, 0.2, 1.5, sigma,
+                                  order, grad, np.inf, -np.inf)
             sigma = ret[0]
             rets.append(ret)
         outs.append((alpha, w, grad, rets))

@@ -149,6 +149,8 @@ class M3MDCModel(HierModel):
         if hasattr(est, "capped_sub_problems_"):  # no cap reached unreported: the counts in the summary
             counters.update(sub_problems=float(est.sub_problems_), capped_sub_problems=float(est.capped_sub_problems_),
                             sweep_capped=float(est.sweep_capped_))
+        if hasattr(est, "sweeps_"):  # the W-step sweeps of the whole fit (every alternation)
+            counters.update(sweeps=float(est.sweeps_))
         self._estimator = est
         self.state_ = ModelState(est.get_state(), counters, "mean")
         return self

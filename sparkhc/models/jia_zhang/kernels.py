@@ -1,16 +1,13 @@
 """Compiled loops of the M3MDC W step (numba when installed, the same code as plain Python otherwise).
 
 Here rather than in :mod:`sparkhc.kernels`: they serve only :mod:`sparkhc.models.jia_zhang.solver`.
+The DCD passes of the W step are :mod:`sparkhc.dcd`'s (one pass for CSR and dense rows).
 Written element by element (no BLAS), so that every thread and process runs the same operations
 in the same order and the driver, thread and Spark fits stay equal bit for bit.
 
 * :func:`face_solve_thin`: the face step's system (``solver._face_step``) through the ``d × d``
   matrix ``X_Fᵀ X_F`` when the face has more free multipliers than features (``|F| > d``: dense
   numeric data, where ``X_F X_Fᵀ`` is singular and ``|F|³`` is the cost of the direct solve).
-* :func:`dense_pass`: :func:`sparkhc.linear.dcd_pass` on rows stored as one C-ordered ``n × d``
-  array (the centred rows of dense numeric data): the same coordinate steps without the index
-  gather of CSR (3.6x faster a pass on yeast's rows); the coordinate step is
-  :func:`sparkhc.linear.dcd_step`, shared with ``dcd_pass``.
 * :func:`dense_rmatvec`: ``Xᵀ v`` (and ``X w`` from ``Xᵀ``) in the order of scipy's CSR products.
 * :func:`face_path`: the projected search along a face step's direction (``solver._face_path``).
 """
@@ -21,10 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from sparkhc.linear import _dcd_step
-
-__all__ = ["cholesky_shifted", "face_solve_thin", "dense_pass", "dense_rmatvec", "face_solve_thin_loop", "dense_pass_loop",
-           "dense_products", "face_path", "face_path_loop"]
+__all__ = ["cholesky_shifted", "face_solve_thin", "dense_rmatvec", "face_solve_thin_loop", "dense_products",
+           "face_path", "face_path_loop"]
 
 
 def _compile(fn: Any) -> Any:
@@ -124,34 +119,6 @@ def face_solve_thin(XF, r, scale, delta):  # type: ignore[no-untyped-def]
     return quad / scale
 
 
-def dense_pass(X, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo):  # type: ignore[no-untyped-def]
-    """:func:`sparkhc.linear.dcd_pass` on the rows of the dense ``n × d`` array ``X`` (every
-    entry stored): the same steps (:func:`sparkhc.linear.dcd_step`), the same returns."""
-    vmax = -np.inf
-    vmin = np.inf
-    pgmax = -np.inf
-    pgmin = np.inf
-    d = X.shape[1]
-    for k in range(order.shape[0]):
-        t = order[k]
-        f = 0.0
-        for c in range(d):
-            f += X[t, c] * w[c]
-        yt = y[t]
-        a = alpha[t]
-        g, na, vmax, vmin, pgmax, pgmin = _dcd_step(f, yt, a, qd[t], beta, rho, sigma, pg_hi, pg_lo,
-                                                    vmax, vmin, pgmax, pgmin)
-        grad[k] = g
-        dlt = na - a
-        if dlt != 0.0:
-            alpha[t] = na
-            sigma += dlt * yt
-            cc = dlt * yt * inv_s
-            for c in range(d):
-                w[c] += cc * X[t, c]
-    return sigma, vmax, vmin, pgmax, pgmin
-
-
 def dense_rmatvec(X, v):  # type: ignore[no-untyped-def]
     """``Xᵀ v`` for a C-ordered ``n × d`` ``X``: each column's sum over the rows in order, the
     columns side by side (the sums of scipy's product of the transposed CSR matrix with every
@@ -222,7 +189,6 @@ def face_path(XF, yF, fF, a, d_alpha, t, t_end, offset, scale, gain, max_steps, 
 
 
 _face_solve_thin_compiled = _compile(face_solve_thin)
-_dense_pass_compiled = _compile(dense_pass)
 _dense_rmatvec_compiled = _compile(dense_rmatvec)
 _face_path_compiled = _compile(face_path)
 
@@ -246,8 +212,3 @@ def dense_products() -> Any:
 def face_path_loop() -> Any:
     """:func:`face_path`, compiled when :func:`sparkhc.kernels.available`."""
     return _face_path_compiled if _available() else face_path
-
-
-def dense_pass_loop() -> Any:
-    """:func:`dense_pass`, compiled when :func:`sparkhc.kernels.available`."""
-    return _dense_pass_compiled if _available() else dense_pass

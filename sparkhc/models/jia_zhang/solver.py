@@ -75,8 +75,9 @@ above. On the small data sets of the paper (Edm, Flare1) both give the same pred
 is the slower solver there (``docs/benchmarks.md``, section design-notes). The threshold
 itself was not tuned (an 8,100-row fold takes DCD; SMO holds ``8 n_i²`` bytes per pair).
 ``"dcd"``: dual coordinate descent through the pair's weight vector
-(:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking; the pass is
-:func:`sparkhc.linear.dcd_pass`, shared with the hinge SVM of H-SVM): ``O(nnz)`` of
+(:func:`_solve_pair_dcd`; Hsieh et al. 2008, as in LIBLINEAR, with its shrinking; the passes are
+those of :class:`sparkhc.dcd.DualCD`, the core shared with binary relevance and the hinge SVM of
+H-SVM): ``O(nnz)`` of
 the pair's rows per pass and no ``n × n`` matrix, the unregularised bias's equality kept by the
 method of multipliers, the same KKT stopping rule as SMO. Its sub-problem tolerance follows the
 relative duality gap of the W step (1× instead of SMO's 1e-2×), which stops at ``gap_tol``
@@ -127,6 +128,22 @@ The adaptive schedule, its ``early_gap_tol``, the first tolerance and the sub-pr
 were chosen on training rows only, no test score looked at (the figures: ``docs/benchmarks.md``,
 section design-notes).
 
+Warm starts, the stopping rule and what a fit records
+-----------------------------------------------------
+Every W step starts from the dual solution of the previous one: the blocks keep their multipliers
+``α_i`` (and ``G``) across sweeps and alternations, and each sweep's sub-problems start from them
+(the DCD passes of :class:`sparkhc.dcd.DualCD` warm-started at ``α_i``). The alternation stops on
+the relative change of the objective: with the adaptive schedule (DCD), when a W step certified to
+``gap_tol`` shows that no ``W`` lowers the W step's objective at the previous alternation's point
+by more than ``gap_tol · max(1, |objective|)`` (``stationary`` in ``history_``: the relative
+decrease of the objective another alternation could bring is at most ``gap_tol``, 1e-6); with either schedule also when
+``‖ΔW‖/‖W‖ < tol`` after a W step certified to ``gap_tol``; at the latest after ``max_iter``
+alternations (``converged_`` False). A fit records ``n_iter_`` (alternations), ``sweeps_`` (W-step
+sweeps of the whole fit), ``sub_problems_`` and ``capped_sub_problems_`` (pair solves, and those
+stopped at ``dcd_max_passes`` / ``smo_max_iter``) and ``sweep_capped_`` (W steps stopped at
+``max_inner_iter``); the model's counters repeat them (``alternations``, ``sweeps``,
+``sub_problems``, ``capped_sub_problems``, ``sweep_capped``).
+
 Sparse features
 ---------------
 ``X`` may be a scipy CSR matrix (text features from ``sparkhc featurize``: tens of thousands of
@@ -168,11 +185,10 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from sparkhc.dcd import DualCD, Rows
 from sparkhc.errors import ConfigError, InputDataError, ModelError, NotFittedError
-from sparkhc.linear import dcd_loop, shrink
 from sparkhc.models.jia_zhang.kernels import (
     cholesky_shifted,
-    dense_pass_loop,
     dense_products,
     face_path_loop,
     face_solve_thin_loop,
@@ -180,6 +196,7 @@ from sparkhc.models.jia_zhang.kernels import (
 
 logger = logging.getLogger(__name__)
 
+_NO_INDEX = np.zeros(1, dtype=np.int64)  # the index arrays of dense rows (unused by the pass)
 _TAU = 1e-12  # LIBSVM's floor for non-positive curvature in working-set selection
 
 Matrix = Any  # np.ndarray or scipy.sparse CSR matrix (n × d)
@@ -413,39 +430,29 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
             or _pair_gap(f0, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol):  # the warm start is already a solution
         w = center + through(alpha, Xraw)
         return PairResult(task.pair, w, optimal_bias(scores(w, Xraw), y), alpha, 0, True)
-    beta = optimal_bias(f0, y)
-    rng = np.random.default_rng(task.pair)
-    if dense is not None:  # every entry stored: the same steps without CSR's index gather
-        dense_loop = dense_pass_loop()
-
-        def loop(indptr: Any, indices: Any, values: Any, *rest: Any) -> Any:
-            return dense_loop(dense, *rest)
-    else:
-        loop = dcd_loop()
+    layout = Rows(_NO_INDEX, _NO_INDEX, dense.reshape(-1), dense.shape[1], dense.shape) if dense is not None else \
+        Rows(Xp.indptr, Xp.indices, Xp.data, 0, Xp.shape)  # dense: the same steps without CSR's index gather
+    cd = DualCD(layout, y, qd, np.ones(n), np.zeros(n), alpha, w, inv_s=inv_s, beta=optimal_bias(f0, y), rho=rho,
+                seed=task.pair)
     converged = False
     passes = 0
-    everything = np.arange(n, dtype=np.int64)
-    active = everything
-    pg_hi, pg_lo = np.inf, -np.inf
-    grad = np.empty(n)
+    everything_active = n
     next_face = FACE_EVERY
     interval, next_check = 1, 1  # the duality-gap checks: after 1, 2, 4, ... passes, then every GAP_CHECK_MAX
     for passes in range(1, int(task.max_iter) + 1):  # noqa: B007 - the count is returned
-        order = rng.permutation(active)
-        sigma, vmax, vmin, pgmax, pgmin = loop(
-            Xp.indptr, Xp.indices, Xp.data, y, qd, alpha, w, inv_s, beta, rho, sigma, order, grad, pg_hi, pg_lo
-        )
-        beta += rho * sigma
-        if vmax - vmin > task.tol:  # measured during the pass (slightly stale): no KKT check yet
+        st = cd.run_pass()
+        cd.beta += rho * cd.sigma
+        if st.vmax - st.vmin > task.tol:  # measured during the pass (slightly stale): no KKT check yet
             if passes >= next_check:  # but the certificate of the sub-problem may already hold
                 interval = min(2 * interval, GAP_CHECK_MAX)
                 next_check = passes + interval
-                a_r = _restore_equality(alpha, y)
+                a_r = _restore_equality(cd.alpha, y)
                 if abs(float(a_r @ y)) <= 1e-12 * max(n, 1):
                     w_r = center + through(a_r)
                     f_r = scores(w_r)
                     if _pair_gap(f_r, y, a_r, w_r, center, task.scale) <= GAP_SHARE * task.tol:
-                        alpha, converged = a_r, True
+                        cd.move_to(a_r, w_r)
+                        converged = True
                         break
                     moved = False
                     for _ in range(FACE_STEPS if passes >= next_face else 0):  # the exact minimiser on the face DCD has found
@@ -458,29 +465,26 @@ def _solve_pair_dcd(data: PairData, task: PairTask) -> PairResult:
                     if passes >= next_face:
                         next_face = passes + FACE_EVERY
                     if moved:
-                        alpha, w, sigma = a_r, w_r, float(a_r @ y)
-                        beta = optimal_bias(f_r, y)
-                        if _pair_gap(f_r, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol:
+                        cd.reset(a_r, w_r, optimal_bias(f_r, y))
+                        if _pair_gap(f_r, y, cd.alpha, cd.w, center, task.scale) <= GAP_SHARE * task.tol:
                             converged = True
                             break
-                        active, pg_hi, pg_lo = everything, np.inf, -np.inf
                         continue
-            active, pg_hi, pg_lo = shrink(order, alpha, grad, pg_hi, pg_lo, pgmax, pgmin)
+            cd.shrink()
             continue
-        if active.size < n:  # converged on the active set: one full pass before any check
-            active = everything
-            pg_hi, pg_lo = np.inf, -np.inf
+        if cd.active.size < everything_active:  # converged on the active set: one full pass before any check
+            cd.unshrink()
             continue
-        a_r = _restore_equality(alpha, y)
-        w = w + through(a_r - alpha)
-        alpha = a_r
-        sigma = float(alpha @ y)
-        if abs(sigma) > 1e-12 * max(n, 1):  # residue left on bounded multipliers: keep going
+        a_r = _restore_equality(cd.alpha, y)
+        cd.move_to(a_r, cd.w + through(a_r - cd.alpha))
+        if abs(cd.sigma) > 1e-12 * max(n, 1):  # residue left on bounded multipliers: keep going
             continue
-        f = scores(w)
-        if _kkt_violation(y - f, alpha, y) <= task.tol or _pair_gap(f, y, alpha, w, center, task.scale) <= GAP_SHARE * task.tol:
+        f = scores(cd.w)
+        if _kkt_violation(y - f, cd.alpha, y) <= task.tol or \
+                _pair_gap(f, y, cd.alpha, cd.w, center, task.scale) <= GAP_SHARE * task.tol:
             converged = True
             break
+    alpha = cd.alpha
     w = center + through(alpha, Xraw)  # without the drift of the incremental updates, on the rows as given
     b = optimal_bias(scores(w, Xraw), y)
     return PairResult(task.pair, w, b, alpha, passes, converged)
@@ -1659,6 +1663,7 @@ class BinaryRelevanceSVM(_OvOModel):
                                                       self._fit_rows)
         self._store_pairs(W, b)
         self.smo_iterations_ = int(its)
+        self.sweeps_ = int(sweeps)
         self.duality_gap_ = float(gap)
         self.w_solver_ = resolve_w_solver(self.w_solver, self._fit_rows)
         self._caps_report(w_step._w_solves, w_step._w_capped, int(w_step._w_sweep_capped), float("nan"))
@@ -1698,7 +1703,8 @@ class M3MDC(_OvOModel):
     space, a, b), n_classes_, active_, alpha_ (dual variables per active pair), history_ (one
     dict per alternation: objective after the W and after the C step, ‖ΔW‖_F, sweeps, duality
     gap of the W step and the relative gap it was asked for, whether it found the incumbent
-    stationary), n_iter_, converged_, eps_ (the ridge ε actually used).
+    stationary), n_iter_, converged_, eps_ (the ridge ε actually used), sweeps_ (W-step sweeps of
+    the fit), sub_problems_, capped_sub_problems_, sweep_capped_ (module docstring).
 
     Examples
     --------
@@ -1859,6 +1865,7 @@ class M3MDC(_OvOModel):
                 if rel < self.tol:
                     target = gap_tol
         self.n_iter_ = len(self.history_)
+        self.sweeps_ = int(sum(h["inner_sweeps"] for h in self.history_))
         self._caps_report(
             sum(h["sub_problems"] for h in self.history_), sum(h["capped_sub_problems"] for h in self.history_),
             sum(h["sweep_capped"] for h in self.history_),
@@ -1888,6 +1895,7 @@ class M3MDC(_OvOModel):
         self.converged_ = True
         self.eps_ = 0.0
         self.inner_sweeps_ = sweeps
+        self.sweeps_ = int(sweeps)
         self.duality_gap_ = gap
         self._store(W, b, C)
         self.alpha_ = alpha

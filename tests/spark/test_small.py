@@ -368,7 +368,7 @@ def test_refit_false_ships_the_selections_model(spark, rcv1, tmp_path, execution
     assert info["documents"] == len(fit) == len(part) - sel["validation_documents"]
     got, _ = load_model(tmp_path / "m")
     ref = type(got)(got.taxonomy, got.n_features, **got.params)  # as the selection builds its model
-    train_ipm(spark, None, ref, MixingSettings(int(sel["epochs"]), shards=2, seed=0), rows=fit)
+    train_ipm(spark, None, ref, MixingSettings.from_train(cfg.train, int(sel["epochs"])), rows=fit)
     for k, v in ref.get_state().arrays.items():
         np.testing.assert_array_equal(np.asarray(got.get_state().arrays[k]), np.asarray(v), err_msg=k)
     refit = pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "r", split=None, exclude_fold=0)

@@ -103,6 +103,7 @@ class TrainConfig:
 @dataclass(frozen=True)
 class PredictConfig:
     partitions: int = 0  # 0 = keep the input's partitioning
+    execution: str = "auto"  # auto | spark | driver: where predict and evaluate run (sparkhc.spark.smalljobs)
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
     ("train", "calibrate"): ("off", "auto", "on"),
     ("train", "execution"): ("auto", "spark", "driver"),
+    ("predict", "execution"): ("auto", "spark", "driver"),
     ("train", "c_search"): ("folds", "always"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
     ("featurize", "on_invalid"): ("error", "quarantine"),

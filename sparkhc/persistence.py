@@ -296,6 +296,37 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return meta
 
 
+def read_model_taxonomy(folder: fsio.Folder, meta: dict[str, Any]) -> Taxonomy:
+    """The model taxonomy (with its virtual ``/_self`` leaves) of a model folder, checked against its
+    metadata (``.base()`` is the taxonomy of the documents)."""
+    if not folder.is_file("taxonomy.tsv"):
+        raise ModelError(f"{folder.name}: truncated model directory: taxonomy.tsv is missing")
+    tax = Taxonomy.from_tsv_text(folder.read_text("taxonomy.tsv"), source=folder.where("taxonomy.tsv"))
+    if tax.fingerprint(include_virtual=True) != meta.get("taxonomy_fingerprint_with_virtual"):
+        raise ModelError(f"{folder.name}: taxonomy.tsv does not match metadata.json (corrupt model directory)")
+    return tax
+
+
+def model_feature_spec(path: str | Path) -> Any:
+    """The fitted :class:`~sparkhc.text.spec.FeatureSpec` a model was trained on (its
+    ``feature_spec.json``), checked against the model's metadata: what ``predict --input`` and
+    ``featurize --like`` apply to raw documents."""
+    from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+
+    meta = read_metadata(path)
+    folder = fsio.Folder(path)
+    if not folder.is_file(SPEC_FILE):
+        raise ModelError(f"{folder.name}: the model has no {SPEC_FILE} (it was trained on features sparkhc did not "
+                         "make, e.g. a pyspark.ml vector column): featurize the documents as for its training and "
+                         "pass --features")
+    spec = FeatureSpec.from_json(folder.read_text(SPEC_FILE), source=folder.where(SPEC_FILE))
+    want = meta.get("feature_spec_fingerprint")
+    if want is not None and spec.fingerprint != want:
+        raise ModelError(f"{folder.where(SPEC_FILE)}: features {spec.fingerprint}, but metadata.json says the model "
+                         f"was trained on {want} (corrupt model directory)")
+    return spec
+
+
 def load_model(
     path: str | Path,
     taxonomy: Taxonomy | None = None,
@@ -308,12 +339,9 @@ def load_model(
     meta = read_metadata(path)
     folder = fsio.Folder(path)
     path = folder.name  # the messages below: no credentials of a URI
-    for f in ("state.npz", "taxonomy.tsv"):
-        if not folder.is_file(f):
-            raise ModelError(f"{path}: truncated model directory: {f} is missing")
-    tax = Taxonomy.from_tsv_text(folder.read_text("taxonomy.tsv"), source=folder.where("taxonomy.tsv"))
-    if tax.fingerprint(include_virtual=True) != meta.get("taxonomy_fingerprint_with_virtual"):
-        raise ModelError(f"{path}: taxonomy.tsv does not match metadata.json (corrupt model directory)")
+    if not folder.is_file("state.npz"):
+        raise ModelError(f"{path}: truncated model directory: state.npz is missing")
+    tax = read_model_taxonomy(folder, meta)
     if taxonomy is not None and taxonomy.fingerprint() != meta["taxonomy_fingerprint"]:
         raise ModelError(
             f"{path}: the model was trained on taxonomy {meta['taxonomy_fingerprint']} but the data uses "

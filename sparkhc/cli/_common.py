@@ -38,11 +38,25 @@ def data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None, help="download cache (default $SPARKHC_CACHE or ~/.cache/sparkhc)")
 
 
-def selection_flags(p: argparse.ArgumentParser, default_split: str | None) -> None:
+def selection_flags(p: argparse.ArgumentParser, default_split: str | None, default_text: str | None = None) -> None:
     p.add_argument("--split", default=default_split,
-                   help=f"use documents of this split (default {default_split!r}; 'all' for every document)")
+                   help=f"use documents of this split ({default_text or f'default {default_split!r}'}; 'all' for "
+                        "every document)")
     p.add_argument("--fold", type=int, default=None, help="use only this fold")
     p.add_argument("--exclude-fold", type=int, default=None, help="use every fold but this one")
+
+
+def reader_flags(p: argparse.ArgumentParser) -> None:
+    """What a reader of raw documents does with records it cannot use (``featurize``, ``predict --input``)."""
+    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
+                   help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
+                        "(default: featurize.unknown_labels of the configuration, 'error')")
+    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
+                   help="documents with no text and no tokens: fail, keep them or set them aside, counted "
+                        "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
+                   help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
+                        "counted (default: featurize.on_invalid of the configuration, 'error')")
 
 
 def setup_logging(verbose: int) -> None:

@@ -48,15 +48,17 @@ def model(location: str) -> None:
 def featurize_inputs(args: argparse.Namespace) -> None:
     """``sparkhc featurize``: the corpus name (and its files, fetched if need be), ``--input`` on the
     local file system, the taxonomy file (parsed: cycles, two parents, ...), the class-space file."""
-    check_featurize_sources(args.corpus, args.input, args.taxonomy, args.class_spaces)
+    check_featurize_sources(args.corpus, args.input, args.taxonomy or args.like, args.class_spaces)
+    if args.like is not None:
+        from sparkhc.persistence import model_feature_spec
+
+        model_feature_spec(args.like)
     if args.corpus is not None:
         from sparkhc.corpus import registry
 
         registry.find_corpus(args.corpus, data_dir=args.data_dir, cache_dir=args.cache_dir)
         return
-    local = fsio.local_path(args.input)
-    if local is not None and not local.exists():
-        raise InputDataError(f"{local}: input not found")
+    raw_input(args.input)
     if args.taxonomy is not None:
         from sparkhc.taxonomy import Taxonomy
 
@@ -65,6 +67,53 @@ def featurize_inputs(args: argparse.Namespace) -> None:
         from sparkhc.class_spaces import ClassSpaces
 
         ClassSpaces.load(args.class_spaces)
+
+
+def raw_input(location: str) -> None:
+    """Raw documents (``featurize --input``, ``predict --input``) on the local file system: present,
+    of a supported format (named when not) and holding at least one record."""
+    local = fsio.local_path(location)
+    if local is None:
+        return
+    if not local.exists():
+        raise InputDataError(f"{local}: input not found")
+    from sparkhc.corpus import formats
+
+    try:
+        fmt, files = formats.detect_local(local)
+    except InputDataError:
+        if local.is_file():  # the formats a user can give (not the corpus-only ones)
+            raise formats.unknown_input(local, notes=False) from None
+        raise
+    if fmt.folder:
+        return
+    if not any(_has_records(p, fmt.name) for p in files):
+        what = f"{local}" if local.is_file() else f"{local}: its {len(files)} {fmt.name} file(s)"
+        raise InputDataError(f"{what}: no documents (an empty file); nothing to read")
+
+
+def _has_records(path: Any, fmt: str) -> bool:
+    """Whether a file of raw documents holds a record: more than blank lines (JSON Lines, gzipped or
+    not), rows (Parquet); another format: any byte."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.stat().st_size == 0:
+        return False
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(p) as f:
+            return bool(f.metadata.num_rows)
+    if fmt == "jsonl":
+        from sparkhc.corpus.records import open_maybe_gzip
+
+        try:
+            with open_maybe_gzip(p) as fh:
+                return any(line.strip() for line in fh)
+        except (OSError, EOFError):  # a corrupt file: the reader names it
+            return True
+    return True
 
 
 def selection_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,7 +147,13 @@ def run(args: argparse.Namespace) -> None:
             model(args.warm_start)
     elif verb == "predict":
         model(args.model)
-        features(args.features, selection(args), "document")
+        if args.input is not None:
+            from sparkhc.persistence import model_feature_spec
+
+            model_feature_spec(args.model)
+            raw_input(args.input)
+        else:
+            features(args.features, selection(args), "document")
     elif verb == "evaluate":
         from sparkhc.predictions import evaluation_inputs
 

@@ -327,6 +327,27 @@ def model_feature_spec(path: str | Path) -> Any:
     return spec
 
 
+def check_model_fits(path: str, meta: dict[str, Any], taxonomy: Taxonomy | None,
+                     feature_spec_fingerprint: str | None) -> None:
+    """Refuse data of another taxonomy or feature spec than the model's (``meta``: its metadata)."""
+    if taxonomy is not None and taxonomy.fingerprint() != meta["taxonomy_fingerprint"]:
+        raise ModelError(
+            f"{path}: the model was trained on taxonomy {meta['taxonomy_fingerprint']} but the data uses "
+            f"taxonomy {taxonomy.fingerprint()} ({taxonomy.source}); retrain the model or use the "
+            "matching taxonomy"
+        )
+    if (
+        feature_spec_fingerprint is not None
+        and meta.get("feature_spec_fingerprint") is not None
+        and meta["feature_spec_fingerprint"] != feature_spec_fingerprint
+    ):
+        raise ModelError(
+            f"{path}: the model was trained on features {meta['feature_spec_fingerprint']} but the data "
+            f"has features {feature_spec_fingerprint}; featurize with --like MODEL (the model's feature_spec.json) "
+            "or predict the raw documents with --input"
+        )
+
+
 def load_model(
     path: str | Path,
     taxonomy: Taxonomy | None = None,
@@ -342,21 +363,7 @@ def load_model(
     if not folder.is_file("state.npz"):
         raise ModelError(f"{path}: truncated model directory: state.npz is missing")
     tax = read_model_taxonomy(folder, meta)
-    if taxonomy is not None and taxonomy.fingerprint() != meta["taxonomy_fingerprint"]:
-        raise ModelError(
-            f"{path}: the model was trained on taxonomy {meta['taxonomy_fingerprint']} but the data uses "
-            f"taxonomy {taxonomy.fingerprint()} ({taxonomy.source}); retrain the model or use the "
-            "matching taxonomy"
-        )
-    if (
-        feature_spec_fingerprint is not None
-        and meta.get("feature_spec_fingerprint") is not None
-        and meta["feature_spec_fingerprint"] != feature_spec_fingerprint
-    ):
-        raise ModelError(
-            f"{path}: the model was trained on features {meta['feature_spec_fingerprint']} but the data "
-            f"has features {feature_spec_fingerprint}; featurize with the model's feature_spec.json"
-        )
+    check_model_fits(path, meta, taxonomy, feature_spec_fingerprint)
     cls = get_model_class(meta["model"])
     model: HierModel = cls(tax, meta["n_features"], **meta["params"])
     try:

@@ -79,7 +79,11 @@ def print_error(message: str) -> None:
     merges it into the stdout it relays. There the line is printed by spark-submit's own JVM on its
     stderr, through the Py4J gateway the driver was given (``PYSPARK_GATEWAY_PORT``: connecting
     starts nothing); if that fails, on Python's stderr as elsewhere."""
-    line = f"sparkhc: error: {message}"
+    print_error_line(f"sparkhc: error: {message}")
+
+
+def print_error_line(line: str) -> None:
+    """``line`` on the user's stderr (under spark-submit: spark-submit's own, see :func:`print_error`)."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         try:
             from pyspark import SparkContext
@@ -103,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_error(str(e))
         code = 2
     except KeyboardInterrupt:
+        print_error_line("sparkhc: interrupted")
         code = 130
     except Exception as e:  # pragma: no cover - the traceback is what a bug report needs
         msg = task_user_error(e)

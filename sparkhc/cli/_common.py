@@ -15,7 +15,8 @@ MODELS_ENV = "SPARKHC_MODELS"
 
 def verbose_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="-v: Spark's start-up lines too; -vv: debug logging, Spark's and Py4J's messages included")
+                   help="-v: every epoch and fold (debug logging) and Spark's start-up lines; -vv: Py4J's and "
+                        "PySpark's messages too")
 
 
 def master_flag(p: argparse.ArgumentParser) -> None:
@@ -60,14 +61,18 @@ def reader_flags(p: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(verbose: int) -> None:
-    """sparkhc's log lines on stderr (INFO; -vv: DEBUG, with Py4J's and PySpark's); with -v Spark's
-    own start-up lines too (``$SPARKHC_SPARK_LOGS``, :func:`sparkhc.spark.session.quiet_java_options`)."""
+    """sparkhc's log lines on stderr, also under spark-submit (INFO: the plan, one line per stage and
+    the result; -v: DEBUG, every epoch and fold, and Spark's own start-up lines, ``$SPARKHC_SPARK_LOGS``,
+    :func:`sparkhc.spark.session.quiet_java_options`; -vv: Py4J's and PySpark's messages too)."""
+    import sys
+
     if verbose > 0:
         os.environ["SPARKHC_SPARK_LOGS"] = "1"
-    level = logging.DEBUG if verbose > 1 else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    level = logging.DEBUG if verbose > 0 else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
     if verbose < 2:
-        for noisy in ("py4j", "pyspark"):
+        for noisy in ("py4j", "pyspark", "numba", "matplotlib", "urllib3", "werkzeug"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -576,6 +576,10 @@ def train(
                         "warm_start": str(warm_start) if warm_start is not None else None},
         fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
     )
+    if "epochs" in model.params and result.epochs:  # the record says what was trained, not the fallback
+        model.params["epochs"] = int(result.epochs)
+    outcome = training_outcome(result, model)
+    log.info("train: %s", outcome_sentence(outcome))
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
         "features_path": fsio.absolute(features),
@@ -589,9 +593,40 @@ def train(
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
     return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
-            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2),
+            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2), **outcome,
             # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
             "session_start_seconds": round(startup_seconds(spark), 2)}
+
+
+def training_outcome(result: TrainingResult, model: HierModel) -> dict[str, Any]:
+    """What a training decided, for people (the JSON result of ``sparkhc train``): the epochs trained
+    and how they were chosen, C, the calibration and anything ``train.time_budget`` cut."""
+    sel = result.epoch_selection or {}
+    out: dict[str, Any] = {"epochs": result.epochs,
+                           "epochs_chosen_on": (f"{sel.get('folds', 1)} validation band(s) of "
+                                                f"{sel.get('validation_documents')} documents" if sel else None)}
+    if "C" in model.params:
+        out["C"] = model.params["C"]
+    cal = result.calibration or {}
+    out["calibration"] = ("offsets applied" if cal.get("applied") else
+                          "no offsets (no gain beyond the noise)" if cal.get("validation") else
+                          cal.get("skipped") or cal.get("reason") or ("off" if not cal else "not applied"))
+    budget = sel.get("time_budget") or {}
+    cuts = [what for what, key in (("the epoch selection", "cut_selection"),
+                                   ("the calibration's extra bands", "calibration_documents_skipped"),
+                                   ("the final training", "refit_skipped")) if budget.get(key)]
+    if budget:
+        out["time_budget"] = {"seconds": budget.get("seconds"), "cut": cuts}
+    return out
+
+
+def outcome_sentence(outcome: dict[str, Any]) -> str:
+    """:func:`training_outcome` in one line."""
+    how = f" (chosen on {outcome['epochs_chosen_on']})" if outcome.get("epochs_chosen_on") else ""
+    c = f", C = {outcome['C']:g}" if isinstance(outcome.get("C"), int | float) else ""
+    budget = outcome.get("time_budget")
+    cut = (f"; train.time_budget cut {', '.join(budget['cut'])}" if budget and budget["cut"] else "")
+    return f"{outcome['epochs']} epochs{how}{c}; calibration: {outcome['calibration']}{cut}"
 
 
 def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:

@@ -122,3 +122,35 @@ def test_predict_unlabelled_raw_documents(ng, capsys):
 
     with pytest.raises(SchemaError, match="none of the 120 prediction rows has gold labels"):
         run(["evaluate", "--predictions", str(d / "p_unl")])
+
+
+def test_a_default_training_prints_few_lines_and_names_what_it_chose(ng):
+    """A default ``sparkhc train`` (epochs and C chosen on validation bands, calibration) in a fresh
+    process: at most 20 non-empty lines on stderr at the default verbosity, the calibration decision
+    as a sentence, and the JSON result naming the epochs, C, the calibration and the budget; -v adds
+    the per-epoch lines. The metadata's epochs are the trained count."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    d = ng["dir"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def train(out, *flags):
+        p = subprocess.run([sys.executable, "-m", "sparkhc.cli", "train", "--features", str(d / "feats"), "--split",
+                            "all", "--out", str(d / out), *flags], capture_output=True, text=True, env=env, timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout), [ln for ln in p.stderr.splitlines() if ln.strip()]
+
+    result, lines = train("m_default")
+    assert len(lines) <= 20, "\n".join(lines)
+    assert not [ln for ln in lines if "{'" in ln or "epoch 1/" in ln], lines
+    assert any("calibration: " in ln and ("offsets applied" in ln) for ln in lines), lines
+    assert isinstance(result["epochs"], int) and result["epochs"] >= 1 and result["C"] in (0.1, 0.3, 1.0)
+    assert result["calibration"] and result["time_budget"]["cut"] == []
+    meta = json.loads((d / "m_default" / "metadata.json").read_text())
+    assert meta["params"]["epochs"] == meta["training"]["epochs"] == result["epochs"]
+    _, loud = train("m_loud", "-v", "--set", "train.calibrate=off")
+    assert sum("epoch 1/" in ln for ln in loud) >= 1 and len(loud) > 20

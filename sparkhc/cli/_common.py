@@ -69,11 +69,42 @@ def setup_logging(verbose: int) -> None:
     if verbose > 0:
         os.environ["SPARKHC_SPARK_LOGS"] = "1"
     level = logging.DEBUG if verbose > 0 else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
-                        stream=sys.stderr)
+    handler = SubmitStderrHandler() if "PYSPARK_GATEWAY_PORT" in os.environ else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=level, handlers=[handler])
     if verbose < 2:
         for noisy in ("py4j", "pyspark", "numba", "matplotlib", "urllib3", "werkzeug"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class SubmitStderrHandler(logging.Handler):
+    """Log lines on the user's stderr under spark-submit, whose PythonRunner merges the Python
+    driver's stderr into the stdout it relays (with the JSON result): each line is printed by
+    spark-submit's JVM (:func:`sparkhc.cli.print_error_line`). Lines logged while one is printed
+    (Py4J's own, with -vv) go to Python's stderr."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self._busy = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import sys
+
+        line = self.format(record)
+        if getattr(self._busy, "on", False):
+            print(line, file=sys.stderr)
+            return
+        self._busy.on = True
+        try:
+            from sparkhc.cli import print_error_line
+
+            print_error_line(line)
+        except Exception:  # never let logging fail the job
+            print(line, file=sys.stderr)
+        finally:
+            self._busy.on = False
 
 
 def config(args: argparse.Namespace) -> Any:

@@ -176,3 +176,24 @@ def test_ctrl_c_stops_a_running_training(tmp_path):
     err = p.stderr.read()
     assert code == 130 and not (tmp_path / "m").exists()
     assert err.strip().splitlines()[-1] == "sparkhc: interrupted", err[-2000:]
+
+
+def test_log_lines_go_to_spark_submits_stderr(monkeypatch):
+    """Under spark-submit (``PYSPARK_GATEWAY_PORT``) the log lines are printed by spark-submit's JVM on
+    its stderr, not on the Python driver's stderr that spark-submit relays on stdout."""
+    import logging
+
+    import sparkhc.cli
+    from sparkhc.cli._common import SubmitStderrHandler
+
+    printed: list[str] = []
+    monkeypatch.setattr(sparkhc.cli, "print_error_line", printed.append)
+    handler = SubmitStderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("sparkhc.test53")
+    log.addHandler(handler)
+    try:
+        log.warning("train: %d epochs", 7)
+    finally:
+        log.removeHandler(handler)
+    assert printed == ["WARNING sparkhc.test53: train: 7 epochs"]

@@ -62,8 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="records that cannot be classified (malformed JSON line, no doc_id/id, duplicate id): "
                         "fail the partition naming file and line, or classify the others and set "
                         "these aside in PARTITION/_quarantined.jsonl, counted in the run summary (default: the "
-                        "option of the run that created --out, recorded in OUT/_OPTIONS.json, else error; "
-                        "another value than that run's is refused)")
+                        "value an earlier run into --out was given, recorded in OUT/_OPTIONS.json, else error; "
+                        "another value than the recorded one is refused)")
     p.add_argument("--summary-json", default=None, metavar="PATH",
                    help="also write the run summary to PATH (atomically; for schedulers: under spark-submit, log "
                         "lines reach stdout too, so stdout is not machine-readable)")

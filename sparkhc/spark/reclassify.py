@@ -415,7 +415,8 @@ def reclassify(
     if on_invalid not in (None, "error", "quarantine"):
         raise SparkhcError(f"on_invalid must be 'error' or 'quarantine', got {on_invalid!r}")
     t0 = time.perf_counter()
-    options = output_options(out, {"on_invalid": on_invalid}, {"on_invalid": "error"})
+    given = {"on_invalid": on_invalid}
+    options = output_options(out, given, {"on_invalid": "error"})
     on_invalid = str(options["on_invalid"])
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
@@ -461,8 +462,8 @@ def reclassify(
     summary["options"] = options
     with _lock(out) if not dry_run else _nolock():
         cleaned = [] if dry_run else _cleanup(out)
-        if not dry_run and not (out / OPTIONS_FILE).is_file():
-            write_json_atomic(out / OPTIONS_FILE, options)
+        if not dry_run:
+            record_options(out, given)
         todo: list[tuple[InputPartition, str]] = []
         skipped: list[str] = []
         for p in found:
@@ -593,8 +594,8 @@ OPTIONS_FILE = "_OPTIONS.json"
 
 
 def output_options(out: str | Path, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """The options of a run writing to ``out``: those recorded by the run that created it
-    (:data:`OPTIONS_FILE`) where ``given`` has None, else ``given`` or ``defaults``; an option given
+    """The options of a run writing to ``out``: those recorded by earlier runs (:data:`OPTIONS_FILE`,
+    :func:`record_options`) where ``given`` has None, else ``given`` or ``defaults``; an option given
     with another value than the recorded one is refused (partitions written under two sets of
     options would read as one output)."""
     f = Path(out) / OPTIONS_FILE
@@ -609,10 +610,22 @@ def output_options(out: str | Path, given: dict[str, Any], defaults: dict[str, A
         value = given.get(key)
         if value is not None and key in recorded and recorded[key] != value:
             flag = "--" + key.replace("_", "-")
-            raise SparkhcError(f"{out} was created with {flag} {recorded[key]} ({f}); this run passes {flag} {value}: "
+            raise SparkhcError(f"{out} was written with {flag} {recorded[key]} ({f}); this run passes {flag} {value}: "
                                f"leave {flag} out to reuse it, or write to another --out")
         resolved[key] = value if value is not None else recorded.get(key, default)
     return resolved
+
+
+def record_options(out: Path, given: dict[str, Any]) -> None:
+    """Add the options a run was given (not None) to ``out``'s :data:`OPTIONS_FILE`: an option first
+    given by a later run (e.g. ``--on-invalid quarantine``, which a failed partition's error suggests)
+    is recorded then."""
+    f = Path(out) / OPTIONS_FILE
+    recorded = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+    merged = {**recorded, **{k: v for k, v in given.items() if v is not None}}
+    if merged != recorded or not f.is_file():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(f, merged)
 
 
 def model_versions(out: Path, partition_column: str) -> dict[str, list[str]]:

@@ -9,7 +9,14 @@ import json
 import pytest
 
 from sparkhc.errors import SparkhcError
-from sparkhc.spark.reclassify import MARKER_FILE, MODEL_VERSION, OPTIONS_FILE, model_versions, output_options
+from sparkhc.spark.reclassify import (
+    MARKER_FILE,
+    MODEL_VERSION,
+    OPTIONS_FILE,
+    model_versions,
+    output_options,
+    record_options,
+)
 
 DEFAULTS = {"on_invalid": "error"}
 
@@ -28,7 +35,7 @@ def test_a_later_run_reuses_the_recorded_options_or_is_refused(tmp_path):
     assert output_options(out, {"on_invalid": "quarantine"}, DEFAULTS) == {"on_invalid": "quarantine"}
     with pytest.raises(SparkhcError) as e:
         output_options(out, {"on_invalid": "error"}, DEFAULTS)
-    assert str(e.value) == (f"{out} was created with --on-invalid quarantine ({out / OPTIONS_FILE}); this run passes "
+    assert str(e.value) == (f"{out} was written with --on-invalid quarantine ({out / OPTIONS_FILE}); this run passes "
                             "--on-invalid error: leave --on-invalid out to reuse it, or write to another --out")
 
 
@@ -41,3 +48,16 @@ def test_model_versions_of_an_output(tmp_path):
     (out / "ingest_date=2024-01-04").mkdir()  # not classified: no marker
     assert model_versions(out, "ingest_date") == {"aaa": ["2024-01-01", "2024-01-03"], "bbb": ["2024-01-02"]}
     assert model_versions(tmp_path / "none", "ingest_date") == {}
+
+
+def test_options_are_recorded_when_first_given(tmp_path):
+    """A first run without --on-invalid records nothing for it, so the run its failed partition's error
+    suggests (--on-invalid quarantine) is taken, recorded, and reused by the runs after it."""
+    out = tmp_path / "out"
+    record_options(out, {"on_invalid": None})
+    assert json.loads((out / OPTIONS_FILE).read_text()) == {}
+    assert output_options(out, {"on_invalid": "quarantine"}, DEFAULTS) == {"on_invalid": "quarantine"}
+    record_options(out, {"on_invalid": "quarantine"})
+    assert output_options(out, {"on_invalid": None}, DEFAULTS) == {"on_invalid": "quarantine"}
+    with pytest.raises(SparkhcError, match="was written with --on-invalid quarantine"):
+        output_options(out, {"on_invalid": "error"}, DEFAULTS)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkhc.cli._common import setup_logging
+from sparkhc.cli._common import print_error_line, setup_logging
 from sparkhc.errors import SparkhcError
 
 VERBS = ("featurize", "train", "predict", "evaluate", "demo", "tune", "experiment", "fetch", "reclassify",
@@ -80,24 +79,6 @@ def print_error(message: str) -> None:
     stderr, through the Py4J gateway the driver was given (``PYSPARK_GATEWAY_PORT``: connecting
     starts nothing); if that fails, on Python's stderr as elsewhere."""
     print_error_line(f"sparkhc: error: {message}")
-
-
-def print_error_line(line: str) -> None:
-    """``line`` on the user's stderr (under spark-submit: spark-submit's own, see :func:`print_error`)."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        try:
-            from pyspark import SparkContext
-            from pyspark.java_gateway import launch_gateway
-
-            gateway = SparkContext._gateway or launch_gateway()
-            sys.stdout.flush()
-            err = gateway.jvm.java.lang.System.err
-            err.println(line)
-            err.flush()
-            return
-        except Exception:  # no gateway after all: the merged stream is better than nothing
-            logging.getLogger("sparkhc").debug("could not print on spark-submit's stderr", exc_info=True)
-    print(line, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

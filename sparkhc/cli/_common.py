@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 DEFAULT_DATA_DIR = os.environ.get("SPARKHC_DATA_DIR")
@@ -77,6 +78,24 @@ def setup_logging(verbose: int) -> None:
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def print_error_line(line: str) -> None:
+    """``line`` on the user's stderr (under spark-submit: spark-submit's own, see :func:`sparkhc.cli.print_error`)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        try:
+            from pyspark import SparkContext
+            from pyspark.java_gateway import launch_gateway
+
+            gateway = SparkContext._gateway or launch_gateway()
+            sys.stdout.flush()
+            err = gateway.jvm.java.lang.System.err
+            err.println(line)
+            err.flush()
+            return
+        except Exception:  # no gateway after all: the merged stream is better than nothing
+            logging.getLogger("sparkhc").debug("could not print on spark-submit's stderr", exc_info=True)
+    print(line, file=sys.stderr)
+
+
 class SubmitStderrHandler(logging.Handler):
     """Log lines on the user's stderr under spark-submit, whose PythonRunner merges the Python
     driver's stderr into the stdout it relays (with the JSON result): each line is printed by
@@ -98,8 +117,6 @@ class SubmitStderrHandler(logging.Handler):
             return
         self._busy.on = True
         try:
-            from sparkhc.cli import print_error_line
-
             print_error_line(line)
         except Exception:  # never let logging fail the job
             print(line, file=sys.stderr)

@@ -183,11 +183,11 @@ def test_log_lines_go_to_spark_submits_stderr(monkeypatch):
     its stderr, not on the Python driver's stderr that spark-submit relays on stdout."""
     import logging
 
-    import sparkhc.cli
+    import sparkhc.cli._common
     from sparkhc.cli._common import SubmitStderrHandler
 
     printed: list[str] = []
-    monkeypatch.setattr(sparkhc.cli, "print_error_line", printed.append)
+    monkeypatch.setattr(sparkhc.cli._common, "print_error_line", printed.append)
     handler = SubmitStderrHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     log = logging.getLogger("sparkhc.test53")

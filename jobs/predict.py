@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""spark-submit entry point: decode featurized documents with a saved model into predictions Parquet.
+"""spark-submit entry point: decode documents with a saved model into predictions Parquet.
+
+The documents are raw (``--input``: JSON Lines, Parquet or a directory per label; the model's own
+feature spec is applied on the executors) or a features folder (``--features``).
 
 Same flags as ``sparkhc predict`` (``sparkhc predict --help``), same pipeline
 (:func:`sparkhc.spark.pipelines.predict`)::
 
     spark-submit --properties-file conf/spark-defaults.local.conf \\
-        jobs/predict.py --model work/20ng/model --features work/20ng/features --out work/20ng/pred
+        jobs/predict.py --model work/20ng/model --input new-docs.jsonl.gz --out work/20ng/pred-new
 
 On a cluster add ``--py-files dist/sparkhc-pyfiles.zip`` (``python scripts/build_pyfiles.py``);
 docs/deployment.md has the exact lines. The submitted master wins over ``--master``.

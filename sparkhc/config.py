@@ -107,6 +107,7 @@ class TrainConfig:
 @dataclass(frozen=True)
 class PredictConfig:
     partitions: int = 0  # 0 = keep the input's partitioning
+    execution: str = "auto"  # auto | spark | driver: where predict and evaluate run (sparkhc.spark.smalljobs)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("train", "mixing"): ("auto", "barrier", "jobs"),
     ("train", "calibrate"): ("off", "auto", "on"),
     ("train", "execution"): ("auto", "spark", "driver"),
+    ("predict", "execution"): ("auto", "spark", "driver"),
     ("train", "c_search"): ("folds", "always"),
     ("train", "step_scale"): ("shards", "one"),
     ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),

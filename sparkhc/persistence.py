@@ -296,24 +296,40 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_model(
-    path: str | Path,
-    taxonomy: Taxonomy | None = None,
-    feature_spec_fingerprint: str | None = None,
-) -> tuple[HierModel, dict[str, Any]]:
-    """Load a model directory (a local path or a URI); refuse a taxonomy or feature spec other
-    than the model's."""
-    from sparkhc.models import get_model_class
+def read_model_taxonomy(folder: fsio.Folder, meta: dict[str, Any]) -> Taxonomy:
+    """The model taxonomy (with its virtual ``/_self`` leaves) of a model folder, checked against its
+    metadata (``.base()`` is the taxonomy of the documents)."""
+    if not folder.is_file("taxonomy.tsv"):
+        raise ModelError(f"{folder.name}: truncated model directory: taxonomy.tsv is missing")
+    tax = Taxonomy.from_tsv_text(folder.read_text("taxonomy.tsv"), source=folder.where("taxonomy.tsv"))
+    if tax.fingerprint(include_virtual=True) != meta.get("taxonomy_fingerprint_with_virtual"):
+        raise ModelError(f"{folder.name}: taxonomy.tsv does not match metadata.json (corrupt model directory)")
+    return tax
+
+
+def model_feature_spec(path: str | Path) -> Any:
+    """The fitted :class:`~sparkhc.text.spec.FeatureSpec` a model was trained on (its
+    ``feature_spec.json``), checked against the model's metadata: what ``predict --input`` and
+    ``featurize --like`` apply to raw documents."""
+    from sparkhc.text.spec import SPEC_FILE, FeatureSpec
 
     meta = read_metadata(path)
     folder = fsio.Folder(path)
-    path = folder.name  # the messages below: no credentials of a URI
-    for f in ("state.npz", "taxonomy.tsv"):
-        if not folder.is_file(f):
-            raise ModelError(f"{path}: truncated model directory: {f} is missing")
-    tax = Taxonomy.from_tsv_text(folder.read_text("taxonomy.tsv"), source=folder.where("taxonomy.tsv"))
-    if tax.fingerprint(include_virtual=True) != meta.get("taxonomy_fingerprint_with_virtual"):
-        raise ModelError(f"{path}: taxonomy.tsv does not match metadata.json (corrupt model directory)")
+    if not folder.is_file(SPEC_FILE):
+        raise ModelError(f"{folder.name}: the model has no {SPEC_FILE} (it was trained on features sparkhc did not "
+                         "make, e.g. a pyspark.ml vector column): featurize the documents as for its training and "
+                         "pass --features")
+    spec = FeatureSpec.from_json(folder.read_text(SPEC_FILE), source=folder.where(SPEC_FILE))
+    want = meta.get("feature_spec_fingerprint")
+    if want is not None and spec.fingerprint != want:
+        raise ModelError(f"{folder.where(SPEC_FILE)}: features {spec.fingerprint}, but metadata.json says the model "
+                         f"was trained on {want} (corrupt model directory)")
+    return spec
+
+
+def check_model_fits(path: str, meta: dict[str, Any], taxonomy: Taxonomy | None,
+                     feature_spec_fingerprint: str | None) -> None:
+    """Refuse data of another taxonomy or feature spec than the model's (``meta``: its metadata)."""
     if taxonomy is not None and taxonomy.fingerprint() != meta["taxonomy_fingerprint"]:
         raise ModelError(
             f"{path}: the model was trained on taxonomy {meta['taxonomy_fingerprint']} but the data uses "
@@ -327,8 +343,27 @@ def load_model(
     ):
         raise ModelError(
             f"{path}: the model was trained on features {meta['feature_spec_fingerprint']} but the data "
-            f"has features {feature_spec_fingerprint}; featurize with the model's feature_spec.json"
+            f"has features {feature_spec_fingerprint}; featurize with --like MODEL (the model's feature_spec.json) "
+            "or predict the raw documents with --input"
         )
+
+
+def load_model(
+    path: str | Path,
+    taxonomy: Taxonomy | None = None,
+    feature_spec_fingerprint: str | None = None,
+) -> tuple[HierModel, dict[str, Any]]:
+    """Load a model directory (a local path or a URI); refuse a taxonomy or feature spec other
+    than the model's."""
+    from sparkhc.models import get_model_class
+
+    meta = read_metadata(path)
+    folder = fsio.Folder(path)
+    path = folder.name  # the messages below: no credentials of a URI
+    if not folder.is_file("state.npz"):
+        raise ModelError(f"{path}: truncated model directory: state.npz is missing")
+    tax = read_model_taxonomy(folder, meta)
+    check_model_fits(path, meta, taxonomy, feature_spec_fingerprint)
     cls = get_model_class(meta["model"])
     model: HierModel = cls(tax, meta["n_features"], **meta["params"])
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkhc import fsio
 from sparkhc.errors import ModelError, SchemaError
-from sparkhc.features import features_taxonomy
+from sparkhc.features import TAXONOMY_FILE, features_taxonomy
 from sparkhc.taxonomy import Taxonomy
 
 PRED_META_FILE = "_MODEL.json"
@@ -29,12 +29,16 @@ def data_location(predictions: str | Path) -> str:
     return fsio.child(predictions, PRED_DATA_DIR)
 
 
-def prediction_meta(*, model_dir: str | Path, model_version: str, model_meta: dict[str, Any], features: str | Path,
-                    selection: dict[str, Any], documents: int, seconds: float) -> dict[str, Any]:
-    """The ``_MODEL.json`` of a predictions folder."""
+def prediction_meta(*, model_dir: str | Path, model_version: str, model_meta: dict[str, Any],
+                    features: str | Path | None, selection: dict[str, Any], documents: int, seconds: float,
+                    input_path: str | Path | None = None) -> dict[str, Any]:
+    """The ``_MODEL.json`` of a predictions folder (``features``: the features folder decoded, or
+    None for raw documents read from ``input_path``; the folder then holds the model's taxonomy)."""
     return {
         "model_dir": fsio.absolute(model_dir), "model_version": model_version, "model": model_meta["model"],
-        "taxonomy_fingerprint": model_meta["taxonomy_fingerprint"], "features": fsio.absolute(features),
+        "taxonomy_fingerprint": model_meta["taxonomy_fingerprint"],
+        "features": fsio.absolute(features) if features is not None else None,
+        "input": fsio.absolute(input_path) if input_path is not None else None,
         "selection": selection, "documents": documents, "scored_labels": model_meta.get("scored_labels"),
         "seconds": round(seconds, 2),
     }
@@ -53,14 +57,22 @@ def read_prediction_meta(predictions: str | Path) -> tuple[fsio.Folder, dict[str
 
 
 def evaluation_inputs(predictions: str | Path, features: str | Path | None = None
-                      ) -> tuple[fsio.Folder, dict[str, Any], str, Taxonomy]:
+                      ) -> tuple[fsio.Folder, dict[str, Any], str | None, Taxonomy]:
     """What an evaluation of ``predictions`` reads besides the prediction rows: the folder, its
-    metadata, the features folder (``features`` or the one the predictions were made from) and its
-    taxonomy, checked to be the predictions' taxonomy."""
+    metadata, the features folder (``features`` or the one the predictions were made from; None for
+    predictions of raw documents, whose folder holds the taxonomy) and its taxonomy, checked to be
+    the predictions' taxonomy."""
     folder, pmeta = read_prediction_meta(predictions)
-    feats = str(features) if features is not None else str(pmeta["features"])
-    taxonomy = features_taxonomy(feats)
+    feats = str(features) if features is not None else pmeta.get("features")
+    if feats is None:
+        if not folder.is_file(TAXONOMY_FILE):
+            raise SchemaError(f"{folder.name}: predictions of raw documents without {TAXONOMY_FILE}; pass --features")
+        taxonomy = Taxonomy.from_tsv_text(folder.read_text(TAXONOMY_FILE), source=folder.where(TAXONOMY_FILE))
+        where = folder.where(TAXONOMY_FILE)
+    else:
+        taxonomy = features_taxonomy(feats)
+        where = str(feats)
     if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
         raise ModelError(f"{folder.name}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
-                         f"{feats} has {taxonomy.fingerprint()}")
+                         f"{where} has {taxonomy.fingerprint()}")
     return folder, pmeta, feats, taxonomy

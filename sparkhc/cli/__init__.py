@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkhc.cli._common import setup_logging
+from sparkhc.cli._common import print_error_line, setup_logging
 from sparkhc.errors import SparkhcError
 
 VERBS = ("featurize", "train", "predict", "evaluate", "demo", "tune", "experiment", "fetch", "reclassify",
@@ -79,21 +78,7 @@ def print_error(message: str) -> None:
     merges it into the stdout it relays. There the line is printed by spark-submit's own JVM on its
     stderr, through the Py4J gateway the driver was given (``PYSPARK_GATEWAY_PORT``: connecting
     starts nothing); if that fails, on Python's stderr as elsewhere."""
-    line = f"sparkhc: error: {message}"
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        try:
-            from pyspark import SparkContext
-            from pyspark.java_gateway import launch_gateway
-
-            gateway = SparkContext._gateway or launch_gateway()
-            sys.stdout.flush()
-            err = gateway.jvm.java.lang.System.err
-            err.println(line)
-            err.flush()
-            return
-        except Exception:  # no gateway after all: the merged stream is better than nothing
-            logging.getLogger("sparkhc").debug("could not print on spark-submit's stderr", exc_info=True)
-    print(line, file=sys.stderr)
+    print_error_line(f"sparkhc: error: {message}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -103,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_error(str(e))
         code = 2
     except KeyboardInterrupt:
+        print_error_line("sparkhc: interrupted")
         code = 130
     except Exception as e:  # pragma: no cover - the traceback is what a bug report needs
         msg = task_user_error(e)

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 DEFAULT_DATA_DIR = os.environ.get("SPARKHC_DATA_DIR")
@@ -15,7 +16,8 @@ MODELS_ENV = "SPARKHC_MODELS"
 
 def verbose_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="-v: Spark's start-up lines too; -vv: debug logging, Spark's and Py4J's messages included")
+                   help="-v: every epoch and fold (debug logging) and Spark's start-up lines; -vv: Py4J's and "
+                        "PySpark's messages too")
 
 
 def master_flag(p: argparse.ArgumentParser) -> None:
@@ -38,23 +40,88 @@ def data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None, help="download cache (default $SPARKHC_CACHE or ~/.cache/sparkhc)")
 
 
-def selection_flags(p: argparse.ArgumentParser, default_split: str | None) -> None:
+def selection_flags(p: argparse.ArgumentParser, default_split: str | None, default_text: str | None = None) -> None:
     p.add_argument("--split", default=default_split,
-                   help=f"use documents of this split (default {default_split!r}; 'all' for every document)")
+                   help=f"use documents of this split ({default_text or f'default {default_split!r}'}; 'all' for "
+                        "every document)")
     p.add_argument("--fold", type=int, default=None, help="use only this fold")
     p.add_argument("--exclude-fold", type=int, default=None, help="use every fold but this one")
 
 
+def reader_flags(p: argparse.ArgumentParser) -> None:
+    """What a reader of raw documents does with records it cannot use (``featurize``, ``predict --input``)."""
+    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
+                   help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
+                        "(default: featurize.unknown_labels of the configuration, 'error')")
+    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
+                   help="documents with no text and no tokens: fail, keep them or set them aside, counted "
+                        "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
+                   help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
+                        "counted (default: featurize.on_invalid of the configuration, 'error')")
+
+
 def setup_logging(verbose: int) -> None:
-    """sparkhc's log lines on stderr (INFO; -vv: DEBUG, with Py4J's and PySpark's); with -v Spark's
-    own start-up lines too (``$SPARKHC_SPARK_LOGS``, :func:`sparkhc.spark.session.quiet_java_options`)."""
+    """sparkhc's log lines on stderr, also under spark-submit (INFO: the plan, one line per stage and
+    the result; -v: DEBUG, every epoch and fold, and Spark's own start-up lines, ``$SPARKHC_SPARK_LOGS``,
+    :func:`sparkhc.spark.session.quiet_java_options`; -vv: Py4J's and PySpark's messages too)."""
+    import sys
+
     if verbose > 0:
         os.environ["SPARKHC_SPARK_LOGS"] = "1"
-    level = logging.DEBUG if verbose > 1 else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    level = logging.DEBUG if verbose > 0 else logging.INFO
+    handler = SubmitStderrHandler() if "PYSPARK_GATEWAY_PORT" in os.environ else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=level, handlers=[handler])
     if verbose < 2:
-        for noisy in ("py4j", "pyspark"):
+        for noisy in ("py4j", "pyspark", "numba", "matplotlib", "urllib3", "werkzeug"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def print_error_line(line: str) -> None:
+    """``line`` on the user's stderr (under spark-submit: spark-submit's own, see :func:`sparkhc.cli.print_error`)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        try:
+            from pyspark import SparkContext
+            from pyspark.java_gateway import launch_gateway
+
+            gateway = SparkContext._gateway or launch_gateway()
+            sys.stdout.flush()
+            err = gateway.jvm.java.lang.System.err
+            err.println(line)
+            err.flush()
+            return
+        except Exception:  # no gateway after all: the merged stream is better than nothing
+            logging.getLogger("sparkhc").debug("could not print on spark-submit's stderr", exc_info=True)
+    print(line, file=sys.stderr)
+
+
+class SubmitStderrHandler(logging.Handler):
+    """Log lines on the user's stderr under spark-submit, whose PythonRunner merges the Python
+    driver's stderr into the stdout it relays (with the JSON result): each line is printed by
+    spark-submit's JVM (:func:`sparkhc.cli.print_error_line`). Lines logged while one is printed
+    (Py4J's own, with -vv) go to Python's stderr."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self._busy = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import sys
+
+        line = self.format(record)
+        if getattr(self._busy, "on", False):
+            print(line, file=sys.stderr)
+            return
+        self._busy.on = True
+        try:
+            print_error_line(line)
+        except Exception:  # never let logging fail the job
+            print(line, file=sys.stderr)
+        finally:
+            self._busy.on = False
 
 
 def config(args: argparse.Namespace) -> Any:

@@ -21,9 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
-    config(args)  # a bad configuration fails before Spark starts
+    cfg = config(args)  # a bad configuration fails before Spark starts
     before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
-    _, table = pipelines.evaluate(session(args, spark), predictions=args.predictions, features=args.features,
-                                  out=args.out)
+    _, table = pipelines.evaluate(  # small local predictions are counted here (predict.execution): no Spark
+        session(args, spark, deferred=True), predictions=args.predictions, features=args.features, out=args.out,
+        execution=cfg.predict.execution)
     print(table)
     return 0

@@ -12,6 +12,7 @@ from sparkhc.cli._common import (
     data_flags,
     local_only,
     print_json,
+    reader_flags,
     refuse_existing,
     session,
 )
@@ -27,21 +28,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--class-spaces", default=None, metavar="FILE",
                    help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
                         "field into one class per document (see sparkhc/class_spaces.py); replaces the taxonomy")
-    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
-                   help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
-                        "(default: featurize.unknown_labels of the configuration, 'error')")
-    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
-                   help="documents with no text and no tokens: fail, keep them or set them aside, counted "
-                        "(default: featurize.on_empty of the configuration, else the corpus's default)")
+    reader_flags(p)
     p.add_argument("--allow-unlabelled", action="store_const", const=False, default=None, dest="require_labels",
                    help="--input: read records without labels as unlabelled documents (to predict) instead of "
                         "invalid ones (default: featurize.require_labels of the configuration, true)")
-    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
-                   help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
-                        "counted (default: featurize.on_invalid of the configuration, 'error')")
     p.add_argument("--fit-exclude-fold", type=int, default=None, metavar="K",
                    help="cross-validation: fit the vocabulary and idf on every fold but K (the test fold of "
                         "your round), so no statistic of the test fold leaks into the features")
+    p.add_argument("--like", default=None, metavar="MODEL",
+                   help="weight the documents with a trained model's feature spec (its feature_spec.json: nothing "
+                        "is fitted) and label them with its taxonomy unless --taxonomy is given: features that "
+                        "`sparkhc predict --features` decodes with that model")
     p.add_argument("--out", required=True, help="output folder (written atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     data_flags(p)
@@ -60,7 +57,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         taxonomy_path=args.taxonomy, data_dir=args.data_dir, cache_dir=args.cache_dir,
         unknown_labels=args.unknown_labels, on_empty=args.on_empty, on_invalid=args.on_invalid,
         require_labels=args.require_labels, overwrite=args.overwrite, class_spaces=args.class_spaces,
-        fit_exclude_fold=args.fit_exclude_fold,
+        fit_exclude_fold=args.fit_exclude_fold, like=args.like,
     )
     print_json(summary)
     return 0

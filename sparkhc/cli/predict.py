@@ -10,21 +10,32 @@ from sparkhc.cli._common import (
     common_flags,
     config,
     print_json,
+    reader_flags,
     refuse_existing,
     selection_flags,
     session,
 )
 
 HELP = "decode documents with a saved model (Parquet output)"
+DESCRIPTION = ("Classify documents with a model trained earlier: raw documents (--input, any format featurize "
+               "reads; the model's own feature spec is applied) or a features folder made with the model's "
+               "feature spec (--features). Small local inputs are decoded in this process without starting Spark "
+               "(predict.execution).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model directory")
-    p.add_argument("--features", required=True,
-                   help="features folder of the documents (sparkhc featurize, with the model's feature spec)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", default=None,
+                     help="raw documents: JSON Lines (.jsonl[.gz]), Parquet or a directory per label; labels are "
+                          "optional (with them, `sparkhc evaluate` scores the predictions)")
+    src.add_argument("--features", default=None,
+                     help="features folder of the documents (sparkhc featurize --like MODEL, or the features the "
+                          "model was trained from)")
     p.add_argument("--out", required=True, help="predictions folder to write (Parquet, written atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing predictions folder")
-    selection_flags(p, "test")
+    selection_flags(p, None, "default 'test' with --features, every document with --input")
+    reader_flags(p)
     common_flags(p)
 
 
@@ -33,9 +44,17 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
     from sparkhc.spark import pipelines
 
     refuse_existing(args.out, args.overwrite)  # before reading anything or starting Spark
+    if args.split is None and args.features is not None:
+        args.split = "test"
     cfg = config(args)  # a bad configuration fails before Spark starts
     before_spark(args, spark)  # master, inputs, taxonomy, selection, URI schemes
-    result = pipelines.predict(session(args, spark), cfg, model_dir=args.model, features=args.features,
-                               out=args.out, overwrite=args.overwrite, **selection_of(args))
+    result = pipelines.predict(  # small local inputs are decoded here (predict.execution): no Spark started
+        session(args, spark, deferred=True), cfg, model_dir=args.model, features=args.features, out=args.out,
+        overwrite=args.overwrite, input_path=args.input,
+        read_options={"unknown_labels": args.unknown_labels or cfg.featurize.unknown_labels,
+                      "on_empty": args.on_empty or cfg.featurize.on_empty or None,
+                      "on_invalid": args.on_invalid or cfg.featurize.on_invalid},
+        **selection_of(args),
+    )
     print_json(result)
     return 0

@@ -58,10 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-partitions", type=int, default=8, metavar="N",
                    help="partitions classified per Spark job (default 8)")
     p.add_argument("--dry-run", action="store_true", help="show what would be classified; write nothing")
-    p.add_argument("--on-invalid", choices=["error", "quarantine"], default="error",
+    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
                    help="records that cannot be classified (malformed JSON line, no doc_id/id, duplicate id): "
-                        "fail the partition naming file and line (default), or classify the others and set "
-                        "these aside in PARTITION/_quarantined.jsonl, counted in the run summary")
+                        "fail the partition naming file and line, or classify the others and set "
+                        "these aside in PARTITION/_quarantined.jsonl, counted in the run summary (default: the "
+                        "value an earlier run into --out was given, recorded in OUT/_OPTIONS.json, else error; "
+                        "another value than the recorded one is refused)")
     p.add_argument("--summary-json", default=None, metavar="PATH",
                    help="also write the run summary to PATH (atomically; for schedulers: under spark-submit, log "
                         "lines reach stdout too, so stdout is not machine-readable)")

@@ -164,7 +164,7 @@ def cross_fit_offsets(
             train_ipm(spark, fit_df, fresh, settings, rows=fit_rows)
         scores.append(calibration.fold_scores(fresh, val))
         ids.append(val.doc_ids)
-        log.info("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",
+        log.debug("calibrate: %s %d/%d scored (%d documents)", "inner fold" if bands is None else "validation band",
                  f + 1, of_n, len(val))
 
     def fit() -> calibration.Calibration:
@@ -193,8 +193,22 @@ def cross_fit_offsets(
         for f in range(n, n + more):
             score(f, n + more)
         result = fit()
-    log.info("calibrate: %s", result.summary())
+    log.info("%s", calibration_sentence(result))
+    log.debug("calibrate: %s", result.summary())
     return result
+
+
+def calibration_sentence(result: Any) -> str:
+    """The calibration decision in one sentence (the record itself: ``Calibration.summary``)."""
+    v = result.validation
+    if not {"macro_off", "macro_on", "micro_off", "micro_on", "gain"} <= set(v):
+        return f"calibration: {'offsets applied' if result.applied else 'no offsets applied'}"
+    n, se = int(v.get("documents", 0)), float(v.get("fold_gain_se", 0.0))
+    scores = (f"macro-F1 {v['macro_off']:.3f} -> {v['macro_on']:.3f}, micro-F1 {v['micro_off']:.3f} -> "
+              f"{v['micro_on']:.3f} on {n} validation documents (gain {v['gain']:+.4f}, standard error {se:.4f})")
+    if result.applied:
+        return f"calibration: {result.kind or 'score'} offsets applied: {scores}"
+    return f"calibration: no offsets applied: the best would change {scores}: no gain beyond the noise"
 
 
 def more_bands(n: int, held: int, documents: int, fraction: float) -> int:

@@ -112,7 +112,14 @@ def _metric_partition(
     score_col: str | None,
     batches: Iterable[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    taxonomy: Taxonomy = tax_bc.value
+    counts = metric_counts(tax_bc.value, scored, gold_col, pred_col, score_col, batches)
+    yield pa.RecordBatch.from_pydict({"counts": pa.array([_dump(counts.to_arrays())], type=pa.binary())})
+
+
+def metric_counts(taxonomy: Taxonomy, scored: np.ndarray, gold_col: str, pred_col: str, score_col: str | None,
+                  batches: Iterable[pa.RecordBatch]) -> MetricCounts:
+    """The metric counts of record batches (one partition's, or all of them in the driver:
+    :mod:`sparkhc.spark.smalljobs`)."""
     names = pa.array(taxonomy.names, type=pa.string())
     counts = MetricCounts(taxonomy, scored)
     for b in batches:
@@ -124,7 +131,7 @@ def _metric_partition(
         if score_col is not None:
             scores = _dense_rows(b.column(score_col), score_col, taxonomy.n_nodes).astype(np.float64)
         counts.add(gold, pred, scores)
-    yield pa.RecordBatch.from_pydict({"counts": pa.array([_dump(counts.to_arrays())], type=pa.binary())})
+    return counts
 
 
 def _merge_metric_blobs(tax_bc: Broadcast, a: bytes, b: bytes) -> bytes:

@@ -326,13 +326,20 @@ def features_from_terms_partition(
     spec = spec_bc.value
     taxonomy = None if taxonomy_bc is None else taxonomy_bc.value
     for b in batches:
-        lengths, terms = _flat(b.column(TERMS))
-        _, counts = _flat(b.column(TERM_COUNTS))
-        enc = terms.dictionary_encode()  # each distinct term looked up once
-        ids = spec.term_ids(enc.dictionary.to_pylist())[np.asarray(enc.indices.to_numpy(zero_copy_only=False),
-                                                                   dtype=np.int64)]
-        csr = spec.transform_bags(lengths, None, counts.to_numpy(zero_copy_only=False), ids=ids)
-        yield _features_batch(b, csr, taxonomy)
+        yield terms_features_batch(b, spec, taxonomy)
+
+
+def terms_features_batch(b: pa.RecordBatch, spec: FeatureSpec, taxonomy: Taxonomy | None) -> pa.RecordBatch:
+    """Tokenized documents (:data:`TOKENIZED_SCHEMA`, bags of words) -> features rows with a fitted
+    ``spec`` (labels mapped to ids with ``taxonomy``): the executors' step, also run in the driver
+    (:mod:`sparkhc.spark.smalljobs`)."""
+    lengths, terms = _flat(b.column(TERMS))
+    _, counts = _flat(b.column(TERM_COUNTS))
+    enc = terms.dictionary_encode()  # each distinct term looked up once
+    ids = spec.term_ids(enc.dictionary.to_pylist())[np.asarray(enc.indices.to_numpy(zero_copy_only=False),
+                                                               dtype=np.int64)]
+    csr = spec.transform_bags(lengths, None, counts.to_numpy(zero_copy_only=False), ids=ids)
+    return _features_batch(b, csr, taxonomy)
 
 
 def features_from_raw_partition(

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -109,8 +110,13 @@ def featurize(
     on_empty: str | None = None,
     on_invalid: str | None = None,
     require_labels: bool | None = None,
+    like: str | Path | None = None,
 ) -> dict[str, Any]:
     """Read a corpus, tokenize and weight it on Spark, write the features folder atomically.
+
+    With ``like`` (a model directory) the documents are weighted with that model's fitted feature
+    spec (nothing is fitted: the features are the ones the model decodes) and labelled with its
+    taxonomy unless a taxonomy is given (which must then be the model's).
 
     The vocabulary and idf are fitted on the training split, or, for cross-validated corpora,
     on every fold but ``fit_exclude_fold`` (the test fold of the round).
@@ -154,11 +160,14 @@ def featurize(
         params.update(hash_bits=fc.hash_bits)
     if fc.token_pattern:
         params["token_pattern"] = fc.token_pattern
-    check_featurize_sources(corpus, input_path, taxonomy_path, spaces)
+    fitted, like_tax = _like_model(like, spaces, fit_exclude_fold)
+    if fitted is not None:
+        params = {**fitted.params(), "fit_on": None}
+    check_featurize_sources(corpus, input_path, taxonomy_path or (str(like) if like is not None else None), spaces)
     spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
     if spark_read is not None:
         return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
-                                       overwrite, t0, spaces, fit_exclude_fold)
+                                       overwrite, t0, spaces, fit_exclude_fold, fitted=fitted, like_tax=like_tax)
     derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -171,7 +180,7 @@ def featurize(
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
     else:
         assert input_path is not None
-        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else None
+        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else like_tax
         if not (fcfg.require_labels if require_labels is None else require_labels):
             read_opts["require_labels"] = False
         batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
@@ -191,19 +200,41 @@ def featurize(
         table = fitted.apply_table(table, report)
         taxonomy = _declare_class_spaces(fitted, corpus_meta)
     assert taxonomy is not None
+    _check_like(like_tax, taxonomy)
     report_dict = report.to_dict()
     log.info("read %s", report.summary())
     params["fit_on"] = list(fit_on) if fit_on else None
     raw_df = spark.createDataFrame(table)
     extra_files = _featurize_extra_files(taxonomy, corpus_meta, report_dict)
     summary = featurize_df(
-        spark, raw_df, out, params, taxonomy=taxonomy, num_partitions=fc.partitions, overwrite=overwrite,
+        spark, raw_df, out, fitted if fitted is not None else params, taxonomy=taxonomy, num_partitions=fc.partitions, overwrite=overwrite,
         extra_files=extra_files,
     )
     summary["read_report"] = report_dict
     _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary
+
+
+def _like_model(like: str | Path | None, spaces: Any, fit_exclude_fold: int | None) -> tuple[Any, Taxonomy | None]:
+    """``featurize --like MODEL``: the model's fitted feature spec and its taxonomy (None, None without)."""
+    if like is None:
+        return None, None
+    from sparkhc.persistence import model_feature_spec, read_model_taxonomy
+
+    if spaces is not None or fit_exclude_fold is not None:
+        raise ConfigError("--like uses the model's fitted features: it excludes --class-spaces and "
+                          "--fit-exclude-fold")
+    spec = model_feature_spec(like)
+    return spec, read_model_taxonomy(fsio.Folder(like), read_metadata(like)).base()
+
+
+def _check_like(like_tax: Taxonomy | None, taxonomy: Taxonomy) -> None:
+    """The documents' taxonomy must be the ``--like`` model's (else its predictions would be refused)."""
+    if like_tax is not None and taxonomy.fingerprint() != like_tax.fingerprint():
+        raise ModelError(f"--like: the model was trained on taxonomy {like_tax.fingerprint()} but the "
+                         f"documents use taxonomy {taxonomy.fingerprint()} ({taxonomy.source}); featurize with the "
+                         "model's taxonomy (leave out --taxonomy)")
 
 
 #: how many ids of documents without labels featurize and train name
@@ -347,7 +378,8 @@ def _fit_class_spaces(tc: Any, spaces: Any, fit_on: Any, fit_exclude_fold: int |
 def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, source: tuple[str, Any],
                             params: dict[str, Any], read_opts: dict[str, Any], taxonomy_path: str | None,
                             require_labels: bool | None, overwrite: bool, t0: float, spaces: Any = None,
-                            fit_exclude_fold: int | None = None) -> dict[str, Any]:
+                            fit_exclude_fold: int | None = None, fitted: Any = None,
+                            like_tax: Taxonomy | None = None) -> dict[str, Any]:
     """featurize with the documents read, checked and tokenized by Spark's executors
     (:mod:`sparkhc.spark.sources`): the driver holds the vocabulary, taxonomy and counts (with ``spaces``,
     the class spaces fitted from counts aggregated on the executors)."""
@@ -402,8 +434,8 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         fit_on = ("train",) if "train" in tc.splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
     else:
-        assert taxonomy_path is not None
-        taxonomy = Taxonomy.load(taxonomy_path)
+        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else like_tax
+        assert taxonomy is not None
         opts["on_empty"] = read_opts.get("on_empty", "error")
         if kind != "labeldirs" and not (cfg.featurize.require_labels if require_labels is None else require_labels):
             opts["require_labels"] = False  # (the directories are the labels)
@@ -418,10 +450,11 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
             tokens, counts = relabeled, None  # (documents withdrawn: counted again)
             taxonomy = _declare_class_spaces(fitted, corpus_meta)
         assert taxonomy is not None
+        _check_like(like_tax, taxonomy)
         report_dict = tc.report.to_dict()
         log.info("read %s", tc.report.summary())
         params["fit_on"] = list(fit_on) if fit_on else None
-        spec = FeatureSpec.from_params(params)
+        spec = fitted if fitted is not None else FeatureSpec.from_params(params)
         read_s = round(time.perf_counter() - t0, 3)
         summary = featurize_tokens(
             spark, tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
@@ -543,6 +576,10 @@ def train(
                         "warm_start": str(warm_start) if warm_start is not None else None},
         fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
     )
+    if "epochs" in model.params and result.epochs:  # the record says what was trained, not the fallback
+        model.params["epochs"] = int(result.epochs)
+    outcome = training_outcome(result, model)
+    log.info("train: %s", outcome_sentence(outcome))
     meta = {
         "feature_spec_fingerprint": spec.fingerprint,
         "features_path": fsio.absolute(features),
@@ -556,9 +593,40 @@ def train(
         shutil.rmtree(ckpt, ignore_errors=True)
     meta_out = read_metadata(out)
     return {"model": fsio.redact(out), "name": name, "weights_hash": weights_hash(out), "model_size": meta_out["model_size"],
-            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2),
+            "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2), **outcome,
             # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
             "session_start_seconds": round(startup_seconds(spark), 2)}
+
+
+def training_outcome(result: TrainingResult, model: HierModel) -> dict[str, Any]:
+    """What a training decided, for people (the JSON result of ``sparkhc train``): the epochs trained
+    and how they were chosen, C, the calibration and anything ``train.time_budget`` cut."""
+    sel = result.epoch_selection or {}
+    out: dict[str, Any] = {"epochs": result.epochs,
+                           "epochs_chosen_on": (f"{sel.get('folds', 1)} validation band(s) of "
+                                                f"{sel.get('validation_documents')} documents" if sel else None)}
+    if "C" in model.params:
+        out["C"] = model.params["C"]
+    cal = result.calibration or {}
+    out["calibration"] = ("offsets applied" if cal.get("applied") else
+                          "no offsets (no gain beyond the noise)" if cal.get("validation") else
+                          cal.get("skipped") or cal.get("reason") or ("off" if not cal else "not applied"))
+    budget = sel.get("time_budget") or {}
+    cuts = [what for what, key in (("the epoch selection", "cut_selection"),
+                                   ("the calibration's extra bands", "calibration_documents_skipped"),
+                                   ("the final training", "refit_skipped")) if budget.get(key)]
+    if budget:
+        out["time_budget"] = {"seconds": budget.get("seconds"), "cut": cuts}
+    return out
+
+
+def outcome_sentence(outcome: dict[str, Any]) -> str:
+    """:func:`training_outcome` in one line."""
+    how = f" (chosen on {outcome['epochs_chosen_on']})" if outcome.get("epochs_chosen_on") else ""
+    c = f", C = {outcome['C']:g}" if isinstance(outcome.get("C"), int | float) else ""
+    budget = outcome.get("time_budget")
+    cut = (f"; train.time_budget cut {', '.join(budget['cut'])}" if budget and budget["cut"] else "")
+    return f"{outcome['epochs']} epochs{how}{c}; calibration: {outcome['calibration']}{cut}"
 
 
 def selection_error(df: DataFrame, source: str | Path, selection: Selection, what: str) -> InputDataError:
@@ -633,50 +701,110 @@ def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,
 
 # ---------------------------------------------------------------------- predict
 def predict(
-    spark: SparkSession,
+    spark: SessionLike,
     cfg: Config,
     model_dir: str | Path,
-    features: str | Path,
+    features: str | Path | None,
     out: str | Path,
     overwrite: bool = False,
     split: str | None = "test",
     fold: int | None = None,
     exclude_fold: int | None = None,
+    input_path: str | Path | None = None,
+    read_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Decode the selected documents in parallel and write predictions Parquet atomically."""
-    from sparkhc.spark.io import read_features
-    from sparkhc.spark.predict import predict_df
+    """Decode the selected documents and write predictions Parquet atomically.
+
+    The documents are a features folder (``features``, made with the model's feature spec) or raw
+    documents (``input_path``: any format ``featurize --input`` reads; the model's own
+    ``feature_spec.json`` is applied to them, gold labels are optional and checked against the
+    model's taxonomy; ``read_options``: the reader options ``unknown_labels``, ``on_empty``,
+    ``on_invalid``). Small local inputs on a local master are decoded in this process without
+    starting Spark (``predict.execution``, :mod:`sparkhc.spark.smalljobs`); ``spark`` may be a
+    :class:`~sparkhc.spark.session.DeferredSession`."""
+    from sparkhc.persistence import model_feature_spec
+    from sparkhc.spark import smalljobs
+    from sparkhc.spark.session import active
 
     t0 = time.perf_counter()
     target = OutputFs(out)
     if target.exists() and not overwrite:
         raise SparkhcError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
-    log.info("predict: reading features %s and model %s", fsio.redact(features), fsio.redact(model_dir))
-    df, spec = read_features(spark, str(features))
-    taxonomy = features_taxonomy(features)
-    model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-    version = weights_hash(model_dir)
+    if (features is None) == (input_path is None):
+        raise ConfigError("predict: give either features or raw documents (input_path), not both or neither")
     selection = Selection(split, fold, exclude_fold)
-    groups = selection_groups(features)  # (the split and fold columns only: no Spark job)
-    n_selected = selected_count(groups, selection)
-    if n_selected == 0:
-        raise InputDataError(empty_selection_message(features, selection, "document", groups))
-    log.info("predict: decoding %d documents (%s) with the %s model %s on Spark ...", n_selected,
-             selection.describe(), meta["model"], version)
-    all_rows, df = df, select_rows(df, selection)
-    if cfg.predict.partitions:
-        df = df.repartition(cfg.predict.partitions)
-    preds = predict_df(df, model, version)
-    # written next to ``out`` and renamed into place (Spark writes the Parquet at any Hadoop URI)
+    source = str(features if features is not None else input_path)
+    where, why = smalljobs.place(spark, cfg.predict.execution, source,
+                                 "features folder" if features is not None else "input")
+    log.info("predict: reading %s %s and model %s (%s)", "features" if features is not None else "raw documents",
+             fsio.redact(source), fsio.redact(model_dir), "in this process" if where == "driver" else "on Spark")
+    log.debug("predict: %s", why)
+    extra_files: dict[str, str] = {}
+    table: pa.Table | None = None
+    df: DataFrame | None = None
+    release: Any = None
+    if input_path is not None:
+        model, meta = load_model(model_dir)
+        spec = model_feature_spec(model_dir)
+        taxonomy = model.taxonomy.base()
+        extra_files[TAXONOMY_FILE] = taxonomy.to_tsv()  # the gold labels' taxonomy, for evaluate
+        opts = {k: v for k, v in (read_options or {}).items() if v is not None}
+        if where == "driver":
+            table, report = smalljobs.raw_features_table(input_path, spec, taxonomy,
+                                                         {**opts, "require_labels": False})
+        else:
+            df, report, release = _raw_features_df(active(spark), str(input_path), spec, taxonomy, opts)
+        log.info("predict: read %s", report.summary())
+        groups = smalljobs.groups_of(table) if table is not None else None
+    else:
+        taxonomy = features_taxonomy(features)  # type: ignore[arg-type]
+        if where == "driver":
+            table, spec = smalljobs.read_features_table(features)  # type: ignore[arg-type]
+        else:
+            from sparkhc.spark.io import read_features
+
+            df, spec = read_features(active(spark), str(features))
+        model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
+        groups = selection_groups(features)  # type: ignore[arg-type]  # (the split and fold columns only)
+    version = weights_hash(model_dir)
+    if groups is not None and selected_count(groups, selection) == 0:
+        raise InputDataError(empty_selection_message(source, selection, "document", groups))
     tmp = target.sibling(f".tmp-{uuid.uuid4().hex[:12]}")
     try:
-        tmp.makedirs()
-        preds.write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
-        n = spark.read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
-        if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
-            raise selection_error(all_rows, features, selection, "document")
+        if table is not None:
+            from sparkhc.spark.predict import PRED_SCHEMA, predict_batches
+
+            rows = smalljobs.select_table(table, selection)
+            log.info("predict: decoding %d documents (%s) with the %s model %s in this process ...", rows.num_rows,
+                     selection.describe(), meta["model"], version)
+            preds = pa.Table.from_batches(list(predict_batches(model, version, smalljobs.batches_of(rows),
+                                                               model.needs_counts)), schema=PRED_SCHEMA)
+            tmp.makedirs()
+            local = fsio.local_path(tmp.child_uri(PRED_DATA_DIR))
+            assert local is not None
+            local.mkdir(parents=True)
+            pq.write_table(preds, local / smalljobs.LOCAL_PART)
+            n = preds.num_rows
+        else:
+            from sparkhc.spark.predict import predict_df
+
+            assert df is not None
+            log.info("predict: decoding the documents (%s) with the %s model %s on Spark ...", selection.describe(),
+                     meta["model"], version)
+            all_rows, df = df, select_rows(df, selection)
+            if cfg.predict.partitions:
+                df = df.repartition(cfg.predict.partitions)
+            tmp.makedirs()
+            predict_df(df, model, version).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
+            n = active(spark).read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
+            if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
+                raise selection_error(all_rows, source, selection, "document")
+        if n == 0:
+            raise InputDataError(f"{fsio.redact(source)}: no document to predict")
+        for name, text in extra_files.items():
+            tmp.write_bytes(tmp.child(name), text.encode("utf-8"))
         tmp.write_bytes(tmp.child(PRED_META_FILE), json_text(prediction_meta(
-            model_dir=model_dir, model_version=version, model_meta=meta, features=features,
+            model_dir=model_dir, model_version=version, model_meta=meta, features=features, input_path=input_path,
             selection={"split": split, "fold": fold, "exclude_fold": exclude_fold}, documents=n,
             seconds=time.perf_counter() - t0)).encode("utf-8"))
         if target.exists() and not overwrite:
@@ -685,35 +813,83 @@ def predict(
     except BaseException:
         tmp.rmtree()
         raise
+    finally:
+        if release is not None:
+            release()
     secs = round(time.perf_counter() - t0, 2)
     log.info("predict: wrote %d predictions to %s (%.1f s)", n, fsio.redact(out), secs)
-    return {"predictions": fsio.redact(out), "documents": n, "model_version": version, "seconds": secs}
+    return {"predictions": fsio.redact(out), "documents": n, "model_version": version, "seconds": secs,
+            "execution": "driver" if where == "driver" else "spark"}
+
+
+def _raw_features_df(spark: SparkSession, input_path: str, spec: Any, taxonomy: Taxonomy, opts: dict[str, Any]
+                     ) -> tuple[DataFrame, Any, Any]:
+    """Raw documents read, checked and tokenized by the executors (as ``featurize --input`` reads them),
+    weighted with the fitted ``spec``: (features DataFrame, read report, a release function)."""
+    import functools
+
+    from sparkhc.spark.featurize import features_from_terms_partition
+    from sparkhc.spark.schemas import FEATURES_SCHEMA
+    from sparkhc.spark.sources import JsonlOptions, input_source, read_input_tokens
+
+    source = input_source(spark, input_path)
+    jopts = JsonlOptions(taxonomy=taxonomy, on_empty=opts.get("on_empty", "error"),
+                         unknown_labels=opts.get("unknown_labels", "error"), on_invalid=opts.get("on_invalid", "error"),
+                         require_labels=source[0] == "labeldirs")
+    tc, _ = read_input_tokens(spark, source, spec.unfitted(), jopts)
+    sc = spark.sparkContext
+    spec_bc, tax_bc = sc.broadcast(spec), sc.broadcast(taxonomy)
+    fn = functools.partial(features_from_terms_partition, spec_bc=spec_bc, taxonomy_bc=tax_bc)
+
+    def release() -> None:
+        tc.release()
+        spec_bc.unpersist()
+        tax_bc.unpersist()
+
+    return tc.tokens.mapInArrow(fn, FEATURES_SCHEMA), tc.report, release
 
 
 # ---------------------------------------------------------------------- evaluate
 def evaluate(
-    spark: SparkSession,
+    spark: SessionLike,
     predictions: str | Path,
     features: str | Path | None = None,
     out: str | Path | None = None,
+    execution: str = "auto",
 ) -> tuple[dict[str, Any], str]:
-    """Aggregate the metric count tables on Spark; write metrics JSON; return it and a table."""
+    """Aggregate the metric count tables (on Spark, or in this process for small local predictions:
+    ``execution``, :mod:`sparkhc.spark.smalljobs`); write metrics JSON; return it and a table."""
     from sparkhc.metrics import format_table
-    from sparkhc.spark.evaluate import aggregate_metrics
+    from sparkhc.spark import smalljobs
+    from sparkhc.spark.evaluate import metric_counts
     from sparkhc.spark.predict import PRED_LABELS
+    from sparkhc.spark.session import active
 
     t0 = time.perf_counter()
     folder, pmeta, feats, taxonomy = evaluation_inputs(predictions, features)
-    log.info("evaluate: reading predictions %s (the %s model %s) against the features %s", folder.name,
-             pmeta["model"], pmeta["model_version"], fsio.redact(feats))
+    against = f"the features {fsio.redact(feats)}" if feats is not None else "the gold labels of the raw documents"
+    log.info("evaluate: reading predictions %s (the %s model %s) against %s", folder.name,
+             pmeta["model"], pmeta["model_version"], against)
     scored = pmeta.get("scored_labels")
-    if scored is None:
+    if scored is None and feats is not None:
         scored = features_corpus_info(feats).get("scored_labels")
-    df = spark.read.parquet(data_location(predictions))
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
-                 F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
-    assert row is not None  # an aggregate always has one row
-    n, missing, empty = int(row["n"]), int(row["null"] or 0), int(row["empty"] or 0)
+    multi_dimensional = get_model_class(pmeta["model"]).multi_dimensional
+    where, why = smalljobs.place(spark, execution, predictions, "predictions folder")
+    if multi_dimensional:
+        where = "spark"
+    log.debug("evaluate: %s", why)
+    table: pa.Table | None = None
+    if where == "driver":
+        table = smalljobs.read_predictions_table(predictions)
+        labels = table.column(LABELS)
+        n, missing = table.num_rows, labels.null_count
+        empty = int(sum(1 for x in labels.to_pylist() if x is not None and len(x) == 0))
+    else:
+        df = active(spark).read.parquet(data_location(predictions))
+        row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
+                     F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
+        assert row is not None  # an aggregate always has one row
+        n, missing, empty = int(row["n"]), int(row["null"] or 0), int(row["empty"] or 0)
     if n == 0:
         raise SchemaError(f"{folder.name}: no prediction rows; nothing to evaluate")
     if missing:
@@ -724,12 +900,18 @@ def evaluate(
     if empty:
         log.warning("%s: %d of %d documents have no gold labels (evaluated as empty label sets)", folder.name,
                     empty, n)
-    log.info("evaluate: aggregating the metric counts of %d documents on Spark ...", n)
-    counts = aggregate_metrics(df, taxonomy, scored=scored_mask(taxonomy, scored), gold_col=LABELS,
-                               pred_col=PRED_LABELS)
+    mask = scored_mask(taxonomy, scored)
+    if table is not None:
+        log.info("evaluate: counting the metrics of %d documents in this process ...", n)
+        counts = metric_counts(taxonomy, mask, LABELS, PRED_LABELS, None, smalljobs.batches_of(table))
+    else:
+        from sparkhc.spark.evaluate import aggregate_metrics
+
+        log.info("evaluate: aggregating the metric counts of %d documents on Spark ...", n)
+        counts = aggregate_metrics(df, taxonomy, scored=mask, gold_col=LABELS, pred_col=PRED_LABELS)
     metrics = counts.compute()
     class_spaces = None
-    if get_model_class(pmeta["model"]).multi_dimensional:
+    if multi_dimensional:
         # multi-dimensional models: Hamming Score, Exact Match, Sub-Exact Match, accuracy per space
         from sparkhc.class_spaces import MDCLayout
         from sparkhc.spark.mdc import aggregate_mdc_labels

@@ -7,7 +7,7 @@ features have them, ``split``, ``fold``, ``model_version``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -67,26 +67,34 @@ def make_predict_fn(
 
         model = get_model_class(model_name)(taxonomy, n_features, **params)
         model.set_state(state_from_bytes(state_bc.value))
-        for rb in batches:
-            if rb.num_rows == 0:
-                continue
-            batch = SparseBatch.from_arrow(rb, n_features, with_counts=with_counts, extra_columns=(SPLIT, FOLD))
-            labels, scores = decode_batch(model, batch)
-            names = rb.schema.names
-            yield pa.RecordBatch.from_pydict(
-                {
-                    DOC_ID: rb.column(DOC_ID),
-                    PRED_LABELS: labels,
-                    PRED_SCORES: scores,
-                    LABELS: rb.column(LABELS) if LABELS in names else [None] * rb.num_rows,
-                    SPLIT: rb.column(SPLIT) if SPLIT in names else [None] * rb.num_rows,
-                    FOLD: rb.column(FOLD).cast(pa.int32()) if FOLD in names else [None] * rb.num_rows,
-                    MODEL_VERSION: [version] * rb.num_rows,
-                },
-                schema=PRED_SCHEMA,
-            )
+        yield from predict_batches(model, version, batches, with_counts)
 
     return run
+
+
+def predict_batches(model: HierModel, version: str, batches: Iterable[pa.RecordBatch],
+                    with_counts: bool = False) -> Iterator[pa.RecordBatch]:
+    """Prediction rows (:data:`PRED_SCHEMA`) of features record batches: the executors' step, also
+    run in the driver (:mod:`sparkhc.spark.smalljobs`)."""
+    n_features = model.n_features
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        batch = SparseBatch.from_arrow(rb, n_features, with_counts=with_counts, extra_columns=(SPLIT, FOLD))
+        labels, scores = decode_batch(model, batch)
+        names = rb.schema.names
+        yield pa.RecordBatch.from_pydict(
+            {
+                DOC_ID: rb.column(DOC_ID),
+                PRED_LABELS: labels,
+                PRED_SCORES: scores,
+                LABELS: rb.column(LABELS) if LABELS in names else [None] * rb.num_rows,
+                SPLIT: rb.column(SPLIT) if SPLIT in names else [None] * rb.num_rows,
+                FOLD: rb.column(FOLD).cast(pa.int32()) if FOLD in names else [None] * rb.num_rows,
+                MODEL_VERSION: [version] * rb.num_rows,
+            },
+            schema=PRED_SCHEMA,
+        )
 
 
 def predict_df(features: DataFrame, model: HierModel, version: str) -> DataFrame:

@@ -367,7 +367,7 @@ def reclassify(
     dry_run: bool = False,
     batch_partitions: int = 8,
     fault_hook: FaultHook | None = None,
-    on_invalid: str = "error",
+    on_invalid: str | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     master: str | None = None,
 ) -> dict[str, Any]:
@@ -400,8 +400,9 @@ def reclassify(
     batch_partitions : int
         Partitions classified by one Spark job (default 8): fewer jobs for many small daily
         partitions; a failed batch is retried partition by partition to isolate the culprit.
-    on_invalid : {"error", "quarantine"}
-        Records that cannot be classified (a malformed JSON line, no ``doc_id``/``id``, ``doc_id``
+    on_invalid : {"error", "quarantine"} or None
+        None: the option of the run that created ``out`` (:data:`OPTIONS_FILE`), else ``"error"``; a
+        value other than that run's is refused (one output, one set of options). Records that cannot be classified (a malformed JSON line, no ``doc_id``/``id``, ``doc_id``
         and ``id`` disagreeing, an id repeated in the partition): fail the partition with an error
         naming the file and line (default), or classify the other records and set these aside in
         ``<partition>/_quarantined.jsonl`` (file, line, reason, record), counted in the marker and
@@ -411,9 +412,12 @@ def reclassify(
     progress : callable, optional
         Called with a dict after each batch (for progress bars); logging happens anyway.
     """
-    if on_invalid not in ("error", "quarantine"):
+    if on_invalid not in (None, "error", "quarantine"):
         raise SparkhcError(f"on_invalid must be 'error' or 'quarantine', got {on_invalid!r}")
     t0 = time.perf_counter()
+    given = {"on_invalid": on_invalid}
+    options = output_options(out, given, {"on_invalid": "error"})
+    on_invalid = str(options["on_invalid"])
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
     out = Path(out).absolute()
@@ -455,8 +459,11 @@ def reclassify(
         },
     }
 
+    summary["options"] = options
     with _lock(out) if not dry_run else _nolock():
         cleaned = [] if dry_run else _cleanup(out)
+        if not dry_run:
+            record_options(out, given)
         todo: list[tuple[InputPartition, str]] = []
         skipped: list[str] = []
         for p in found:
@@ -563,6 +570,13 @@ def reclassify(
             "failures": failures,
             "seconds": round(time.perf_counter() - t0, 3),
         })
+        versions = model_versions(out, partition_column)
+        summary["model_versions"] = versions
+        if len(versions) > 1:
+            summary["mixed_model_versions"] = True
+            log.warning("reclassify %s: %s holds the predictions of %d model versions (%s); the next run "
+                        "reclassifies the partitions of the others", run_id, out, len(versions),
+                        "; ".join(f"{v}: {len(ps)} partition(s)" for v, ps in versions.items()))
         runs = out / RUNS_DIR
         runs.mkdir(parents=True, exist_ok=True)
         write_json_atomic(runs / f"{run_id}.json", summary)
@@ -573,6 +587,58 @@ def reclassify(
     log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(done),
              summary["documents"], len(failures), summary["seconds"])
     return summary
+
+
+#: the options of the run that created an output (hidden from readers): later runs reuse them or are refused
+OPTIONS_FILE = "_OPTIONS.json"
+
+
+def output_options(out: str | Path, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The options of a run writing to ``out``: those recorded by earlier runs (:data:`OPTIONS_FILE`,
+    :func:`record_options`) where ``given`` has None, else ``given`` or ``defaults``; an option given
+    with another value than the recorded one is refused (partitions written under two sets of
+    options would read as one output)."""
+    f = Path(out) / OPTIONS_FILE
+    recorded: dict[str, Any] = {}
+    if f.is_file():
+        try:
+            recorded = json.loads(f.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise SchemaError(f"{f}: corrupt options record ({e})") from None
+    resolved = {}
+    for key, default in defaults.items():
+        value = given.get(key)
+        if value is not None and key in recorded and recorded[key] != value:
+            flag = "--" + key.replace("_", "-")
+            raise SparkhcError(f"{out} was written with {flag} {recorded[key]} ({f}); this run passes {flag} {value}: "
+                               f"leave {flag} out to reuse it, or write to another --out")
+        resolved[key] = value if value is not None else recorded.get(key, default)
+    return resolved
+
+
+def record_options(out: Path, given: dict[str, Any]) -> None:
+    """Add the options a run was given (not None) to ``out``'s :data:`OPTIONS_FILE`: an option first
+    given by a later run (e.g. ``--on-invalid quarantine``, which a failed partition's error suggests)
+    is recorded then."""
+    f = Path(out) / OPTIONS_FILE
+    recorded = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+    merged = {**recorded, **{k: v for k, v in given.items() if v is not None}}
+    if merged != recorded or not f.is_file():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(f, merged)
+
+
+def model_versions(out: Path, partition_column: str) -> dict[str, list[str]]:
+    """The model version of every classified partition of ``out`` (its marker), by version."""
+    found: dict[str, list[str]] = {}
+    if not Path(out).is_dir():
+        return found
+    for d in sorted(Path(out).iterdir()):
+        if d.is_dir() and d.name.startswith(f"{partition_column}="):
+            marker = _read_marker(d)
+            if marker is not None:
+                found.setdefault(str(marker.get(MODEL_VERSION)), []).append(d.name.split("=", 1)[1])
+    return found
 
 
 _ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit)\w*): (.+)$")

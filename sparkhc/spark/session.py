@@ -145,12 +145,49 @@ def get_session(
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None
+    if SparkContext._gateway is None and java_options is not None and not submitted():
+        _launch_quiet_gateway({**conf, "spark.app.name": app_name,
+                               **({"spark.master": master} if master is not None else {})})
     session = builder.getOrCreate()
     if fresh:
         global created
         created += 1
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+#: what the JVM prints on its stderr when Spark's launcher adds ``--add-modules=jdk.incubator.vector``
+#: (every start): hidden from a session sparkhc starts quietly
+INCUBATOR_NOTICE = b"WARNING: Using incubator modules"
+
+
+def _launch_quiet_gateway(conf: dict[str, str]) -> None:
+    """Start the JVM of a quiet session (the settings ``conf``, as the builder would pass them) with
+    its stderr through a pipe: a daemon thread forwards every line to this process's stderr but the
+    JVM's incubator notice (:data:`INCUBATOR_NOTICE`); the session then uses this gateway."""
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    spark_conf = SparkConf(loadDefaults=False)
+    for k, v in conf.items():
+        spark_conf.set(k, v)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    err = gateway.proc.stderr
+
+    def forward() -> None:
+        for line in iter(err.readline, b""):
+            if not line.startswith(INCUBATOR_NOTICE):
+                try:
+                    os.write(2, line)
+                except OSError:  # stderr closed: nothing to forward to
+                    return
+
+    threading.Thread(target=forward, name="sparkhc-jvm-stderr", daemon=True).start()
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
 
 
 # ----------------------------------------------------------------------------- a session started on first use

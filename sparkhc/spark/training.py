@@ -315,8 +315,9 @@ def fit_model(
             epoch_selection["C_search_skipped"] = c_skipped
         if c_auto:
             model.params["C"] = float(epoch_selection["C"])
-            log.info("C = %g chosen on %d validation band(s) of %d documents in all (grid %s; validation scores %s)",
-                     model.params["C"], folds, epoch_selection["validation_documents"],
+            log.info("C = %g and %d epochs chosen on %d validation band(s) of %d documents in all (grid %s; "
+                     "validation hF + macro-F1, at most 2: %s)",
+                     model.params["C"], epochs, folds, epoch_selection["validation_documents"],
                      "/".join(f"{c:g}" for c in AUTO_C_GRID),
                      "/".join(f"{v:.4f}" for v in epoch_selection["C_scores"]))
     elif select:

@@ -35,9 +35,9 @@ from tests.jobs.conftest import (
 
 JOB_FLAGS = {
     "featurize": ["--input", "--taxonomy", "--corpus", "--unknown-labels", "--on-empty", "--on-invalid",
-                  "--allow-unlabelled", "--fit-exclude-fold", "--out"],
+                  "--allow-unlabelled", "--fit-exclude-fold", "--like", "--out"],
     "train": ["--features", "--out", "--model", "--checkpoint-dir", "--exclude-fold"],
-    "predict": ["--model", "--features", "--out", "--split", "--fold"],
+    "predict": ["--model", "--features", "--input", "--out", "--split", "--fold", "--on-invalid"],
     "evaluate": ["--predictions", "--features", "--out"],
 }
 

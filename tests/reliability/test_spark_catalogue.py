@@ -542,8 +542,8 @@ def test_PR_11_model_of_another_feature_spec(base, tmp_path, capsys):
     del content["fingerprint"]
     spec.write_text(json.dumps(content))
     expect_user_error(capsys, _predict(base, tmp_path, base.model, f),
-                      r"model: the model was trained on features \w+ but the data has features \w+; featurize with the "
-                      r"model's feature_spec\.json")
+                      r"model: the model was trained on features \w+ but the data has features \w+; featurize with "
+                      r"--like MODEL \(the model's feature_spec\.json\)")
 
 
 def test_PR_12_predictions_exist_without_overwrite(base, tmp_path, capsys):

@@ -397,7 +397,7 @@ def test_select_epochs_logs_the_epochs_ahead(spark, caplog):
 
     tax, table = _data(n=160, seed=5)
     rows = SparseBatch.from_arrow(table, V)
-    with caplog.at_level("INFO", logger="sparkhc.spark.mixing.selection"):
+    with caplog.at_level("DEBUG", logger="sparkhc.spark.mixing.selection"):
         out = select_epochs(spark, None, _model(tax, "global", branching=True), MixingSettings(12, shards=2, seed=4),
                             fraction=0.25, patience=10, rows=rows, folds=2)
     lines = [r.getMessage() for r in caplog.records if "validation hF" in r.getMessage()]

@@ -368,7 +368,9 @@ def test_split_and_fold_typos_come_before_spark(tmp_path, capsys, no_spark, verb
 
 
 def test_a_verb_says_it_starts_spark(tmp_path, capsys, caplog, no_spark, monkeypatch):
-    """The Spark start-up (seconds) is announced: the first line of predict and evaluate."""
+    """predict and evaluate get a session started on first use (small jobs run in the process,
+    issue 53): the verb announces nothing, the session announces its start-up (seconds) when it
+    starts."""
     import logging
 
     monkeypatch.delenv("SPARKHC_MASTER", raising=False)
@@ -381,4 +383,9 @@ def test_a_verb_says_it_starts_spark(tmp_path, capsys, caplog, no_spark, monkeyp
     code, _, err = _run(["predict", "--model", str(tmp_path / "m"), "--features", str(feats), "--out",
                          str(tmp_path / "p"), "--master", "local[2]"], capsys)
     assert code == 0, err
-    assert [r.getMessage() for r in caplog.records if r.name == "sparkhc"] == ["predict: starting Spark (local[2]) ..."]
+    assert no_spark == ["session", "predict"]
+    assert [r.getMessage() for r in caplog.records if r.name == "sparkhc"] == []
+    from sparkhc.spark.session import DeferredSession
+
+    assert DeferredSession(lambda: "a session", "local[2]").get() == "a session"
+    assert caplog.records[-1].getMessage() == "starting the Spark session (master local[2])"

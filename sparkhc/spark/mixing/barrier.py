@@ -113,7 +113,7 @@ class BarrierEngine(Engine):
                         raise
                     log.warning("barrier mixing: attempt %d/%d failed (%s); resuming after the last mixed epoch",
                                 attempt, attempts, failure_reason(e))
-            log.info("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
+            log.debug("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
             stop.set()
             watcher.join()
             infos = [work.read_json(f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]

@@ -55,7 +55,7 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
     tasks = max(1, min(len(present), int(threads)))
     spec = ModelSpec.of(model, settings.local_scale())
     workers = [spec.build() for _ in range(tasks)]
-    log.info("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
+    log.debug("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
              tasks, time.perf_counter() - t_start)
     base = model.get_state()
     model.state_ = None
@@ -92,4 +92,4 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
         if pool is not None:
             pool.shutdown(wait=True)
     model.set_state(base)
-    log.info("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, last, time.perf_counter() - t_start)
+    log.debug("driver execution: epochs %d-%d in %.2f s", start_epoch + 1, last, time.perf_counter() - t_start)

@@ -91,7 +91,7 @@ def log_epoch(info: dict[str, Any]) -> None:
     shipped = ""
     if "broadcast_bytes" in info:
         shipped = f", shipped {info['broadcast_bytes']:,} B out and {info.get('result_bytes', 0):,} B back"
-    log.info(
+    log.debug(
         "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s%s",
         info["epoch"], info["epochs"], info["examples"], info["shards"], info["updates"],
         info["mean_loss"], info["seconds"], shipped,

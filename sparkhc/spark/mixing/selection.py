@@ -207,7 +207,7 @@ def select_epochs(
                 ahead = "" if stop else outlook(stopper.least_more(max_epochs), later,
                                                 (clock() - t_sel) / max(epochs_scored[0], epochs_trained[0]),
                                                 None if budget is None else budget.left())
-                log.info("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
+                log.debug("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
                          "; stopping: the next epoch does not fit in train.time_budget" if cut
                          else f"; stopping: no better score in {stopper.wait()} epochs" if stop
                          else f"; best {stopper.best}, {ahead}" if ahead else "")

@@ -56,7 +56,9 @@ def test_pair_sub_problem_dcd_equals_smo_and_never_builds_the_gram_matrix(monkey
 
     monkeypatch.setattr(PairData, "gram", property(no_gram))
     data = PairData.build(sp.csr_matrix(Xd), [rows], [y])
-    dcd = solve_pair_task(data, PairTask(0, center, 0.7, None, 1e-10, 10**6, "dcd"))
+    # 1e-9: at 1e-10 the gap stalls at rounding on this machine's numba 0.68 / numpy 2.4 (10**6 passes,
+    # never certified) while 1e-9 certifies in about 17,000 passes; the checks below stay as tight
+    dcd = solve_pair_task(data, PairTask(0, center, 0.7, None, 1e-9, 10**6, "dcd"))
     assert dcd.converged and smo.converged
     assert abs(dcd.alpha @ y) < 1e-10  # feasible for the equality of the unregularised bias
     assert dcd.alpha.min() >= 0.0 and dcd.alpha.max() <= 1.0

@@ -97,3 +97,35 @@ def test_curve_gap_change_is_one_paired_test() -> None:
     assert change["verdict"] == sg.TIE and "AR p = 0.25" in change["ours"]  # a positive slope, not significant
     assert curve_findings(rows, {**t, "p": 0.01})[0]["verdict"] == sg.REPRODUCED
     assert curve_findings(rows, {**t, "difference": -0.2, "p": 0.01})[0]["verdict"] == sg.CONTRADICTED
+
+
+def test_xiao_pcem_vs_tdem_is_tested_over_the_investigations_draws() -> None:
+    """Issue 55: on rcv1v2_subset the Table 2 row "PCEM beats TDEM" was a tie over the 5 runs while
+    the page's own 25 draws (the 5 runs among them) give a significant loss; the row now takes the draws."""
+    from scipy.stats import ttest_1samp
+
+    from experiments.xiao import PAPER_TABLE2, _finding_row, draw_scores
+
+    rng = np.random.default_rng(0)
+    pc = rng.normal(42.0, 5.0, 25)
+    td = pc + 2.5 + rng.normal(0.0, 3.0, 25)  # TDEM ahead by about 2.5 points
+    inv = {"kind": "tdem", "draws": [{"draw": d} for d in range(25)],
+           "results": [{"name": nm, "draw": d, "micro": float(v[d])} for nm, v in (("PCEM", pc), ("TDEM", td))
+                       for d in range(25)]}
+    draws = draw_scores(inv)
+    assert set(draws) == {"PCEM", "TDEM"} and np.array_equal(draws["PCEM"], pc)
+    runs = {f"labeled|0.01|{m}": {"micro": {"runs": list(v[:5]), "mean": float(v[:5].mean())}}
+            for m, v in (("PCEM", pc), ("TDEM", np.concatenate([td[:5] + [-8.0, 8.0, -8.0, 8.0, 0.0], td[5:]])))}
+    paper = PAPER_TABLE2["rcv1v2_subset"]
+    args = ("PCEM beats TDEM", paper, runs, 0.01, "labeled", "micro", "PCEM", ("TDEM",), ("TDEM",), 0)
+    over_runs = _finding_row(*args)
+    assert "paired t-test over 5 runs" in over_runs and over_runs.endswith("| tie |")
+    row = _finding_row(*args, draws)
+    p = ttest_1samp(pc - td, 0.0).pvalue
+    assert p < 0.05 and f"paired t-test over 25 draws (the investigation's): p = {p:.3g}" in row
+    assert row.endswith("| contradicted |") and f"({(pc - td).mean():+.2f} ± " in row
+    # dataless rows, and methods the investigation did not draw, stay on the runs
+    assert "over 5 runs" in _finding_row("x", paper, {**runs, **{k.replace("labeled", "dataless"): v
+                                                                  for k, v in runs.items()}}, 0.01, "dataless",
+                                         "micro", "PCEM", ("TDEM",), ("TDEM",), 2, draws)
+    assert draw_scores(None) == {} and draw_scores({"kind": "pcem"}) == {}

@@ -553,6 +553,11 @@ def _verdict(ours_diff: float, p_two_sided: float) -> str:
     return verdict(1.0, ours_diff, p_two_sided)
 
 
+def _cell(text: str) -> str:
+    """``text`` inside a Markdown table cell (its ``|`` escaped: "Σ_c f(w|c)")."""
+    return text.replace("|", "\\|")
+
+
 def _pc(t: dict[str, Any], a: str, b: str) -> str:
     return (f"Wilcoxon signed-rank over the {t['n']} per-category BEPs ({a} vs {b}): {t['wins']} wins / "
             f"{t['losses']} losses, one-sided p = {t['p_greater']:.3g}, two-sided p = {t['p_two_sided']:.3g}")
@@ -599,8 +604,8 @@ def findings_rows(results: dict[str, Any]) -> list[str]:
         closer = min(gaps, key=lambda r: gaps[r])
         rows.append("| which reading of f(w) the paper's numbers support (FMM0 / 0.4 / 0.5 / 0.7, both sets) | "
                     "f(w) = total frequency of w | mean \\|ours − paper\\| BEP: " + ", ".join(
-                        f"{r} {v:.3f}" for r, v in gaps.items()) + f"; closer: {closer} | — | "
-                    + untested(int(closer == "literal")) + f" (the {closer} reading is the closer) |")
+                        f"{_cell(r)} {v:.3f}" for r, v in gaps.items()) + f"; closer: {_cell(closer)} | — | "
+                    + untested(int(closer == "literal")) + f" (the {_cell(closer)} reading is the closer) |")
     return rows
 
 

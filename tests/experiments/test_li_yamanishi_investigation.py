@@ -84,7 +84,9 @@ def test_reading_row_names_the_closer_reading_and_claim_rows_their_reading() -> 
                                     (-0.01, "Σ_c f(w|c)", "does not hold (untested)")):
         rows = findings_rows({"configs": {"lewis": _methods(offset)}})
         (row,) = [r for r in rows if r.startswith("| which reading")]
-        assert f"closer: {closer}" in row and f"{verdict} (the {closer} reading is the closer)" in row
+        esc = closer.replace("|", "\\|")  # a "|" inside a table cell is escaped
+        assert f"closer: {esc}" in row and f"{verdict} (the {esc} reading is the closer)" in row
+        assert row.count(" | ") == 4  # five cells
     # literal rows nearer the paper: literal BEP = paper, the default reading 0.02 off
     lit = _methods(0.0)
     for st in lit.values():

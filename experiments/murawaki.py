@@ -457,16 +457,17 @@ def model_record(model: Any, mdir: Path) -> dict[str, Any]:
     meta = read_metadata(mdir)
     wl = weight_levels(model)
     return {"size": int(model.model_size()), "levels": wl["levels"], "bias": wl["bias"], "bf": wl["bf"],
-            "other": wl["other"], "edge_depth": np.asarray(model.taxonomy.depth)[wl["nodes"]].tolist(),
-            "edge_weights": wl["per_column"],
+            "other": wl["other"], "edge_nodes": [str(model.taxonomy.names[i]) for i in wl["nodes"]],
+            "edge_depth": np.asarray(model.taxonomy.depth)[wl["nodes"]].tolist(), "edge_weights": wl["per_column"],
             "updates": [float(e.get("updates", math.nan)) for e in meta.get("training", {}).get("epoch_log", [])]}
 
 
 def _level_summary(model_rounds: list[dict[str, Any]], impact_rounds: list[dict[str, dict[str, float]]]
                    ) -> dict[str, dict[str, Any]]:
     """Per system of the table: mean over rounds of the weights per edge at each level, and of the
-    mean absolute edge score (``impact``); ``edges``: each column's depth and its non-trivial weights
-    (mean over rounds), the data of the Figure 2 (a-c) test."""
+    mean absolute edge score (``impact``); ``edges``: each edge's depth and its non-trivial weights
+    (mean over the rounds whose model has the edge: a round's model taxonomy holds the labels of its
+    training part), the data of the Figure 2 (a-c) test."""
     out: dict[str, dict[str, Any]] = {}
     for name in model_rounds[0]["keys"]:
         size: dict[str, list[float]] = {}
@@ -475,9 +476,15 @@ def _level_summary(model_rounds: list[dict[str, Any]], impact_rounds: list[dict[
             for d, (cols, w) in rec["levels"].items():
                 size.setdefault(str(d), []).append(w / cols)
         out[name] = {"weights_per_edge": {d: float(np.mean(v)) for d, v in size.items()}}
-        if all("edge_depth" in rec and rec["edge_depth"] == recs[0]["edge_depth"] for rec in recs):
-            out[name]["edges"] = {"depth": recs[0]["edge_depth"],
-                                  "weights": np.mean([rec["edge_weights"] for rec in recs], axis=0).tolist()}
+        if all("edge_nodes" in rec for rec in recs):
+            depth: dict[str, int] = {}
+            weights: dict[str, list[float]] = {}
+            for rec in recs:
+                for node, d, w in zip(rec["edge_nodes"], rec["edge_depth"], rec["edge_weights"], strict=True):
+                    depth[node] = int(d)
+                    weights.setdefault(node, []).append(float(w))
+            out[name]["edges"] = {"nodes": list(depth), "depth": list(depth.values()),
+                                  "weights": [float(np.mean(weights[n])) for n in depth]}
         if all(name in ir for ir in impact_rounds):
             imp: dict[str, list[float]] = {}
             for ir in impact_rounds:
@@ -751,7 +758,8 @@ def _depth_trend(level: dict[str, Any]) -> dict[str, Any]:
     edge, the fewer its weights" (a negative ρ); ρ and p are NaN with fewer than three edges or one depth."""
     from scipy.stats import spearmanr
 
-    depth, weights = np.asarray(level["edges"]["depth"]), np.asarray(level["edges"]["weights"])
+    edges = level.get("edges", {"depth": [], "weights": []})  # no per-edge data (an older results file)
+    depth, weights = np.asarray(edges["depth"]), np.asarray(edges["weights"])
     if depth.size < 3 or np.unique(depth).size < 2 or np.unique(weights).size < 2:
         return {"rho": math.nan, "p": math.nan, "edges": int(depth.size)}
     res = spearmanr(depth, weights)

@@ -163,7 +163,10 @@ def _strip_markdown(text: str, cpu: CpuTolerance | None = None) -> list[str]:
     out: list[str] = []
     timing_cols: set[int] = set()
     in_timing_section = False
-    for line in text.splitlines():
+    lines = text.splitlines()
+    if lines and lines[0].startswith("Stale: "):  # a stale mark and the blank line after it
+        lines = lines[2:] if len(lines) > 1 and not lines[1].strip() else lines[1:]
+    for line in lines:
         if line.startswith("#"):  # a section headed "Timing" (wall times only) is skipped to the next heading
             in_timing_section = bool(TIMING_HEADING.match(line)) or bool(
                 cpu is not None and cpu.trace_sections is not None and cpu.trace_sections.match(line))

@@ -205,3 +205,15 @@ def test_check_names_are_exact_and_a_list(tmp_path: Path, capsys) -> None:
     assert "unknown experiment(s) 'murawaki-cur'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--only", "xiao", "--check", "murawaki", "--out", str(tmp_path / "x")])  # not regenerated
+
+
+def test_a_stale_mark_is_not_a_difference(tmp_path: Path) -> None:
+    """A page marked stale (``--mark-stale``: a first line and a blank line) compared with its rerun."""
+    from experiments.pages import mark_stale
+
+    new = _write(tmp_path / "new", "reuters21578.md", PAGE)
+    old = _write(tmp_path / "old", "reuters21578.md", PAGE)
+    mark_stale(["murawaki"], "the learner changed", tmp_path / "old", tmp_path)
+    assert old.read_text(encoding="utf-8").startswith("Stale: the learner changed")
+    assert compare_file(new, old) == []
+    assert compare_file(_write(tmp_path / "new2", "reuters21578.md", PAGE.replace("| 0.50 |", "| 0.51 |")), old)

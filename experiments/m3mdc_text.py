@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 
 from experiments import harness
 from experiments import mdc_baselines as mb
-from experiments.m3mdc import wilcoxon_test
+from experiments.m3mdc import row_name, wilcoxon_test
 from experiments.significance import VERDICT_RULE
 from experiments.significance import verdict as rule
 from sparkhc.class_spaces import MDCLayout
@@ -266,7 +266,7 @@ def table(doc: dict[str, Any]) -> str:
         "",
         "## Results (ModApte test split)",
         "",
-        "Rows: " + "; ".join(f"**{k}**: {v}" for k, v in doc["descriptions"].items()) + ".",
+        "Rows: " + "; ".join(f"**{row_name(k)}**: {v}" for k, v in doc["descriptions"].items()) + ".",
         "",
         "| Method | " + " | ".join(LABELS[m] for m in METRICS) + " | "
         + " | ".join(f"accuracy {n}" for n in spaces) + " | train (s) | alternations |",
@@ -279,7 +279,7 @@ def table(doc: dict[str, Any]) -> str:
         conv = r["counters"].get("converged")
         alt_s = "—" if alt is None else f"{int(alt)}{'' if conv else ' (not converged)'}"
         lines.append(
-            f"| {label} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + " | "
+            f"| {row_name(label)} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + " | "
             + " | ".join(f"{m[f'accuracy_{j}']:.4f}" for j in range(len(spaces)))
             + f" | {r['train_seconds']:.0f} | {alt_s} |"
         )
@@ -304,16 +304,16 @@ def table(doc: dict[str, Any]) -> str:
     ]
     for label, t in doc["paired_tests"].items():
         w, mc = t["hamming_wilcoxon"], t["exact_match_mcnemar"]
-        lines.append(f"| {label} | {w['wins']} / {w['losses']} | {w['p_two_sided']:.3g} | {w['p_greater']:.3g} | "
+        lines.append(f"| {row_name(label)} | {w['wins']} / {w['losses']} | {w['p_two_sided']:.3g} | {w['p_greater']:.3g} | "
                      f"{mc['m3mdc_only']} / {mc['other_only']} | {mc['p_two_sided']:.3g} | {mc['p_greater']:.3g} |")
     p = s["M3MDC"]["params"]
     diff = ", ".join(f"{LABELS[k]} {s['M3MDC']['metrics'][k] - s['BR']['metrics'][k]:+.4f}" for k in METRICS)
     lines += [
         "",
-        f"M3MDC − BR: {diff}. {doc['test_documents']} test documents; M3MDC and BR predict a different "
+        f"M3MDC − BR_C10: {diff}. {doc['test_documents']} test documents; M3MDC and BR_C10 predict a different "
         f"(topic, place) pair for {doc['test_documents_predicted_differently']} of them. M3MDC: λ1 = {p['lambda1']}, λ2 = {p['lambda2']}, "
         f"C₀ = I/m, stop when ‖W_t − W_(t−1)‖_F / ‖W_t‖_F < {p['tol']} (at most {p['max_iter']} alternations), each "
-        f"W step solved to a relative duality gap of {p['gap_tol']}. BR: independent one-vs-one linear SVMs per "
+        f"W step solved to a relative duality gap of {p['gap_tol']}. BR_C10: independent one-vs-one linear SVMs per "
         f"class space, same solver, λ1 = {s['BR']['params']['lambda1']} (λ2 = 0). Training: {s['M3MDC']['train_documents']} "
         "documents; the pairwise SVM sub-problems of every sweep run as Spark tasks.",
         "",
@@ -367,7 +367,7 @@ def table(doc: dict[str, Any]) -> str:
     lines += [
         "",
         f"Total {doc['seconds']:.0f} s (featurize {doc['featurize_seconds']:.0f} s, M3MDC training "
-        f"{s['M3MDC']['train_seconds']:.0f} s, BR training {s['BR']['train_seconds']:.0f} s); Python {doc['python']}, "
+        f"{s['M3MDC']['train_seconds']:.0f} s, BR_C10 training {s['BR']['train_seconds']:.0f} s); Python {doc['python']}, "
         f"numpy {doc['numpy']}.",
         "",
     ]

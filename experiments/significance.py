@@ -166,16 +166,16 @@ def verdict(paper_sign: float, ours: float, p_two_sided: float | None, alpha: fl
 
 
 def combine(verdicts: list[str]) -> str:
-    """One verdict from the verdicts of a claim's parts (several measures or losses): reproduced when
-    every part is, contradicted when a part is and none is reproduced, tie when every part is a tie,
-    else "mixed (r reproduced, t tie, c contradicted)"."""
+    """One verdict from the verdicts of a claim's parts (several measures or losses), by the written
+    rule (:data:`VERDICT_RULE`: "mixed when they differ"): the parts' verdict when they all agree
+    (reproduced, tie or contradicted), else "mixed (r reproduced, t tie, c contradicted)"."""
+    if not verdicts:
+        raise ValueError("combine: a claim needs at least one part")
     r, t, c = (sum(v == k for v in verdicts) for k in (REPRODUCED, TIE, CONTRADICTED))
-    if verdicts and r == len(verdicts):
-        return REPRODUCED
-    if verdicts and t == len(verdicts):
-        return TIE
-    if c and not r:
-        return CONTRADICTED
+    if r + t + c != len(verdicts):
+        raise ValueError(f"combine: not a tested verdict in {verdicts!r}")
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
     return f"mixed ({r} reproduced, {t} tie, {c} contradicted)"
 
 

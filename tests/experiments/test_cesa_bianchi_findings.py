@@ -102,7 +102,21 @@ def test_identical_models_are_not_testable_and_ohsumed_uses_its_paper_table() ->
     # the paper's OHSUMED figures (Table 1): H-SVM 0/1 loss 0.759, SVM 0.784
     zo = verdicts["H-SVM beats the flat SVM"]["losses"]["zero_one"]
     assert (zo["paper_a"], zo["paper_b"]) == (0.759, 0.784)
-    # "best" is tested against the next best row that is not H-SVM's twin: H-RLS (0.5, ties count)
+    # "best" is tested against the next best row, H-SVM's identical twin SVM included (both 0.5 with H-RLS)
     best = verdicts["H-SVM is the best model"]
-    assert {v["b_row"] for v in best["losses"].values()} == {"H-RLS"}
-    assert best["verdict"] == "tie"  # level with H-RLS: "best" only by the tie rule of `holds`
+    assert {v["b_row"] for v in best["losses"].values()} <= {"SVM", "H-RLS"}
+    assert best["verdict"] == "tie"
+
+
+def test_best_is_tested_against_an_identical_twin() -> None:
+    """Issue 55: on a flat forest SVM loses exactly as H-SVM does; the next best row is the twin, so
+    "H-SVM is the best model" is a tie (p = 1 on every loss), not a test against the row after it."""
+    docs = {"H-SVM": [0.0, 0.0, 0.0, 1.0], "SVM": [0.0, 0.0, 0.0, 1.0], "H-RLS": [1.0, 1.0, 1.0, 1.0],
+            "AH-BAY": [1.0, 1.0, 1.0, 1.0], "PERC": [1.0, 1.0, 1.0, 1.0], "H-PERC": [1.0, 1.0, 1.0, 1.0]}
+    split = _fold({r: float(np.mean(v)) for r, v in docs.items()})
+    split["test_docs"] = 4
+    split["_doc_losses"] = {r: {k: np.array(v) for k, _ in LOSSES} for r, v in docs.items()}
+    best = {row["finding"]: row for row in compute_findings([split], _summary([split]))["rows"]}["H-SVM is the best model"]
+    assert {v["b_row"] for v in best["losses"].values()} == {"SVM"}
+    assert all(v["p"] == 1.0 and v["diff"] == 0.0 and v["verdict"] == "tie" for v in best["losses"].values())
+    assert best["verdict"] == "tie"

@@ -57,3 +57,47 @@ def test_paired_categories_counts_wins_and_is_one_sided():
     # all six differences positive: the exact one-sided Wilcoxon p is 1 / 2^6
     assert t["p_greater"] == pytest.approx(1 / 64)
     assert t["mean_a"] == pytest.approx(np.mean([0.9, 0.8, 0.7, 0.6, 0.5, 0.9]))
+
+
+def _methods(offset: float) -> dict:
+    """Every main method of a setting at the paper's BEP + ``offset`` (the literal rows: + 2 offset)."""
+    from experiments.li_yamanishi import LITERAL, PAPER_BEP, SETTINGS, main_methods, paper_name
+
+    out = {}
+    for st in SETTINGS:
+        methods = {}
+        for m in main_methods():
+            base = PAPER_BEP[st].get(paper_name(m), 0.5)
+            b = base + (2 * offset if m.endswith(LITERAL) else offset)
+            methods[m] = {"bep": b, "bep_per_category": {"a": b, "b": b - 0.1, "c": b + 0.1}}
+        out[st] = {"methods": methods, "stats": {"n_train": 100, "train_docs_without_category": 40,
+                                                 "train_docs_with_several_categories": 7}}
+    return out
+
+
+def test_reading_row_names_the_closer_reading_and_claim_rows_their_reading() -> None:
+    """Issue 55: the f(w) row said "(the literal reading is the closer)" whichever reading won, and
+    the claim rows (Σ_c f(w|c)) were labelled "paper-faithful"."""
+    from experiments.li_yamanishi import _reading_counts, findings_rows
+
+    for offset, closer, verdict in ((0.01, "Σ_c f(w|c)", "does not hold (untested)"),
+                                    (-0.01, "Σ_c f(w|c)", "does not hold (untested)")):
+        rows = findings_rows({"configs": {"lewis": _methods(offset)}})
+        (row,) = [r for r in rows if r.startswith("| which reading")]
+        esc = closer.replace("|", "\\|")  # a "|" inside a table cell is escaped
+        assert f"closer: {esc}" in row and f"{verdict} (the {esc} reading is the closer)" in row
+        assert row.count(" | ") == 4  # five cells
+    # literal rows nearer the paper: literal BEP = paper, the default reading 0.02 off
+    lit = _methods(0.0)
+    for st in lit.values():
+        for m, v in st["methods"].items():
+            if not m.endswith(" literal f(w)"):
+                v["bep"] += 0.02
+    (row,) = [r for r in findings_rows({"configs": {"lewis": lit}}) if r.startswith("| which reading")]
+    assert "holds (untested) (the literal reading is the closer)" in row
+    rows = findings_rows({"configs": {"lewis": _methods(0.0)}})
+    assert not any("paper-faithful" in r for r in rows)
+    assert sum("(f(w) = Σ_c f(w\\|c), this page's default reading)" in r for r in rows) == 6
+    assert _reading_counts({"configs": {"lewis": _methods(0.0)}}) == (
+        " On the Lewis split, nine_commodities: 40 of 100 training documents without a category, 7 with several; "
+        "ten_largest: 40 of 100 training documents without a category, 7 with several.")

@@ -30,3 +30,27 @@ def test_gain_sentence() -> None:
     assert _gain_sentence(0.075, 0.003).startswith("most of the paper-faithful gain")
     assert _gain_sentence(0.075, -0.002).startswith("the whole paper-faithful gain")
     assert _gain_sentence(0.04, 0.03).startswith("the gain does not come")
+
+
+def test_br_rows_are_named_by_their_c() -> None:
+    """Issue 55: the row named "BR" was BR at C = 10 (M3MDC's λ1 = 0.1), not the paper's BR (C = 1);
+    our rows carry their C, the paper's table keeps the paper's name. Rendered from the committed
+    results.json (its keys unchanged)."""
+    import json
+    import re
+    from pathlib import Path
+
+    import pytest
+
+    from experiments.m3mdc import _table3, row_name
+
+    assert row_name("BR") == "BR_C10" and row_name("BR_C1") == "BR_C1" and row_name("ECC") == "ECC"
+    path = Path(__file__).resolve().parents[2] / "docs" / "results" / "m3mdc" / "results.json"
+    if not path.is_file():
+        pytest.skip(f"no committed results at {path}")
+    page = _table3(json.loads(path.read_text(encoding="utf-8")))
+    ours = page.split("## Table 3 (this implementation)")[1].split("## The paper's Table 3")[0]
+    paper = page.split("## The paper's Table 3")[1].split("\n## ")[0]
+    assert re.search(r"^\| Edm \| BR_C10 \|", ours, re.M) and not re.search(r"^\| Edm \| BR \|", ours, re.M)
+    assert re.search(r"^\| Edm \| BR \|", paper, re.M)  # the paper's BR
+    assert "- **BR_C10**: BR, product one-vs-one SVMs, λ1 = 0.1 (= C = 10" in page

@@ -165,15 +165,55 @@ def test_trees_missing_files_and_exit_code(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # m3mdc takes about 15 min, past the suite's 600 s
-@pytest.mark.parametrize("job", ["murawaki", "m3mdc"])
+@pytest.mark.parametrize("job", ["murawaki", "murawaki-curve", "cesa-bianchi", "xiao", "li-yamanishi", "m3mdc"])
 def test_committed_results_are_current(job: str, tmp_path: Path) -> None:
-    """Issue 32, point 2: the deterministic jobs regenerated at this checkout equal the committed
-    pages (stamps and timings ignored), so a results page cannot silently describe older code. Needs
-    the staged corpora; murawaki about 4 min, m3mdc about 15 min on the 2-core machine."""
+    """Issue 32, point 2, and issue 55: every job regenerated at this checkout equals the committed
+    pages (stamps, stale marks and timings ignored). Needs the staged corpora; murawaki about 4 min,
+    m3mdc about 15 min on the 2-core machine. A page marked stale is expected to differ: skipped."""
     from tests.conftest import ROOT
 
     data = ROOT.parent / "shared" / "data"
     if not (data / "INDEX.md").exists():
         pytest.skip(f"the staged corpora are not at {data}")
+    from experiments import pages
+
+    marked = [p.path for p in pages.pages() if job in {j[0] for j in p.jobs} and p.marked]
+    if marked:
+        pytest.skip(f"{job}'s pages are marked stale ({marked[0]}): regenerate them")
     assert main(["--data-dir", str(data), "--master", "local[2]", "--only", job, "--out", str(tmp_path / "regen"),
                  "--check"]) == 0
+
+
+def test_check_names_are_exact_and_a_list(tmp_path: Path, capsys) -> None:
+    """Issue 55: ``--check murawaki`` compares the murawaki job's files, not murawaki-curve's (same
+    folder), and a committed file of a checked job that was not regenerated is a difference."""
+    for root in ("old", "new"):
+        _write(tmp_path / root, "reuters21578.md", PAGE)
+        _write(tmp_path / root, "reuters21578_learning_curve.md", PAGE)
+    _write(tmp_path / "old", "20newsgroups_learning_curve.md", PAGE)  # a curve page not regenerated
+    base = ["--out", str(tmp_path / "new"), "--committed", str(tmp_path / "old"), "--check-only"]
+    assert main(base + ["--check", "murawaki"]) == 0
+    assert "1 of 1 file(s)" in capsys.readouterr().out
+    assert main(base + ["--check", "murawaki", "murawaki-curve"]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS: murawaki/20newsgroups_learning_curve.md" in out and "not regenerated" in out
+    assert "2 of 3 file(s)" in out
+    assert main(base + ["--check", "murawaki,murawaki-curve"]) == 1
+    assert "2 of 3 file(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(base + ["--check", "murawaki-cur"])  # a prefix is not a name
+    assert "unknown experiment(s) 'murawaki-cur'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--only", "xiao", "--check", "murawaki", "--out", str(tmp_path / "x")])  # not regenerated
+
+
+def test_a_stale_mark_is_not_a_difference(tmp_path: Path) -> None:
+    """A page marked stale (``--mark-stale``: a first line and a blank line) compared with its rerun."""
+    from experiments.pages import mark_stale
+
+    new = _write(tmp_path / "new", "reuters21578.md", PAGE)
+    old = _write(tmp_path / "old", "reuters21578.md", PAGE)
+    mark_stale(["murawaki"], "the learner changed", tmp_path / "old", tmp_path)
+    assert old.read_text(encoding="utf-8").startswith("Stale: the learner changed")
+    assert compare_file(new, old) == []
+    assert compare_file(_write(tmp_path / "new2", "reuters21578.md", PAGE.replace("| 0.50 |", "| 0.51 |")), old)

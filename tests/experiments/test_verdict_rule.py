@@ -6,6 +6,7 @@ higher") and on rcv1v2_subset (DP-GT-BF underfits: the gap is not the paper's ov
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from experiments import significance as sg
 
@@ -28,12 +29,27 @@ def test_parity_claims() -> None:
     assert sg.verdict(0, 0.3, 0.01) == sg.CONTRADICTED
 
 
-def test_combine_and_untested() -> None:
-    assert sg.combine([sg.REPRODUCED, sg.REPRODUCED]) == sg.REPRODUCED
-    assert sg.combine([sg.TIE, sg.TIE]) == sg.TIE
-    assert sg.combine([sg.TIE, sg.CONTRADICTED]) == sg.CONTRADICTED
-    assert sg.combine([sg.REPRODUCED, sg.TIE]) == "mixed (1 reproduced, 1 tie, 0 contradicted)"
-    assert sg.combine([sg.REPRODUCED, sg.CONTRADICTED]) == "mixed (1 reproduced, 0 tie, 1 contradicted)"
+def test_combine_follows_the_written_rule() -> None:
+    """Issue 55: "a claim of several parts combines them (mixed when they differ)": parts that agree
+    give their verdict, any two that differ give mixed (before, tie + contradicted gave contradicted)."""
+    assert "mixed when they differ" in sg.VERDICT_RULE
+    R, T, C = sg.REPRODUCED, sg.TIE, sg.CONTRADICTED
+    for v in (R, T, C):
+        assert sg.combine([v]) == v
+        assert sg.combine([v, v, v, v]) == v
+    assert sg.combine([R, T]) == "mixed (1 reproduced, 1 tie, 0 contradicted)"
+    assert sg.combine([R, C]) == "mixed (1 reproduced, 0 tie, 1 contradicted)"
+    assert sg.combine([T, C]) == "mixed (0 reproduced, 1 tie, 1 contradicted)"
+    assert sg.combine([C, T, C, C]) == "mixed (0 reproduced, 1 tie, 3 contradicted)"
+    assert sg.combine([R, T, C]) == "mixed (1 reproduced, 1 tie, 1 contradicted)"
+    assert sg.combine([T, R, R, R]) == "mixed (3 reproduced, 1 tie, 0 contradicted)"
+    with pytest.raises(ValueError, match="at least one part"):
+        sg.combine([])
+    with pytest.raises(ValueError, match="not a tested verdict"):
+        sg.combine([R, sg.HOLDS])
+
+
+def test_untested() -> None:
     assert sg.untested(2, 2) == sg.HOLDS
     assert sg.untested(1, 2) == sg.HOLDS_IN_PART
     assert sg.untested(0, 2) == sg.DOES_NOT_HOLD

@@ -185,8 +185,9 @@ def run(
 
     S = resolve_shards(spark, cfg.train.shards)
     product_cfg = replace(cfg, train=replace(cfg.train, shards=S))  # the defaults row: as given
-    # the paper's fixed 10 epochs where the configuration leaves them to validation (train.epochs = 0)
-    cfg = replace(cfg, train=replace(cfg.train, shards=S, epochs=cfg.train.epochs or PAPER_EPOCHS))
+    # the paper's fixed 10 epochs where the configuration leaves them to validation (train.epochs = 0),
+    # and its mixing (Alg. 6: each shard's steps capped by C, train.step_scale = "one")
+    cfg = replace(cfg, train=replace(cfg.train, shards=S, epochs=cfg.train.epochs or PAPER_EPOCHS, step_scale="one"))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(work) if work is not None else out / f".work-{corpus}"

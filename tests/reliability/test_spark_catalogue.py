@@ -893,16 +893,18 @@ def test_CLI_08_predict_and_evaluate_say_what_they_do(base, tmp_path, capsys, ca
 
     caplog.set_level(logging.INFO, logger="sparkhc")
     pred = tmp_path / "pred"
-    code, _, err = run_main(["predict", "--model", base.model, "--features", base.features, "--out", pred], capsys)
+    spark_path = ["--set", "predict.execution=spark"]  # small inputs run in the process by default (issue 53)
+    code, _, err = run_main(["predict", "--model", base.model, "--features", base.features, "--out", pred, *spark_path],
+                            capsys)
     assert code == 0, err
-    code, _, err = run_main(["evaluate", "--predictions", pred], capsys)
+    code, _, err = run_main(["evaluate", "--predictions", pred, *spark_path], capsys)
     assert code == 0, err
     lines = [r.getMessage() for r in caplog.records if r.name == "sparkhc.spark.pipelines"]
     n_test = sum(1 for r in tiny_records(40) if r["split"] == "test")
     version = json.loads((pred / "_MODEL.json").read_text())["model_version"]
     assert len(lines) == 6, lines
-    assert lines[:2] == [f"predict: reading features {base.features} and model {base.model}",
-                         f"predict: decoding {n_test} documents (split 'test', fold None, exclude_fold None) with the "
+    assert lines[:2] == [f"predict: reading features {base.features} and model {base.model} (on Spark)",
+                         "predict: decoding the documents (split 'test', fold None, exclude_fold None) with the "
                          f"global model {version} on Spark ..."]
     assert re.fullmatch(rf"predict: wrote {n_test} predictions to {re.escape(str(pred))} \(\d+\.\d s\)", lines[2])
     assert lines[3:5] == [f"evaluate: reading predictions {pred} (the global model {version}) against the features "

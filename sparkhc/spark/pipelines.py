@@ -446,9 +446,9 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
     counts: Any = (tc.groups, tc.no_tokens)
     try:
         if spaces is not None:
-            fitted, relabeled = _fit_class_spaces(tc, spaces, fit_on, fit_exclude_fold, spark)
+            spaces_fitted, relabeled = _fit_class_spaces(tc, spaces, fit_on, fit_exclude_fold, spark)
             tokens, counts = relabeled, None  # (documents withdrawn: counted again)
-            taxonomy = _declare_class_spaces(fitted, corpus_meta)
+            taxonomy = _declare_class_spaces(spaces_fitted, corpus_meta)
         assert taxonomy is not None
         _check_like(like_tax, taxonomy)
         report_dict = tc.report.to_dict()

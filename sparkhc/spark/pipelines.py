@@ -196,9 +196,9 @@ def featurize(
         if fit_exclude_fold is not None:
             fit_rows &= np.asarray(pc.fill_null(pc.not_equal(table.column(FOLD), int(fit_exclude_fold)),
                                                 True).to_numpy(zero_copy_only=False), dtype=bool)
-        fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
-        table = fitted.apply_table(table, report)
-        taxonomy = _declare_class_spaces(fitted, corpus_meta)
+        spaces_fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
+        table = spaces_fitted.apply_table(table, report)
+        taxonomy = _declare_class_spaces(spaces_fitted, corpus_meta)
     assert taxonomy is not None
     _check_like(like_tax, taxonomy)
     report_dict = report.to_dict()

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _annif_worker import _version  # noqa: E402 (standard library only at import)
 from peer_xmc import get_csr, put_csr  # noqa: E402 (numpy / scipy only at import: fine in the PECOS interpreter)
 
 
@@ -67,15 +68,6 @@ def run(z: Any) -> dict[str, Any]:
               f"{pr.size} predicted {pred_secs:.1f} s", file=sys.stderr, flush=True)
     out["meta"] = np.asarray(json.dumps(meta))
     return out
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "?"
 
 
 def main(argv: list[str]) -> None:

@@ -190,6 +190,14 @@ class HierModel:
     #: models of the mixing engines (:class:`sparkhc.spark.mixing.engine.ModelSpec`). Not a
     #: parameter: the PA models cap their steps by ``C x step_scale``; other models ignore it.
     step_scale: float = 1.0
+    #: the number of shards whose states the mixing averages (1: serial training); set with
+    #: :attr:`step_scale` on the scratch models of the mixing engines. Dual solvers keep their
+    #: duals scaled by ``step_scale / n_shards`` (``sparkhc.struct_dcd``); other models ignore it.
+    n_shards: int = 1
+    #: what a shard-local training keeps from one epoch to the next besides the mixed state (the
+    #: working sets of ``solver = "dcd"``): the engines hand each shard its own back before its
+    #: next epoch (:func:`sparkhc.spark.mixing.mix.shard_epoch`); None for a fresh start
+    shard_memory: Any = None
     #: :meth:`fit_open` is implemented: the exact batch fit with the rows held by a pair solver
     #: elsewhere (the MDC models: ``sparkhc.spark.mdc`` runs it in the driver or on Spark)
     fits_open: ClassVar[bool] = False
@@ -273,6 +281,7 @@ class HierModel:
         """Serial training: ``epochs`` calls of :meth:`partial_fit` from a fresh state."""
         self.validate_params()
         self.state_ = self.init_state()
+        self.shard_memory = None
         n = int(epochs if epochs is not None else self.params.get("epochs", 1))
         for e in range(n):
             self.partial_fit(batch, seed=seed, epoch=e)

@@ -58,6 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc import kernels as _kernels
+from sparkhc import struct_dcd
 from sparkhc.batch import SparseBatch
 from sparkhc.decoding import (
     TreeIndex,
@@ -961,6 +962,7 @@ class GlobalPA(_PAModel):
     defaults: ClassVar[dict[str, Any]] = {
         **_PAModel.defaults, "branching": False, "R": 3, "update": "prediction", "margin": 1.0, "pa": "I",
         "average": False, "margin_rare": 0.0, "layout": "dense", "init": "zero", "init_C": 1.0,
+        "solver": "pa", "passes": 5,
     }
 
     def validate_params(self) -> None:
@@ -984,6 +986,16 @@ class GlobalPA(_PAModel):
         ic = self.params["init_C"]
         self._check_param("init_C", _is_real(ic) and math.isfinite(float(ic)) and float(ic) > 0,
                           "a float in the range (0, inf)")
+        self._check_param("solver", self.params["solver"] in ("pa", "dcd"), "'pa' or 'dcd'")
+        ps = self.params["passes"]
+        self._check_param("passes", _is_int(ps) and int(ps) >= 1, "an int >= 1")
+        if self.params["solver"] == "dcd":
+            why = [f"{k} = {self.params[k]!r}" for k, bad in (
+                ("update", self.params["update"] != "cost_augmented"), ("average", bool(self.params["average"])),
+                ("layout", self.params["layout"] == "sparse"), ("init", self.params["init"] != "zero")) if bad]
+            if why:
+                raise ModelError(f"model 'global': solver = 'dcd' trains with update = 'cost_augmented', average = "
+                                 f"false, a dense layout and init = 'zero'; got {', '.join(why)}")
 
     @property
     def _sparse(self) -> bool:
@@ -1185,6 +1197,8 @@ class GlobalPA(_PAModel):
             if not counts.any():  # a fresh state: this batch's gold edge counts
                 counts[:] = np.bincount(gold.nodes - 1, minlength=idx.n_edges)
             mpos = rare_margins(counts, self._aug, self._rare)
+        if self.params["solver"] == "dcd":
+            return self._dcd_round(batch, X, gold, W, bf, mpos, seed, epoch)
         if self.params["init"] == "edges" and int(epoch) == 0 and not sp.issparse(W) and not W.any():
             out = self._edge_init(X, gold, W, seed)
             if t is not None:
@@ -1211,6 +1225,30 @@ class GlobalPA(_PAModel):
             out = self._gt_epoch_numpy(X, order, W, bf, R, idx, gold, C, self._aug, self._pa2, Wa, bfa, t0, mpos)
         if t is not None:
             t[0] = t0 + 1.0
+        return out
+
+    def _dcd_round(self, batch: SparseBatch, X: sp.csr_matrix, gold: GoldSets, W: Any, bf: np.ndarray | None,
+                   mpos: np.ndarray | None, seed: int, epoch: int) -> dict[str, float]:
+        """One round of ``solver = "dcd"`` (:func:`sparkhc.struct_dcd.dcd_round`) over ``batch``:
+        the oracle at the current weights, then ``passes`` passes over the working sets kept in
+        :attr:`shard_memory`; the counters carry the shard's part of the duality gap."""
+        if sp.issparse(W):
+            raise ModelError("model 'global': solver = 'dcd' needs the dense layout; these weights are sparse "
+                             "(layout = 'auto' chose it for their size): set model.global.layout = 'dense' or "
+                             "solver = 'pa'")
+        idx = self._index
+        aug = self._aug
+        margins = struct_dcd.Margins(mpos if mpos is not None else np.full(idx.n_edges, aug), aug)
+        problem = struct_dcd.Problem(X, gold, idx, self._R, bf_difference)
+        touched = np.zeros(W.shape[0], dtype=bool)
+        sigma = float(self.step_scale)
+        mem = self.shard_memory if isinstance(self.shard_memory, struct_dcd.WorkingSets) else None
+        ws, out = struct_dcd.dcd_round(problem, W, bf, mem, margins, float(self.params["C"]), sigma,
+                                       sigma / max(1, int(self.n_shards)), int(self.params["passes"]),
+                                       (int(seed), int(epoch), 7), touched)
+        self.shard_memory = ws
+        self.__dict__["touched_rows_"] = touched
+        out["examples"] = float(X.shape[0])
         return out
 
     def _edge_init(self, X: sp.csr_matrix, gold: GoldSets, W: np.ndarray, seed: int) -> dict[str, float]:

@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--patience", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gap-tol", type=float, default=0.0,
+                    help="model.global.solver = dcd: stop at this relative duality gap (0: run --epochs)")
     ap.add_argument("--section", default="", help="write the table to docs/benchmarks.md under this key")
     a = ap.parse_args()
     rows: list[str] = []
@@ -74,6 +76,7 @@ def main() -> None:
             stop = EarlyStopping(a.patience)
             curve: list[float] = []
             t_ep: list[float] = []
+            gaps: list[float] = []
             t0 = time.perf_counter()
 
             def on_epoch(e, state, probe=probe, tax=tax, gold=gold, stop=stop, curve=curve, val=val, t_ep=t_ep):
@@ -87,8 +90,10 @@ def main() -> None:
 
             model.set_state(model.init_state())
             train_on_driver(model, fit, MixingSettings(epochs=a.epochs, shards=shards, seed=a.seed,
-                                                       step_scale=cfg.train.step_scale), 0,
-                            Hooks(on_epoch_state=on_epoch), threads=a.threads)
+                                                       step_scale=cfg.train.step_scale, gap_tol=a.gap_tol), 0,
+                            Hooks(on_epoch_state=on_epoch,
+                                  progress=lambda info, gaps=gaps: gaps.append(info.get("rel_gap", float("nan")))),
+                            threads=a.threads)
             secs = time.perf_counter() - t0
             c = np.array(curve)
             sm = np.convolve(c, np.ones(3) / 3, mode="full")[: len(c)]
@@ -97,6 +102,8 @@ def main() -> None:
                   f"max={c.max():.4f}@{int(c.argmax()) + 1} smooth_max={sm.max():.4f}@{int(sm.argmax()) + 1} "
                   f"epochs_run={len(c)} secs={secs:.1f}", flush=True)
             print("   curve " + " ".join(f"{x:.3f}" for x in c), flush=True)
+            if gaps and not np.isnan(gaps[0]):
+                print("   rel_gap " + " ".join(f"{x:.1e}" for x in gaps), flush=True)
             at = " | ".join(f"{c[e - 1]:.3f}" if e <= len(c) else "-" for e in AT)
             rows.append(f"| {name} | {v or '(defaults)'} | {shards} | {at} | {stop.best} | {sm.max():.3f} | "
                         f"{secs:.1f} |")

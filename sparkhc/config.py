@@ -102,6 +102,9 @@ class TrainConfig:
     # parameter mixing over K shards: "shards" (CoCoA+'s adding: a shard's steps capped by C x K, so the
     # mean of the shards adds up their steps) | "one" (Murawaki 2013 Alg. 6: each shard's steps capped by C)
     step_scale: str = "shards"
+    # a model that certifies a duality gap (model.global.solver = "dcd"): stop once the relative gap
+    # (gap / primal) is at most this; 0 = run the epochs
+    gap_tol: float = 0.01
 
 
 @dataclass(frozen=True)

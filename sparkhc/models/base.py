@@ -198,6 +198,12 @@ class HierModel:
     #: working sets of ``solver = "dcd"``): the engines hand each shard its own back before its
     #: next epoch (:func:`sparkhc.spark.mixing.mix.shard_epoch`); None for a fresh start
     shard_memory: Any = None
+
+    @property
+    def keeps_shard_memory(self) -> str:
+        """What needs :attr:`shard_memory` kept between a shard's epochs (a setting, for messages);
+        empty when nothing does (every engine can train the model)."""
+        return ""
     #: :meth:`fit_open` is implemented: the exact batch fit with the rows held by a pair solver
     #: elsewhere (the MDC models: ``sparkhc.spark.mdc`` runs it in the driver or on Spark)
     fits_open: ClassVar[bool] = False

@@ -1227,6 +1227,10 @@ class GlobalPA(_PAModel):
             t[0] = t0 + 1.0
         return out
 
+    @property
+    def keeps_shard_memory(self) -> str:
+        return "model.global.solver = 'dcd'" if self.params["solver"] == "dcd" else ""
+
     def _dcd_round(self, batch: SparseBatch, X: sp.csr_matrix, gold: GoldSets, W: Any, bf: np.ndarray | None,
                    mpos: np.ndarray | None, seed: int, epoch: int) -> dict[str, float]:
         """One round of ``solver = "dcd"`` (:func:`sparkhc.struct_dcd.dcd_round`) over ``batch``:
@@ -1239,13 +1243,14 @@ class GlobalPA(_PAModel):
         idx = self._index
         aug = self._aug
         margins = struct_dcd.Margins(mpos if mpos is not None else np.full(idx.n_edges, aug), aug)
-        problem = struct_dcd.Problem(X, gold, idx, self._R, bf_difference)
+        problem = struct_dcd.Problem(X, gold, idx, self._R)
         touched = np.zeros(W.shape[0], dtype=bool)
-        sigma = float(self.step_scale)
         mem = self.shard_memory if isinstance(self.shard_memory, struct_dcd.WorkingSets) else None
-        ws, out = struct_dcd.dcd_round(problem, W, bf, mem, margins, float(self.params["C"]), sigma,
-                                       sigma / max(1, int(self.n_shards)), int(self.params["passes"]),
-                                       (int(seed), int(epoch), 7), touched)
+        gamma = self.state_.arrays.get(struct_dcd.GAMMA) if self.state_ is not None else None
+        ws, out = struct_dcd.dcd_round(problem, W, bf, mem, margins, float(self.params["C"]), int(self.n_shards),
+                                       float(gamma[0]) if gamma is not None else 1.0, int(self.params["passes"]),
+                                       (int(seed), int(epoch), 7), touched,
+                                       sigma=float(self.step_scale) if int(self.n_shards) > 1 else 1.0)
         self.shard_memory = ws
         self.__dict__["touched_rows_"] = touched
         out["examples"] = float(X.shape[0])

@@ -13,7 +13,6 @@ from scipy.optimize import minimize
 
 from sparkhc.batch import SparseBatch
 from sparkhc.errors import ModelError
-from sparkhc.models.base import combine_states
 from sparkhc.models.murawaki import GlobalPA
 from sparkhc.struct_dcd import WorkingSets, duality_gap
 from sparkhc.taxonomy import Taxonomy
@@ -146,37 +145,48 @@ def test_gap_is_the_primal_minus_the_dual_and_shrinks_to_zero():
     assert gaps[-1] < 2e-5
 
 
-def test_one_shard_scaling_equals_serial_and_k_shards_keep_w_equal_w_of_alpha():
-    """With K shards mixed by the mean, sigma = K (CoCoA+ adding) and sigma = 1 (averaging) both
-    keep the mixed weights equal to sum alpha DeltaPhi of the shards' duals."""
+@pytest.mark.parametrize("sigma", [2.0, 1.0])
+def test_two_shards_keep_w_equal_w_of_alpha(sigma):
+    """Two shards mixed by :func:`sparkhc.spark.mixing.mix.mix`: with sigma = K (CoCoA+'s adding) and
+    with sigma = 1 (each shard alone, then the line search's gamma) the mixed weights stay equal
+    to sum alpha DeltaPhi of the shards' duals, and the dual objective never decreases."""
+    from sparkhc.models.base import StateSum
+    from sparkhc.spark.mixing.mix import mix
+
     b = data(40)
     C = 0.3
     parts = [b.subset(np.arange(k, len(b), 2)) for k in range(2)]
-    for sigma in (2.0, 1.0):
-        models = []
-        for _ in parts:
-            m = GlobalPA(seven(), b.n_features, C=C, bias=0.5, update="cost_augmented", solver="dcd", passes=2,
-                         dtype="float64")
-            m.step_scale, m.n_shards = sigma, 2
-            models.append(m)
-        base = models[0].init_state()
-        for e in range(6):
-            states = []
-            for m, part in zip(models, parts, strict=True):
-                m.set_state(base.copy())
-                m.partial_fit(part, seed=0, epoch=e)
-                states.append(m.get_state())
-            base = combine_states(states)
-        # w(alpha) from both shards' working sets
-        w = np.zeros_like(base.arrays["W"])
+    models = []
+    for _ in parts:
+        m = GlobalPA(seven(), b.n_features, C=C, bias=0.5, update="cost_augmented", solver="dcd", passes=2,
+                     dtype="float64")
+        m.step_scale, m.n_shards = sigma, 2
+        models.append(m)
+    base = models[0].init_state()
+    duals = []
+    for e in range(6):
+        acc = StateSum()
         for m, part in zip(models, parts, strict=True):
-            X = m._prepare(part).toarray()
-            ws: WorkingSets = m.shard_memory
-            for j in range(len(ws)):
-                cols = ws.cols[ws.cptr[j]:ws.cptr[j + 1]]
-                sg = ws.csgn[ws.cptr[j]:ws.cptr[j + 1]]
-                w[:, cols] += ws.alpha[j] * np.outer(X[ws.doc[j]], sg)
-        np.testing.assert_allclose(base.arrays["W"], w, atol=1e-10)
+            m.set_state(base.copy())
+            c = m.partial_fit(part, seed=0, epoch=e)
+            st = m.get_state()
+            st.counters = c
+            acc = acc.add(st)
+        base, counters = mix(base, acc)
+        assert ("gamma" in counters) == (sigma == 1.0)
+        duals.append(counters["primal"] - counters["gap"])
+    assert all(b2 >= b1 - 1e-9 for b1, b2 in zip(duals, duals[1:]))
+    gamma = float(base.arrays["dcd_gamma"][0]) if sigma == 1.0 else 1.0
+    w = np.zeros_like(base.arrays["W"])
+    for m, part in zip(models, parts, strict=True):
+        X = m._prepare(part).toarray()
+        ws: WorkingSets = m.shard_memory
+        alpha = ws.alpha0 + gamma * (ws.alpha - ws.alpha0) if sigma == 1.0 else ws.alpha
+        for j in range(len(ws)):
+            cols = ws.cols[ws.cptr[j]:ws.cptr[j + 1]]
+            sg = ws.csgn[ws.cptr[j]:ws.cptr[j + 1]]
+            w[:, cols] += alpha[j] * np.outer(X[ws.doc[j]], sg)
+    np.testing.assert_allclose(base.arrays["W"], w, atol=1e-10)
 
 
 def test_dcd_refuses_settings_it_cannot_train_in_one_line():

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 _SHARD = "_shard"
 _STAGE_SCHEMA = "shard int, part int, n long"
 _ATTEMPT_PROP = "sparkhc.ipm.attempt"
+#: the record of a stage whose tasks stopped on the duality gap: ``{"epochs": n}``, the epochs done
+_CERTIFIED = "certified.json"
 
 
 class BarrierEngine(Engine):
@@ -98,9 +100,9 @@ class BarrierEngine(Engine):
             watcher = threading.Thread(target=_watch_epochs, args=(work, start_epoch, epochs, stop), daemon=True)
             watcher.start()
             stage = _Stage(work, present, pieces, tasks, start_epoch, epochs,
-                           keep_states=hooks.on_epoch_state is not None)
-            fn = _make_barrier_fn(ModelSpec.of(model, settings.local_scale()), stage, settings.seed, Checkpoint.of(settings),
-                                  hooks.fault_hook)
+                           keep_states=hooks.on_epoch_state is not None, gap_tol=settings.gap_tol)
+            fn = _make_barrier_fn(ModelSpec.of(model, settings.local_scale(), len(present)), stage, settings.seed,
+                                  Checkpoint.of(settings), hooks.fault_hook)
             t1 = time.perf_counter()
             attempts = _max_attempts(spark)
             for attempt in range(1, attempts + 1):
@@ -116,19 +118,23 @@ class BarrierEngine(Engine):
             log.debug("barrier mixing: epochs %d-%d in %.2f s", start_epoch + 1, epochs, time.perf_counter() - t1)
             stop.set()
             watcher.join()
+            certified = work.exists(_CERTIFIED)  # the tasks stopped on the duality gap (settings.gap_tol)
+            if certified:
+                epochs = int(work.read_json(_CERTIFIED)["epochs"])
             infos = [work.read_json(f"epoch-{e:05d}.json") for e in range(start_epoch, epochs)]
-            stopped = False  # the stage ran every epoch; an early stop skips scoring the later states
+            stopped = certified  # else the stage ran every epoch; an early stop skips scoring the later states
             if hooks.progress is not None:  # every epoch of the stage is trained before any is scored
                 for info in infos:
                     hooks.progress(info)
+            scored = False
             if hooks.on_epoch_state is not None:
                 for ep in range(start_epoch, epochs - 1):
                     if hooks.on_epoch_state(ep, work.read_state(f"state-{ep + 1:05d}.npz")):
-                        stopped = True
+                        stopped = scored = True
                         break
             model.set_state(work.read_state(f"state-{epochs:05d}.npz"))  # one copy, no bytes
-            if hooks.on_epoch_state is not None and not stopped:
-                stopped = bool(hooks.on_epoch_state(epochs - 1, model.get_state()))
+            if hooks.on_epoch_state is not None and not scored:
+                stopped = bool(hooks.on_epoch_state(epochs - 1, model.get_state())) or stopped
             return stopped
         finally:
             spark.sparkContext.setLocalProperty(_ATTEMPT_PROP, None)  # type: ignore[arg-type]
@@ -152,6 +158,7 @@ class _Stage:
     start_epoch: int
     epochs: int
     keep_states: bool = False
+    gap_tol: float = 0.0
 
 
 def _make_stage_fn(n_features: int, with_counts: bool, work: Exchange) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -207,6 +214,7 @@ def _make_barrier_fn(
         mine = present[t::tasks]
         batches = {k: wd.load_shard(k, stage.pieces[k]) for k in mine}
         model = spec.build()
+        memory: dict[int, object] = {}  # this task's shards' shard_memory (a dual solver's working sets)
         first = start_epoch
         base: ModelState | None = None
         if ckpt is not None:
@@ -215,20 +223,23 @@ def _make_barrier_fn(
                 first, base = resumed + 1, model.get_state()
         if base is None:
             base = wd.read_state(f"state-{start_epoch:05d}.npz")
+        last = epochs
         for epoch in range(first, epochs):
             t0 = time.perf_counter()
             for k in mine:
                 # streamed
                 wd.write_state(f"delta-{epoch:05d}-{k:05d}.npz", shard_epoch(model, base, batches[k], k, seed, epoch,
-                                                                            fault_hook))
+                                                                            fault_hook, memory))
             wd.sync(f"{attempt}-{epoch:05d}-a", t, tasks)
             base, ep_counters = mix_deltas(base, (wd.read_state(f"delta-{epoch:05d}-{k:05d}.npz") for k in present),
                                            len(present))
+            info = epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0)
+            # every task mixed the same counters: all stop after the same epoch
+            done = stage.gap_tol > 0 and "rel_gap" in info and float(info["rel_gap"]) <= stage.gap_tol
             if t == 0:  # the record first: a checkpointed epoch always has one
-                if stage.keep_states and epoch + 1 < epochs:  # the last one is written below
+                if stage.keep_states and epoch + 1 < epochs and not done:  # the last one is written below
                     wd.write_state(f"state-{epoch + 1:05d}.npz", base)
-                wd.write_json(f"epoch-{epoch:05d}.json",
-                              epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0))
+                wd.write_json(f"epoch-{epoch:05d}.json", info)
                 if ckpt is not None:
                     model.set_state(base)
                     ckpt.save(model, epoch)
@@ -237,8 +248,13 @@ def _make_barrier_fn(
             if t == 0:  # everybody has read them
                 for k in present:
                     wd.delete(f"delta-{epoch:05d}-{k:05d}.npz")
+            if done:
+                last = epoch + 1
+                break
         if t == 0:
-            wd.write_state(f"state-{epochs:05d}.npz", base)
+            wd.write_state(f"state-{last:05d}.npz", base)
+            if last < epochs:
+                wd.write_json(_CERTIFIED, {"epochs": last})
         yield t
 
     return run

@@ -53,7 +53,8 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
         raise ValueError("no training documents")
     batches = {k: sorted_by_id(rows.subset(np.flatnonzero(of == k))) for k in present}
     tasks = max(1, min(len(present), int(threads)))
-    spec = ModelSpec.of(model, settings.local_scale())
+    spec = ModelSpec.of(model, settings.local_scale(), len(present))
+    memory: dict[int, object] = {}  # each shard's shard_memory (a dual solver's working sets)
     workers = [spec.build() for _ in range(tasks)]
     log.debug("driver execution: %d documents in %d shards, %d threads (%.2f s to shard)", len(rows), len(present),
              tasks, time.perf_counter() - t_start)
@@ -62,7 +63,7 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
     pool = ThreadPoolExecutor(max_workers=tasks, thread_name_prefix="sparkhc-ipm") if tasks > 1 else None
 
     def run_task(t: int, b: ModelState, epoch: int) -> list[tuple[int, ModelState]]:
-        return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, hooks.fault_hook))
+        return [(k, shard_epoch(workers[t], b, batches[k], k, seed, epoch, hooks.fault_hook, memory))
                 for k in present[t::tasks]]
 
     last = epochs
@@ -87,6 +88,9 @@ def train_on_driver(model: HierModel, rows: SparseBatch, settings: MixingSetting
                 hooks.progress(info)
             if hooks.on_epoch_state is not None and hooks.on_epoch_state(epoch, base.copy()):  # (next epoch mixes into base)
                 last = epoch + 1  # early stop asked for by the callback
+                break
+            if settings.certified(info):
+                last = epoch + 1
                 break
     finally:
         if pool is not None:

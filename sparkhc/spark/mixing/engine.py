@@ -49,16 +49,18 @@ class ModelSpec:
     taxonomy: Taxonomy
     n_features: int
     step_scale: float = 1.0
+    n_shards: int = 1
 
     @classmethod
-    def of(cls, model: HierModel, step_scale: float = 1.0) -> ModelSpec:
-        return cls(model.name, model.params, model.taxonomy, model.n_features, float(step_scale))
+    def of(cls, model: HierModel, step_scale: float = 1.0, n_shards: int = 1) -> ModelSpec:
+        return cls(model.name, model.params, model.taxonomy, model.n_features, float(step_scale), int(n_shards))
 
     def build(self) -> HierModel:
         from sparkhc.models import get_model_class
 
         m = get_model_class(self.name)(self.taxonomy, self.n_features, **self.params)
         m.step_scale = self.step_scale
+        m.n_shards = self.n_shards
         return m
 
 
@@ -84,13 +86,18 @@ def epoch_info(epoch: int, epochs: int, counters: dict[str, float], secs: float)
     for k in ("broadcast_bytes", "result_bytes"):
         if k in counters:
             info[k] = int(counters[k])
+    for k in ("gap", "primal", "rel_gap"):  # a certified solver's duality gap at the epoch's base
+        if k in counters:
+            info[k] = float(counters[k])
     return info
 
 
 def log_epoch(info: dict[str, Any]) -> None:
     shipped = ""
+    if "rel_gap" in info:
+        shipped = f", relative duality gap {info['rel_gap']:.2e}"
     if "broadcast_bytes" in info:
-        shipped = f", shipped {info['broadcast_bytes']:,} B out and {info.get('result_bytes', 0):,} B back"
+        shipped += f", shipped {info['broadcast_bytes']:,} B out and {info.get('result_bytes', 0):,} B back"
     log.debug(
         "epoch %d/%d: %d examples in %d shards, %d updates, mean loss %.4f, %.2f s%s",
         info["epoch"], info["epochs"], info["examples"], info["shards"], info["updates"],

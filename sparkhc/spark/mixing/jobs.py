@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.batch import DOC_ID, SparseBatch
+from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState, StateSum
 from sparkhc.persistence import state_from_bytes, state_to_bytes
 from sparkhc.spark import deltas
@@ -49,6 +50,10 @@ class JobsEngine(Engine):
 
     def run(self, settings: MixingSettings, model: HierModel, start_epoch: int, hooks: Hooks) -> None:
         epochs = settings.epochs
+        if model.keeps_shard_memory:
+            raise ModelError(f"model {model.name!r}: {model.keeps_shard_memory} keeps every shard's duals between "
+                             "epochs, which one Spark job per epoch cannot: set train.mixing = 'barrier' (with "
+                             "train.exchange_dir on a cluster)")
         ckpt = Checkpoint.of(settings)
         shards_df = shard_features(self.features, settings.shards).cache()
         chain = BaseChain(self.spark.sparkContext)

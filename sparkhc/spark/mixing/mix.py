@@ -15,18 +15,25 @@ import scipy.sparse as sp
 from sparkhc.batch import SparseBatch
 from sparkhc.models.base import HierModel, ModelState, StateSum
 from sparkhc.spark import deltas
+from sparkhc.struct_dcd import WEIGHT_ARRAYS, duality_gap, mix_step
 
 
 def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: int, seed: int, epoch: int,
-                fault_hook: Callable[[int, int], None] | None = None) -> ModelState:
+                fault_hook: Callable[[int, int], None] | None = None,
+                memory: dict[int, Any] | None = None) -> ModelState:
     """One shard-local epoch (every engine): ``model`` (a scratch instance) runs ``partial_fit`` on
     shard ``shard``'s documents from a copy of ``base`` (seed ``seed + 1000003 * shard``); returns
     the row-sparse delta from ``base`` with the epoch's counters (:func:`deltas.encode`), or the
     full state for states that do not mix by deltas (jobs engine only). The model holds no state
-    afterwards."""
+    afterwards. ``memory``: the engine's :attr:`HierModel.shard_memory` of each shard (a dual
+    solver's working sets), handed to the model before the epoch and kept after it."""
     model.state_ = None  # free the previous shard's copy first
     model.set_state(base.copy())
+    model.shard_memory = memory.get(shard) if memory is not None else None
     counters = model.partial_fit(batch, seed=seed + 1000003 * shard, epoch=epoch)
+    if memory is not None:
+        memory[shard] = model.shard_memory
+    model.shard_memory = None
     if fault_hook is not None:
         fault_hook(shard, epoch)
     out = model.get_state()
@@ -44,6 +51,10 @@ def mix(
     delta aggregate may be added into ``base``'s arrays (the caller's private copy)."""
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
+    # a certified solver's duality gap is at the epoch's base state: ||w||^2 before the mixing
+    w0 = ({k: np.array(a, dtype=np.float64) for k, a in base.arrays.items() if k in WEIGHT_ARRAYS}
+          if "primal_loss" in acc.counters else None)
+    sq = sum(float(np.dot(a.ravel(), a.ravel())) for a in w0.values()) if w0 is not None else None
     mixed = acc.apply(base, inplace=inplace) if isinstance(acc, deltas.DeltaSum) else acc.result()
     if mixed.combine == "sum" and acc.n > 1:
         # every partition returned (broadcast state + its shard's statistics): keep one copy of the
@@ -51,13 +62,19 @@ def mix(
         mixed.arrays = remove_copies(mixed.arrays, base.arrays, acc.n - 1)
     counters = dict(acc.counters)
     counters["shards"] = acc.n
+    if w0 is not None and acc.n > 1 and "ls_quad" in counters:  # the step along the shards' dual steps
+        counters["gamma"] = mix_step(w0, mixed.arrays, acc.n, counters)
+    if sq is not None:
+        gap, primal = duality_gap(sq, counters)
+        counters.update({"gap": gap, "primal": primal, "rel_gap": gap / primal if primal > 0 else 0.0})
     prev = dict(base.counters)
     mixed.counters = {k: prev.get(k, 0.0) + v for k, v in counters.items() if k not in _EPOCH_ONLY}
     return mixed, counters
 
 
 #: counters of one epoch that do not accumulate into the model's
-_EPOCH_ONLY = ("shards", "result_bytes", "broadcast_bytes")
+_EPOCH_ONLY = ("shards", "result_bytes", "broadcast_bytes", "gap", "primal", "rel_gap", "primal_loss",
+               "dual_part", "working_set", "ls_lin", "ls_quad", "gamma")
 
 
 def mix_deltas(base: ModelState, shard_deltas: Iterable[ModelState], n: int) -> tuple[ModelState, dict[str, float]]:

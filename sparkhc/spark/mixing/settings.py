@@ -42,7 +42,9 @@ class MixingSettings:
     model ``1 / K`` as far as one shard's epoch) or ``"shards"`` (``train.step_scale``; CoCoA+'s
     adding, Ma et al. 2015): a shard's steps are capped by ``C x K`` instead of ``C``
     (:meth:`local_scale`), so that the mean adds up the shards' steps, each capped by ``C`` as in
-    serial training; one shard is serial training either way.
+    serial training; one shard is serial training either way. ``gap_tol`` (> 0): a model whose
+    epochs certify a duality gap (``model.global.solver = "dcd"``) stops after the first epoch
+    whose base state has a relative gap of at most ``gap_tol`` (:func:`certified`).
     """
 
     epochs: int
@@ -56,12 +58,18 @@ class MixingSettings:
     warm_start: bool = False
     stop_chunk: int = 0
     step_scale: str = "one"
+    gap_tol: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mixing not in MIXING_MODES:
             raise ValueError(f"mixing must be 'auto', 'barrier' or 'jobs', not {self.mixing!r}")
         if self.step_scale not in STEP_SCALES:
             raise ValueError(f"step_scale must be 'one' or 'shards', not {self.step_scale!r}")
+
+    def certified(self, info: dict[str, Any]) -> bool:
+        """Whether an epoch's record (:func:`~sparkhc.spark.mixing.engine.epoch_info`) ends the
+        training by its certificate: ``rel_gap <= gap_tol``."""
+        return self.gap_tol > 0 and "rel_gap" in info and float(info["rel_gap"]) <= self.gap_tol
 
     def local_scale(self) -> float:
         """The factor of the shards' step caps (:attr:`HierModel.step_scale`): the number of shards
@@ -72,6 +80,7 @@ class MixingSettings:
     def from_train(cls, train: TrainConfig, epochs: int, **fields: Any) -> MixingSettings:
         """The settings of ``[train]`` (shards, seed, mixing, exchange_dir) for ``epochs`` epochs,
         with ``fields`` (the other fields) given by the caller."""
+        fields.setdefault("gap_tol", float(getattr(train, "gap_tol", 0.0)))
         return cls(epochs=int(epochs), shards=train.shards, seed=train.seed, mixing=train.mixing,
                    exchange_dir=train.exchange_dir or None, step_scale=train.step_scale, **fields)
 

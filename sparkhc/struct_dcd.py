@@ -14,17 +14,21 @@ variable ``alpha_{i,Y} >= 0`` per document and label tree:
     D(alpha) = sum alpha_{i,Y} Delta_i(Y) - 1/2 ||w(alpha)||^2 - sum_i (sum_Y alpha_{i,Y})^2 / (4C),
     w(alpha) = sum alpha_{i,Y} DeltaPhi_{i,Y}.
 
-A *round* over a shard (DEMI-DCD: inference apart from learning, Chang & Yih 2013):
+A *round* over a shard (dual CD with working sets, Chang & Yih 2013; the oracle of step 1 runs at
+fixed weights, as in their DEMI-DCD):
 
-1. the oracle for every document of the shard at the round's base weights (one sparse product
-   per block and the exact DP): the violated label trees join their document's working set, and
-   the squared hinge at the base weights is summed for the certificate;
-2. ``passes`` seeded passes of coordinate steps over the working sets (no inference): the step of
-   ``alpha_{i,Y}`` maximises the shard's local dual, ``d = max(-alpha, (Delta - w_l . DeltaPhi -
+1. the oracle for every document of the shard at the round's base weights (the exact DP on the
+   cost-augmented scores): the violated label trees join their document's working set, and the
+   squared slacks at the base weights are summed for the certificate;
+2. an online pass, as a PA epoch: per document in a seeded order, the oracle at the current local
+   weights, its tree found in (or added to) the working set, and one coordinate step on it (from
+   zero duals this is a PA-II step);
+3. ``passes`` seeded passes of coordinate steps over the working sets (no inference). The step of
+   ``alpha_{i,Y}`` maximises the shard's local dual: ``d = max(-alpha, (Delta - w_l . DeltaPhi -
    A_i / (2C)) / (sigma ||DeltaPhi||^2 + 1 / (2C)))``, with ``A_i`` the document's sum of alphas
    and ``w_l = w + sigma dw`` the local weights (CoCoA+'s subproblem, Ma et al. 2015, with
    ``sigma`` the shards' step scale);
-3. trees whose alpha is 0 leave the working set (the oracle finds them again when they are
+4. trees whose alpha is 0 leave the working set (an oracle finds them again when they are
    violated again).
 
 With ``K`` shards mixed by the mean, a shard applies ``sigma d DeltaPhi`` to its local copy, so the
@@ -52,9 +56,6 @@ from sparkhc.kernels import _dp_doc_j, _njit
 
 #: the state arrays whose squared norm is ||w||^2 (the edge weights with the bias row, the branching weights)
 WEIGHT_ARRAYS = ("W", "bf")
-
-#: the state array (shape (1,)) that carries the mixing's step along the last round's dual steps
-GAMMA = "dcd_gamma"
 
 #: a label tree joins a working set when its slack is above this
 VIOLATION_TOL = 1e-9
@@ -120,10 +121,12 @@ class WorkingSets:
             sizes = np.concatenate([np.diff(p) for p in ps])
             return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-        return cls(n, *(np.concatenate([getattr(p, f) for p in parts]) for f in ("doc", "key", "alpha", "alpha0", "delta", "n2")),
-                   ptr([p.cptr for p in parts]), np.concatenate([p.cols for p in parts]),
-                   np.concatenate([p.csgn for p in parts]), ptr([p.bptr for p in parts]),
-                   np.concatenate([p.bu for p in parts]), np.concatenate([p.bnet for p in parts]))
+        def cat(f: str) -> np.ndarray:
+            return np.concatenate([getattr(p, f) for p in parts])
+
+        return cls(n, cat("doc"), cat("key"), cat("alpha"), cat("alpha0"), cat("delta"), cat("n2"),
+                   ptr([p.cptr for p in parts]), cat("cols"), cat("csgn"), ptr([p.bptr for p in parts]), cat("bu"),
+                   cat("bnet"))
 
     def sorted_by_doc(self) -> WorkingSets:
         return self.take(np.argsort(self.doc, kind="stable"))
@@ -492,22 +495,16 @@ _ws_passes_j = _njit(_ws_passes_impl)
 
 
 def dcd_round(problem: Problem, W: np.ndarray, bf: np.ndarray | None, ws: WorkingSets | None, margins: Margins,
-              C: float, n_shards: int, gamma: float, passes: int, orders_seed: tuple[int, int, int],
-              touched: np.ndarray, sigma: float = 1.0) -> tuple[WorkingSets, dict[str, float]]:
+              C: float, sigma: float, scale: float, passes: int, orders_seed: tuple[int, int, int],
+              touched: np.ndarray) -> tuple[WorkingSets, dict[str, float]]:
     """One round over a shard (module docstring), in place on ``W`` and ``bf``; ``ws`` the
-    shard's working sets from the last round (None: fresh). With ``n_shards`` > 1 the last
-    round's dual steps are first scaled by ``gamma``, the step the mixing took along them
-    (:func:`mix_step`), and this round's stay pending until the next; with ``sigma`` = ``n_shards``
-    instead, CoCoA+'s adding: the local steps are ``sigma`` times as costly, the mean of the shards
-    adds them up, no line search. ``passes``: the passes over the working sets after the online pass. Returns the new working sets and the round's counters
-    (:func:`round_counters`, and the shard's terms of the line search)."""
+    shard's working sets from the last round (None: fresh); ``sigma`` the local step scale,
+    ``scale`` the factor of the mixing on this shard's dual steps (``sigma / K``); ``passes`` the
+    passes over the working sets after the online pass. Returns the new working sets and the
+    round's counters (:func:`round_counters`)."""
     n = problem.X.shape[0]
     if ws is None or ws.n_docs != n:
         ws = WorkingSets.empty(n)
-    search = n_shards > 1 and sigma == 1.0
-    if search and len(ws):  # the mixing took gamma of the last round's steps
-        ws = replace(ws, alpha=ws.alpha0 + float(gamma) * (ws.alpha - ws.alpha0))
-        ws = ws.take(np.flatnonzero(ws.alpha > 0))
     # the margins of the kept trees under this round's margins (with margin_rare the edge counts of a
     # mixed first epoch are each shard's own; from the second epoch on they are the shards' mean)
     ws = replace(ws, delta=tree_margins(ws, margins))
@@ -531,42 +528,13 @@ def dcd_round(problem: Problem, W: np.ndarray, bf: np.ndarray | None, ws: Workin
                  use_bf, ws.doc_ptr, ws.alpha, ws.delta, ws.n2, ws.cptr, ws.cols, ws.csgn, ws.bptr, ws.bu, ws.bnet,
                  tot, np.ascontiguousarray(problem.gold.phi2, dtype=np.float64), orders.astype(np.int64), float(C),
                  float(sigma), touched, out)
-    d_alpha = ws.alpha - ws.alpha0
-    dA = np.bincount(ws.doc, weights=d_alpha, minlength=n)
-    kept = ws.take(np.flatnonzero((ws.alpha > 0) | (ws.alpha0 > 0))) if search else (
-        ws.take(np.flatnonzero(ws.alpha > 0)))
+    if scale != 1.0:
+        ws.alpha = ws.alpha0 + scale * (ws.alpha - ws.alpha0)
+    kept = ws.take(np.flatnonzero(ws.alpha > 0))
     counters = round_counters(C, xi2, lin0, A0)
     counters.update({"updates": float(out[0] + on["steps"]), "exact": float(n - wrong),
                      "working_set": float(len(kept))})
-    if search:  # the dual along the round's steps: D + g (ls_lin - w.dw) - g^2 (||dw||^2 + ls_quad) / 2
-        counters["ls_lin"] = float(d_alpha @ ws.delta) - float(A0 @ dA) / (2.0 * C)
-        counters["ls_quad"] = float(dA @ dA) / (2.0 * C)
     return kept, counters
-
-
-def mix_step(base: dict[str, np.ndarray], mixed: dict[str, Any], n_shards: int, counters: dict[str, float]) -> float:
-    """The step of the mixing along the shards' summed dual steps (every shard solved its own
-    subproblem as if alone): the mean ``mixed`` of ``n_shards`` shards is ``base + dw / K``, and
-    the exact line search of the dual along ``dw`` gives ``gamma = clip((ls_lin - w.dw) / (||dw||^2
-    + ls_quad), 0, 1)``; the :data:`WEIGHT_ARRAYS` of ``mixed`` become ``base + gamma dw`` in place
-    and ``mixed[GAMMA]`` records gamma for the shards' duals. ``base``: float64 copies of the
-    weights before the mixing. Returns gamma."""
-    K = float(n_shards)
-    wdw = 0.0
-    dw2 = 0.0
-    dws = {}
-    for k, w0 in base.items():
-        dw = (np.asarray(mixed[k], dtype=np.float64) - w0) * K
-        dws[k] = dw
-        r = dw.ravel()
-        wdw += float(w0.ravel() @ r)
-        dw2 += float(r @ r)
-    q = dw2 + counters["ls_quad"]
-    gamma = float(np.clip((counters["ls_lin"] - wdw) / q, 0.0, 1.0)) if q > 0 else 1.0
-    for k, w0 in base.items():
-        mixed[k][...] = (w0 + gamma * dws[k]).astype(mixed[k].dtype)
-    mixed[GAMMA] = np.full(1, gamma)
-    return gamma
 
 
 def tree_margins(ws: WorkingSets, margins: Margins) -> np.ndarray:

@@ -1246,11 +1246,10 @@ class GlobalPA(_PAModel):
         problem = struct_dcd.Problem(X, gold, idx, self._R)
         touched = np.zeros(W.shape[0], dtype=bool)
         mem = self.shard_memory if isinstance(self.shard_memory, struct_dcd.WorkingSets) else None
-        gamma = self.state_.arrays.get(struct_dcd.GAMMA) if self.state_ is not None else None
-        ws, out = struct_dcd.dcd_round(problem, W, bf, mem, margins, float(self.params["C"]), int(self.n_shards),
-                                       float(gamma[0]) if gamma is not None else 1.0, int(self.params["passes"]),
-                                       (int(seed), int(epoch), 7), touched,
-                                       sigma=float(self.step_scale) if int(self.n_shards) > 1 else 1.0)
+        sigma = float(self.step_scale)
+        ws, out = struct_dcd.dcd_round(problem, W, bf, mem, margins, float(self.params["C"]), sigma,
+                                       sigma / max(1, int(self.n_shards)), int(self.params["passes"]),
+                                       (int(seed), int(epoch), 7), touched)
         self.shard_memory = ws
         self.__dict__["touched_rows_"] = touched
         out["examples"] = float(X.shape[0])

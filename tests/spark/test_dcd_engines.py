@@ -67,3 +67,22 @@ def test_jobs_engine_refuses_dcd_in_one_line(spark):
     with pytest.raises(ModelError, match=r"solver = 'dcd' keeps every shard's duals.*train.mixing = 'barrier'") as e:
         train_ipm(spark, df, _model(tax, **DCD), epochs=2, shards=2, mixing="jobs")
     assert "\n" not in str(e.value)
+
+
+def test_dcd_never_resumes_a_checkpoint_and_refuses_a_warm_start(spark, tmp_path):
+    """The shards' duals are not in the checkpoints: a rerun trains from the start (the same
+    weights as a run without checkpoints), and a warm start is refused in one line."""
+    from sparkhc.spark.mixing.train import train_ipm
+
+    tax, table = _data()
+    batch = SparseBatch.from_arrow(table, V)
+    ck = tmp_path / "ck"
+    first = train_ipm(spark, None, _model(tax, **DCD), epochs=3, shards=2, seed=1, rows=batch, checkpoint_dir=ck)
+    assert any(ck.iterdir())
+    again = train_ipm(spark, None, _model(tax, **DCD), epochs=5, shards=2, seed=1, rows=batch, checkpoint_dir=ck)
+    fresh = train_ipm(spark, None, _model(tax, **DCD), epochs=5, shards=2, seed=1, rows=batch)
+    for k, v in fresh.get_state().arrays.items():
+        np.testing.assert_array_equal(again.get_state().arrays[k], v, err_msg=k)
+    with pytest.raises(ModelError, match=r"solver = 'dcd' cannot continue from saved weights") as e:
+        train_ipm(spark, None, first, epochs=2, shards=2, rows=batch, warm_start=True)
+    assert "\n" not in str(e.value)

@@ -54,7 +54,8 @@ def test_known_model_sections_still_load(tmp_path):
 
 
 # ---------------------------------------------------------------- unknown keys in a known [model.X]
-GLOBAL_KEYS = "C, R, average, bias, branching, dtype, init, init_C, layout, margin, margin_rare, normalize, pa, update"
+GLOBAL_KEYS = ("C, R, average, bias, branching, dtype, init, init_C, layout, margin, margin_rare, normalize, pa, passes, "
+               "solver, update")
 
 
 def test_unknown_model_key_from_set_is_refused_with_the_valid_keys():

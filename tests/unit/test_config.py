@@ -19,7 +19,7 @@ def test_defaults_load():
     assert cfg.featurize.weighting == "log_tf_idf"
     assert cfg.model_params("global") == {"C": "auto", "branching": True, "update": "cost_augmented", "margin": 1.0,
                                           "margin_rare": 0.25, "bias": 0.3, "normalize": "l2",
-                                          "layout": "auto"}
+                                          "layout": "auto", "solver": "pa", "passes": 5}
 
 
 def test_file_then_overrides(tmp_path):
@@ -28,7 +28,8 @@ def test_file_then_overrides(tmp_path):
     cfg = load_config([f], ["train.shards=2", "model.global.C=0.5", "featurize.max_df=1"])
     assert (cfg.train.epochs, cfg.train.shards) == (3, 2)
     assert cfg.model_params("global") == {"C": 0.5, "branching": False, "update": "cost_augmented", "margin": 1.0,
-                                          "margin_rare": 0.25, "bias": 0.3, "normalize": "l2", "layout": "auto"}
+                                          "margin_rare": 0.25, "bias": 0.3, "normalize": "l2", "layout": "auto",
+                                          "solver": "pa", "passes": 5}
     assert cfg.featurize.max_df == 1.0 and isinstance(cfg.featurize.max_df, float)
 
 

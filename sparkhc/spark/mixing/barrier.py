@@ -217,7 +217,7 @@ def _make_barrier_fn(
         memory: dict[int, object] = {}  # this task's shards' shard_memory (a dual solver's working sets)
         first = start_epoch
         base: ModelState | None = None
-        if ckpt is not None:
+        if ckpt is not None and not model.keeps_shard_memory:  # (a dual solver's duals are not checkpointed)
             resumed = ckpt.load(model, epochs)  # this stage's last epoch: a checkpoint past it is another run's
             if resumed is not None and resumed + 1 > start_epoch:
                 first, base = resumed + 1, model.get_state()

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from sparkhc.batch import SparseBatch
 from sparkhc.models.base import HierModel, ModelState, StateSum
 from sparkhc.spark import deltas
-from sparkhc.struct_dcd import WEIGHT_ARRAYS, duality_gap, mix_step
+from sparkhc.struct_dcd import WEIGHT_ARRAYS, duality_gap
 
 
 def shard_epoch(model: HierModel, base: ModelState, batch: SparseBatch, shard: int, seed: int, epoch: int,
@@ -52,9 +52,9 @@ def mix(
     if acc.n == 0:
         raise ValueError("no training documents in any partition")
     # a certified solver's duality gap is at the epoch's base state: ||w||^2 before the mixing
-    w0 = ({k: np.array(a, dtype=np.float64) for k, a in base.arrays.items() if k in WEIGHT_ARRAYS}
+    sq = (sum(float(np.dot(r, r)) for k, a in base.arrays.items() if k in WEIGHT_ARRAYS
+              for r in [np.asarray(a, dtype=np.float64).ravel()])
           if "primal_loss" in acc.counters else None)
-    sq = sum(float(np.dot(a.ravel(), a.ravel())) for a in w0.values()) if w0 is not None else None
     mixed = acc.apply(base, inplace=inplace) if isinstance(acc, deltas.DeltaSum) else acc.result()
     if mixed.combine == "sum" and acc.n > 1:
         # every partition returned (broadcast state + its shard's statistics): keep one copy of the
@@ -62,8 +62,6 @@ def mix(
         mixed.arrays = remove_copies(mixed.arrays, base.arrays, acc.n - 1)
     counters = dict(acc.counters)
     counters["shards"] = acc.n
-    if w0 is not None and acc.n > 1 and "ls_quad" in counters:  # the step along the shards' dual steps
-        counters["gamma"] = mix_step(w0, mixed.arrays, acc.n, counters)
     if sq is not None:
         gap, primal = duality_gap(sq, counters)
         counters.update({"gap": gap, "primal": primal, "rel_gap": gap / primal if primal > 0 else 0.0})
@@ -74,7 +72,7 @@ def mix(
 
 #: counters of one epoch that do not accumulate into the model's
 _EPOCH_ONLY = ("shards", "result_bytes", "broadcast_bytes", "gap", "primal", "rel_gap", "primal_loss",
-               "dual_part", "working_set", "ls_lin", "ls_quad", "gamma")
+               "dual_part", "working_set")
 
 
 def mix_deltas(base: ModelState, shard_deltas: Iterable[ModelState], n: int) -> tuple[ModelState, dict[str, float]]:

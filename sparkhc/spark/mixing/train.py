@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkhc.batch import SparseBatch
+from sparkhc.errors import ModelError
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark import deltas
 from sparkhc.spark.mixing.barrier import BarrierEngine
@@ -68,10 +69,17 @@ def train_ipm(
     model.validate_params()
     settings = dataclasses.replace(settings, shards=resolve_shards(spark, settings.shards))
     start_epoch = 0
+    if settings.warm_start and model.keeps_shard_memory:
+        raise ModelError(f"model {model.name!r}: {model.keeps_shard_memory} cannot continue from saved weights (its "
+                         "duals are not saved); train from scratch or use solver = 'pa' for a warm start")
     if not settings.warm_start or model.state_ is None:
         model.set_state(model.init_state())
     ckpt = Checkpoint.of(settings)
-    if ckpt is not None:
+    if ckpt is not None and model.keeps_shard_memory:
+        # the shards' duals are not in the checkpoint: weights without them would train another problem
+        log.info("%s: no resume from checkpoints (the shards' duals are not saved); training from the start",
+                 model.keeps_shard_memory)
+    elif ckpt is not None:
         resumed = ckpt.load(model, settings.epochs)
         if resumed is not None:
             start_epoch = resumed + 1

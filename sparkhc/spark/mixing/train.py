@@ -77,7 +77,7 @@ def train_ipm(
     ckpt = Checkpoint.of(settings)
     if ckpt is not None and model.keeps_shard_memory:
         # the shards' duals are not in the checkpoint: weights without them would train another problem
-        log.info("%s: no resume from checkpoints (the shards' duals are not saved); training from the start",
+        log.debug("%s: no resume from checkpoints (the shards' duals are not saved); training from the start",
                  model.keeps_shard_memory)
     elif ckpt is not None:
         resumed = ckpt.load(model, settings.epochs)

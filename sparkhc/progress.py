@@ -85,6 +85,8 @@ class EpochProgress(logging.Filter):
         self.throttle = Throttle(interval, clock)
         self.final = False
         self._final_start: float | None = None
+        #: when the validation training last scored an epoch (its lines say more than an epoch trained)
+        self._scored: float | None = None
         self.lines = 0
 
     def _emit(self, text: str) -> None:
@@ -109,11 +111,16 @@ class EpochProgress(logging.Filter):
             return None
         args: tuple[Any, ...] = record.args
         if record.name.endswith(".selection") and msg.startswith("select_epochs: %sepoch %d"):
+            self._scored = self.throttle.clock()
             tag, epoch, hf, maf = args[0], int(args[1]), float(args[2]), float(args[3])
             rest = str(args[5]).lstrip("; ") if len(args) > 5 else ""
             return (f"choosing the epochs on validation data: {tag}epoch {epoch} scored (hF {hf:.3f}, "
                     f"macro-F1 {maf:.3f})" + (f"; {rest}" if rest else ""))
         if record.name.endswith(".engine") and msg.startswith("epoch %d/%d") and not self.final:
+            # an epoch trained: worth a line while no epoch is scored (a barrier stage trains all its
+            # epochs before the first is scored), not between two scored epochs
+            if self._scored is not None and self.throttle.clock() - self._scored < self.throttle.interval:
+                return None
             return f"epoch {int(args[0])} trained ({float(args[6]):.1f} s)"
         return None
 

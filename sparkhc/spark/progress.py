@@ -46,11 +46,13 @@ class StageProgress:
         tasks = sum(s[1] for s in stages)
         done = sum(s[2] for s in stages)
         start = min(self._seen.setdefault(s[0], now) for s in stages)
-        docs = ""
-        if self.total and first is not None and first[0]:
-            docs = f"~{round(self.total * first[1] / first[0]):,} of {self.total:,} {self.unit}, "
-        return (f"{self.what}: {docs}{done} of {tasks} Spark tasks done, {duration(elapsed)} so far"
-                f"{time_left(now - start, done, tasks)}")
+        head = f"{self.what} ({self.total:,} {self.unit})" if self.total else self.what
+        if self.total and first is not None and first[0] and 0 < first[1] < first[0]:
+            # documents done: known per finished task (a task's documents are done when it ends)
+            body = f"~{round(self.total * first[1] / first[0]):,} done ({done} of {tasks} Spark tasks)"
+        else:
+            body = f"{done} of {tasks} Spark tasks done"
+        return f"{head}: {body}, {duration(elapsed)} so far{time_left(now - start, done, tasks)}"
 
 
 def _status(sc: Any, group: str) -> tuple[list[tuple[int, int, int]], tuple[int, int] | None]:

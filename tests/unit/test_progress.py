@@ -5,6 +5,7 @@ the status tracker is a stand-in."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -80,13 +81,17 @@ def test_epoch_records_become_throttled_lines_with_what_is_known() -> None:
         "10 more epochs (~12 s at 1.0 s an epoch)",
         "choosing the epochs on validation data: C=0.3 epoch 10 scored (hF 0.900, macro-F1 0.800); best 10, at "
         "least 10 more epochs (~12 s at 1.0 s an epoch)"]
-    # a barrier stage of the selection: each epoch trained is a line too
+    # an epoch trained between two scored ones says less: no line for it
     clock.t = 1016.0
     f.filter(_record(EPOCH_SOURCES[1], ENGINE, (13, 100, 9000, 2, 500, 0.5, 3.0, "")))
-    assert lines[-1] == "epoch 13 trained (3.0 s)"
+    assert len(lines) == 2
+    # a barrier stage of the selection (epochs trained, none scored for a while): each is a line
+    clock.t = 1018.0
+    f.filter(_record(EPOCH_SOURCES[1], ENGINE, (14, 100, 9000, 2, 500, 0.5, 3.0, "")))
+    assert lines[-1] == "epoch 14 trained (3.0 s)"
     # the final training: its count is known, so is the time left
     for e in range(1, 11):
-        clock.t = 1016.0 + 2 * e
+        clock.t = 1018.0 + 2 * e
         f.final_epoch({"epoch": e, "epochs": 10, "seconds": 2.0})
         f.filter(_record(EPOCH_SOURCES[1], ENGINE, (e, 10, 9000, 2, 500, 0.5, 2.0, "")))  # left to the callback
     assert lines[-3:] == ["final training on every document: epoch 3 of 10, ~14 s left",
@@ -186,9 +191,13 @@ def test_spark_stage_lines_are_throttled_and_name_documents_and_time_left(caplog
     stamps = [r.created for r in caplog.records]
     assert all(b - a >= 0.29 for a, b in zip(stamps, stamps[1:], strict=False))
     for line in prog.lines:
-        assert line.startswith("predict: decoding: ~") and " of 800 documents, " in line
-        assert " of 8 Spark tasks done, " in line and "so far" in line
-        assert "left" in line or " 8 of 8 " in line or " 0 of 8 " in line
+        assert line.startswith("predict: decoding (800 documents): ") and " so far" in line
+        m = re.search(r": ~(\d+) done \((\d) of 8 Spark tasks\), .* so far, ~\d+ s left$", line)
+        if m is None:  # no task done yet, or all: no estimate of documents or time
+            assert re.search(r": [08] of 8 Spark tasks done, \d+ s so far$", line), line
+        else:
+            assert int(m.group(1)) == 100 * int(m.group(2))
+    assert any(" done (" in line for line in prog.lines)
 
 
 def test_a_short_spark_stage_prints_nothing(caplog: pytest.LogCaptureFixture) -> None:

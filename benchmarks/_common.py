@@ -16,7 +16,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-#: superseded sections, moved there verbatim by hand (newest first); never written by the scripts
+#: superseded sections, moved there verbatim by :func:`write_section` (or by hand), newest first
 ARCHIVE = ROOT / "docs" / "archive" / "benchmarks-history.md"
 #: the head of docs/benchmarks.md when a script has to create the page
 HEADER = (
@@ -184,31 +184,221 @@ def _pss(proc: Any) -> int:
         return int(proc.memory_info().rss)
 
 
-def write_section(key: str, title: str, body: str, doc: Path | None = None) -> None:
-    """Replace (or append) the section ``key`` of docs/benchmarks.md, the page of current figures.
+#: the current page's length limit in lines (issue 53): a rerun never leaves it longer
+PAGE_LIMIT = 400
+#: the longest table cell on the current page: a figure or a short label, not a paragraph
+CELL_LIMIT = 80
+#: hand-written sections that stay on the current page whatever their age
+PINNED = ("summary-issue29", "summary-throughput", "moved")
+#: the head of the archive when a move has to create it
+ARCHIVE_HEADER = (
+    "# Benchmarks: history\n\n> Superseded measurements, kept verbatim for the record (newest first); the current "
+    "figures are in [docs/benchmarks.md](../benchmarks.md).\n"
+)
+_START = re.compile(r"<!-- section:(\S+) -->")
+_KIND = re.compile(r"\A<!-- section:\S+ -->\n<!-- kind: (.*?) -->\n")
+_DATE = re.compile(r"^Date: (\d{4}-\d\d-\d\d)(?: (\d\d:\d\d))?", re.M)
+#: the paragraph of the ``moved`` section that the writer keeps up to date
+MOVED_LEAD = "Sections that were on this page, now in the archive:"
 
-    A section is the text between ``<!-- section:KEY -->`` and ``<!-- /section:KEY -->``. A rerun
-    under a key already on the page replaces that section where it stands; a new key is appended at
-    the end of the page. Superseded sections are moved by hand, verbatim, to
-    ``docs/archive/benchmarks-history.md`` (:data:`ARCHIVE`), which this never reads or writes: a
-    rerun under an archived key appends a new section to the current page. A start marker without
-    its end marker is refused (replacing up to the next section would silently eat it)."""
-    path = DOC if doc is None else doc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
+
+def _span(text: str, key: str, path: Path) -> tuple[int, int] | None:
+    """Where section ``key`` starts and ends in ``text`` (end: after its end marker), None when absent;
+    refuses half a section (one marker, or the end before the start)."""
     start, end = f"<!-- section:{key} -->", f"<!-- /section:{key} -->"
-    block = f"{start}\n## {title}\n\n{body.rstrip()}\n{end}"
     if start in text and end in text:
-        a = text.index(start)
-        b = text.index(end) + len(end)
+        a, b = text.index(start), text.index(end) + len(end)
         if b < a:
             raise ValueError(f"{path}: section {key!r} has its end marker before its start marker")
-        text = text[:a] + block + text[b:]
-    elif start in text or end in text:
+        return a, b
+    if start in text or end in text:
         raise ValueError(f"{path}: section {key!r} has only one of its markers {start} / {end}; fix the page first")
+    return None
+
+
+def section_keys(text: str) -> list[str]:
+    """The section keys of a page, in page order."""
+    return [m.group(1) for m in _START.finditer(text)]
+
+
+def section_kind(block: str, key: str) -> str:
+    """What a section measures: its ``<!-- kind: ... -->`` line (after the start marker), else its key.
+    A section supersedes the sections of its kind."""
+    m = _KIND.match(block)
+    return m.group(1) if m else key
+
+
+def section_date(block: str) -> str:
+    """The first ``Date:`` of a section as ``YYYY-MM-DD HH:MM`` (time 00:00 when absent); "" when undated
+    (a hand-written section): undated sections count as the oldest."""
+    m = _DATE.search(block)
+    return f"{m.group(1)} {m.group(2) or '00:00'}" if m else ""
+
+
+def compact_tables(body: str, limit: int = CELL_LIMIT) -> str:
+    """Keep every table cell a figure: a cell longer than ``limit`` characters becomes ``note N`` and its text
+    goes to a numbered list after the table (nothing is dropped)."""
+    out: list[str] = []
+    notes: list[str] = []
+
+    def flush() -> None:
+        if notes:
+            out.extend(["", "Notes:", *notes])
+            notes.clear()
+
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("|") and line.rstrip().endswith("|") and not set(line) <= set("|-: "):
+            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
+            if any(len(c) > limit for c in cells):
+                for j, c in enumerate(cells):
+                    if len(c) > limit:
+                        notes.append(f"{len(notes) + 1}. {c}")
+                        cells[j] = f"note {len(notes)}"
+                line = "| " + " | ".join(cells) + " |"
+        out.append(line)
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.startswith("|") and not nxt.startswith("|"):
+            flush()
+    flush()
+    return "\n".join(out)
+
+
+def _archive_insert(archive: str, key: str, block: str) -> str:
+    """``archive`` with ``block`` among its sections, newest first by their ``Date:`` (an undated block at
+    the top); an older copy of the same key in the archive is replaced (git keeps it)."""
+    span = _span(archive, key, ARCHIVE)
+    if span is not None:
+        a, b = span
+        archive = archive[:a].rstrip("\n") + "\n\n" + archive[b:].lstrip("\n")
+    date = section_date(block)
+    at = None
+    for m in _START.finditer(archive):
+        k = m.group(1)
+        sp = _span(archive, k, ARCHIVE)
+        assert sp is not None
+        if not date or section_date(archive[sp[0]:sp[1]]) and section_date(archive[sp[0]:sp[1]]) < date:
+            at = m.start()
+            break
+    if at is None:
+        return archive.rstrip("\n") + "\n\n" + block + "\n"
+    return archive[:at] + block + "\n\n" + archive[at:]
+
+
+def _cut(text: str, a: int, b: int) -> str:
+    """``text`` without ``[a, b)`` and the blank lines around it (one blank line between what remains)."""
+    head, tail = text[:a].rstrip("\n"), text[b:].lstrip("\n")
+    return head + ("\n\n" + tail if tail else "\n")
+
+
+def _note_moved(text: str, keys: list[str]) -> str:
+    """The ``moved`` section of the current page, its list of archived sections extended by ``keys``."""
+    span = _span(text, "moved", DOC)
+    if span is None or not keys:
+        return text
+    a, b = span
+    block = text[a:b]
+    paras = block.split("\n\n")
+    i = next((n for n, p in enumerate(paras) if p.startswith(MOVED_LEAD)), None)
+    names: list[str] = re.findall(r"`([^`]+)`", paras[i]) if i is not None else []
+    names += [k for k in keys if k not in names]
+    words = [MOVED_LEAD, *[f"`{n}`," for n in names[:-1]], f"`{names[-1]}`."]
+    lines, cur = [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > 100:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(cur)
+    para = "\n".join(lines)
+    if i is None:  # before the end marker
+        last = paras[-1]
+        marker = "<!-- /section:moved -->"
+        paras[-1] = last[: last.index(marker)].rstrip("\n")
+        paras.append(para + "\n" + marker)
     else:
-        text = text.rstrip() + "\n\n" + block + "\n"
+        end = "\n<!-- /section:moved -->" if paras[i].endswith("<!-- /section:moved -->") else ""
+        paras[i] = para + end
+    return text[:a] + "\n\n".join(p for p in paras if p) + text[b:]
+
+
+def write_section(key: str, title: str, body: str, doc: Path | None = None, *, kind: str | None = None,
+                  archive: Path | None = None, limit: int = PAGE_LIMIT) -> list[str]:
+    """Write the section ``key`` of docs/benchmarks.md, the page of current figures; return the keys it
+    moved to the archive (``docs/archive/benchmarks-history.md``).
+
+    A section is the text between ``<!-- section:KEY -->`` and ``<!-- /section:KEY -->``; a start marker
+    without its end marker is refused (replacing up to the next section would silently eat it). What
+    counts as current:
+
+    - a rerun under a key on the page replaces that section where it stands;
+    - a section supersedes the other sections of its ``kind`` (what it measures; the key when not
+      given): the new one takes the place of the first of them and they move to the archive;
+    - a new kind is appended at the end of the page;
+    - the page stays within ``limit`` lines: while it is longer, the oldest section by its ``Date:``
+      (undated ones first; never the :data:`PINNED` summaries, nor the one just written) moves to the
+      archive.
+
+    The archive keeps moved sections verbatim, newest first; each moved key is added to the ``moved``
+    section's list, so a name this page ever had can be found from it. Table cells longer than
+    :data:`CELL_LIMIT` characters become numbered notes under their table (:func:`compact_tables`)."""
+    path = DOC if doc is None else doc
+    arch_path = ARCHIVE if archive is None else archive
+    if doc is not None and archive is None:
+        arch_path = path.parent / "archive" / ARCHIVE.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
+    kind = (kind or key).replace("-->", "->").replace("\n", " ")
+    kind_line = f"<!-- kind: {kind} -->\n" if kind != key else ""
+    block = f"<!-- section:{key} -->\n{kind_line}## {title}\n\n{compact_tables(body.rstrip())}\n<!-- /section:{key} -->"
+    moved: list[tuple[str, str]] = []
+    span = _span(text, key, path)
+    if span is not None:
+        text = text[:span[0]] + block + text[span[1]:]
+    else:
+        same = []
+        for k in section_keys(text):
+            sp = _span(text, k, path)
+            assert sp is not None
+            if k not in PINNED and section_kind(text[sp[0]:sp[1]], k) == kind:
+                same.append(k)
+        if same:
+            sp = _span(text, same[0], path)
+            assert sp is not None
+            moved.append((same[0], text[sp[0]:sp[1]]))
+            text = text[:sp[0]] + block + text[sp[1]:]
+            for k in same[1:]:
+                sp = _span(text, k, path)
+                assert sp is not None
+                moved.append((k, text[sp[0]:sp[1]]))
+                text = _cut(text, *sp)
+        else:
+            text = text.rstrip() + "\n\n" + block + "\n"
+    while text.count("\n") > limit:
+        candidates = []
+        for k in section_keys(text):
+            sp = _span(text, k, path)
+            assert sp is not None
+            if k not in PINNED and k != key:
+                candidates.append((section_date(text[sp[0]:sp[1]]), k, sp))
+        if not candidates:
+            print(f"benchmarks: {path} has {text.count(chr(10))} lines (limit {limit}) and no section left to "
+                  "move to the archive; shorten the summaries", file=sys.stderr)
+            break
+        _, k, sp = min(candidates)
+        moved.append((k, text[sp[0]:sp[1]]))
+        text = _cut(text, *sp)
+    if moved:
+        arch = arch_path.read_text(encoding="utf-8") if arch_path.is_file() else ARCHIVE_HEADER
+        for k, blk in moved:
+            arch = _archive_insert(arch, k, blk)
+        arch_path.parent.mkdir(parents=True, exist_ok=True)
+        arch_path.write_text(arch, encoding="utf-8")
+        text = _note_moved(text, [k for k, _ in moved])
+        print(f"benchmarks: moved to {arch_path}: " + ", ".join(k for k, _ in moved), file=sys.stderr)
     path.write_text(text, encoding="utf-8")
+    return [k for k, _ in moved]
 
 
 def explore_gt() -> Any:
@@ -226,11 +416,12 @@ def explore_gt() -> Any:
     return mod
 
 
-def write_table_section(key: str, title: str, intro: str, columns: list[str], rows: list[str]) -> None:
+def write_table_section(key: str, title: str, intro: str, columns: list[str], rows: list[str],
+                        kind: str | None = None) -> None:
     """:func:`write_section` with the usual head (command, machine, date), an ``intro`` paragraph
     and one table of ``columns`` whose ``rows`` are already formatted as ``| a | b |`` lines."""
     body = "\n".join([
         f"Command: `{command()}`  ", f"Machine: {machine()}  ", f"Date: {now()}", "", intro, "",
         "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows,
     ])
-    write_section(key, title, body)
+    write_section(key, title, body, kind=kind)

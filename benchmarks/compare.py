@@ -649,7 +649,10 @@ def main() -> None:
            "(`local[2]`)." if set(XMC_ROWS) & set(wanted) else "")
         + "\n\n" + "\n\n".join(tables) + "\n\n" + "\n".join(f"- {n}" for n in notes)
     )
-    write_section(a.section, f"Comparison with tuned peers ({a.section})", body)
+    # what the section measures: a later run of the same rows, corpora, seeds and settings supersedes it
+    kind = (f"compare.py rows {','.join(sorted(wanted))} on {','.join(sorted(f.split('=', 1)[0] for f in a.features))}"
+            f"; folds {a.folds}; seeds {a.seeds}" + "".join(f"; --set {s}" for s in sorted(a.sets)))
+    write_section(a.section, f"Comparison with tuned peers ({a.section})", body, kind=kind)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,10 @@ def main() -> None:
             "band. Percent, mean ± sd over the bands; in brackets the paired difference to the first row of the "
             f"corpus ± its standard error. Test splits and test folds are never read. Load average {load0}.",
             ["corpus", "variant", *[t for _, t in METRICS], "s / fit", "C / epochs / inner folds per band"],
-            rows_out)
+            rows_out,
+            # a later run of the same corpora and variants supersedes this one
+            kind=f"nested_defaults.py on {','.join(sorted(f.split('=', 1)[0] for f in args.features))}; variants "
+                 + " / ".join(v or "defaults" for v in variants))
 
 
 if __name__ == "__main__":

@@ -311,7 +311,7 @@ def model_feature_spec(path: str | Path) -> Any:
     """The fitted :class:`~sparkhc.text.spec.FeatureSpec` a model was trained on (its
     ``feature_spec.json``), checked against the model's metadata: what ``predict --input`` and
     ``featurize --like`` apply to raw documents."""
-    from sparkhc.text.spec import SPEC_FILE, FeatureSpec
+    from sparkhc.text.spec import SPEC_FILE
 
     meta = read_metadata(path)
     folder = fsio.Folder(path)
@@ -319,10 +319,19 @@ def model_feature_spec(path: str | Path) -> Any:
         raise ModelError(f"{folder.name}: the model has no {SPEC_FILE} (it was trained on features sparkhc did not "
                          "make, e.g. a pyspark.ml vector column): featurize the documents as for its training and "
                          "pass --features")
-    spec = FeatureSpec.from_json(folder.read_text(SPEC_FILE), source=folder.where(SPEC_FILE))
+    return checked_feature_spec(folder.read_text(SPEC_FILE), meta, folder.where(SPEC_FILE))
+
+
+def checked_feature_spec(text: str, meta: dict[str, Any], where: str) -> Any:
+    """The fitted FeatureSpec of a model's ``feature_spec.json`` text (found at ``where``), checked
+    against the model's metadata ``meta``: the spec :func:`model_feature_spec` gives, also for a
+    model held in memory (``sparkhc.ml``)."""
+    from sparkhc.text.spec import FeatureSpec
+
+    spec = FeatureSpec.from_json(text, source=where)
     want = meta.get("feature_spec_fingerprint")
     if want is not None and spec.fingerprint != want:
-        raise ModelError(f"{folder.where(SPEC_FILE)}: features {spec.fingerprint}, but metadata.json says the model "
+        raise ModelError(f"{where}: features {spec.fingerprint}, but metadata.json says the model "
                          f"was trained on {want} (corrupt model directory)")
     return spec
 

@@ -214,6 +214,11 @@ class HasSparkhcColumns(CheckedParams):
         Params._dummy(), "numFeatures",
         "number of features (0 = from the column metadata, e.g. CountVectorizer/HashingTF/IDF, or the first vector)",
         typeConverter=TypeConverters.toInt)
+    textCol: Param[str] = Param(
+        Params._dummy(), "textCol",
+        "transform: raw document text, string, read when the DataFrame has no features and the model was trained on "
+        "sparkhc's features (weighted with the model's feature spec, as sparkhc predict --input)",
+        typeConverter=TypeConverters.toString)
 
     _rules: ClassVar[dict[str, Rule]] = {
         "numFeatures": int_at_least(0, " (0 = from the column metadata or the first vector)"),
@@ -222,7 +227,7 @@ class HasSparkhcColumns(CheckedParams):
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(featuresCol="features", labelsCol="labels", predictionCol="prediction", scoresCol="",
-                         docIdCol="doc_id", numFeatures=0)
+                         docIdCol="doc_id", numFeatures=0, textCol="text")
 
     def getFeaturesCol(self) -> str:
         return self.getOrDefault(self.featuresCol)
@@ -259,6 +264,12 @@ class HasSparkhcColumns(CheckedParams):
 
     def setNumFeatures(self, value: int) -> Any:
         return self._set(numFeatures=value)
+
+    def getTextCol(self) -> str:
+        return self.getOrDefault(self.textCol)
+
+    def setTextCol(self, value: str) -> Any:
+        return self._set(textCol=value)
 
 
 class HasTrainingParams(CheckedParams):

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from sparkhc.batch import LABELS
 from sparkhc.config import Config, TrainConfig, from_dict, load_config
-from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError
+from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError, SchemaError
 from sparkhc.features import Selection
 from sparkhc.ml._input import META_KEY, FeatureInput, check_labels_column, detect_features, training_rows
 from sparkhc.ml._params import TRAIN_PARAMS, HasSparkhcColumns, HasTrainingParams, load_taxonomy
@@ -297,8 +297,28 @@ def _spec_json(df: DataFrame, inp: FeatureInput) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------- model
+def _text_batch(text: pa.Array, ids: pa.Array, spec: Any, n_features: int, with_counts: bool) -> Any:
+    """A SparseBatch of raw texts (and their document ids) weighted with the model's fitted ``spec``
+    by the code of ``sparkhc predict --input`` (:func:`sparkhc.spark.featurize.raw_features_batch`)."""
+    from sparkhc.batch import DOC_ID, FOLD, SPLIT, TEXT, TOKENS, SparseBatch
+    from sparkhc.spark.featurize import raw_features_batch
+
+    n = len(text)
+    ids = ids.cast(pa.string())
+    if ids.null_count:  # no document id column: the row numbers
+        ids = pa.array([v if v is not None else str(i) for i, v in enumerate(ids.to_pylist())], type=pa.string())
+    raw = pa.RecordBatch.from_arrays(
+        [ids, pa.nulls(n, pa.string()), pa.nulls(n, pa.int32()),
+         pa.array([[]] * n, type=pa.list_(pa.string())), text.cast(pa.string()), pa.nulls(n, pa.list_(pa.string()))],
+        names=[DOC_ID, SPLIT, FOLD, LABELS, TEXT, TOKENS])
+    return SparseBatch.from_arrow(raw_features_batch(raw, spec, None), n_features, with_counts=with_counts)
+
+
 def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_features: int, state_bc: Any,
-               column: str, with_counts: bool, with_scores: bool) -> Any:
+               column: str, with_counts: bool, with_scores: bool, spec_bc: Any = None) -> Any:
+    """The decoding UDF of ``transform``: over (features, document id) structs, or with ``spec_bc`` (the
+    model's fitted FeatureSpec, broadcast) over (raw text, document id) structs."""
+
     def run(arrays: Iterator[pa.Array]) -> Iterator[pa.Array]:
         from sparkhc.ml._input import struct_to_batch
         from sparkhc.models import get_model_class
@@ -307,10 +327,14 @@ def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_fe
 
         model = get_model_class(model_name)(taxonomy, n_features, **params)
         model.set_state(state_from_bytes(state_bc.value))
+        spec = spec_bc.value if spec_bc is not None else None
         for arr in arrays:
             if len(arr) == 0:
                 labels: list[list[str]] = []
                 scores: list[list[float]] = []
+            elif spec is not None:  # (raw text, document id)
+                text, ids = arr.flatten()
+                labels, scores = decode_batch(model, _text_batch(text, ids, spec, n_features, with_counts))
             else:  # (features, document id): the id names the document in an error
                 feats, ids = arr.flatten()
                 batch = struct_to_batch(feats, n_features, column, with_counts, ids,
@@ -380,16 +404,47 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
             "multi_dimensional": bool(type(hm).multi_dimensional),
         }}
 
+    def _text_spec(self, dataset: DataFrame, who: str) -> Any:
+        """The model's fitted FeatureSpec when ``dataset`` holds raw text (``textCol``) and no features
+        (neither ``featuresCol`` nor the features layout), else None. The spec is the model's
+        ``feature_spec.json``, checked as ``sparkhc predict --input`` checks it."""
+        from sparkhc.batch import INDICES, VALUES
+        from sparkhc.persistence import checked_feature_spec
+
+        types = {f.name: f.dataType.simpleString() for f in dataset.schema.fields}
+        text = self.getTextCol()
+        if self.getFeaturesCol() in types or {INDICES, VALUES} <= set(types) or text not in types:
+            return None  # features (or nothing usable: detect_features names what is missing)
+        if types[text] != "string":
+            raise SchemaError(f"{who}: text column {text!r} has type {types[text]}, expected string")
+        if self._spec_json is None:
+            raise SchemaError(
+                f"{who}: the DataFrame has a text column {text!r} but no features column {self.getFeaturesCol()!r}, "
+                "and the model has no feature spec to weight raw text with (it was trained on features sparkhc did "
+                "not make, e.g. a pyspark.ml vector column): transform the text with the feature pipeline it was "
+                "trained with")
+        return checked_feature_spec(self._spec_json, self._meta, f"{who}: the model's feature_spec.json")
+
     def _transform(self, dataset: DataFrame) -> DataFrame:
         from pyspark.sql.functions import ArrowUDFType, arrow_udf
 
         who = "HierarchicalClassificationModel"
         hm = self.hierModel
-        inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who, expected=hm.n_features)
+        spec = self._text_spec(dataset, who)
         pred, scores_col = self.getPredictionCol(), self.getScoresCol()
         with_scores = bool(scores_col)
-        fn = _decode_fn(hm.name, hm.params, hm.taxonomy, hm.n_features, self._broadcast(dataset), inp.column,
-                        bool(hm.needs_counts), with_scores)
+        if spec is not None:  # raw text, weighted with the model's own feature spec
+            if spec.n_features != hm.n_features:
+                raise ModelError(f"{who}: the model's feature spec has {spec.n_features} features, the model "
+                                 f"{hm.n_features} (corrupt model)")
+            spec_bc = dataset.sparkSession.sparkContext.broadcast(spec)
+            source = F.col(self.getTextCol())
+            column = self.getTextCol()
+        else:
+            inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who, expected=hm.n_features)
+            spec_bc, source, column = None, inp.struct(), inp.column
+        fn = _decode_fn(hm.name, hm.params, hm.taxonomy, hm.n_features, self._broadcast(dataset), column,
+                        bool(hm.needs_counts), with_scores, spec_bc)
         rtype = "struct<labels: array<string>, scores: array<float>>" if with_scores else "array<string>"
         with warnings.catch_warnings():  # the iterator form is given explicitly (the hints are strings here)
             warnings.simplefilter("ignore", UserWarning)
@@ -397,7 +452,7 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         md = self.prediction_metadata()
         doc_col = self.getDocIdCol()
         ids = F.col(doc_col).cast("string") if doc_col in dataset.columns else F.lit(None).cast("string")
-        arg = F.struct(inp.struct().alias("features"), ids.alias("doc_id"))
+        arg = F.struct(source.alias("features"), ids.alias("doc_id"))
         if not with_scores:
             return dataset.withColumn(pred, udf(arg).alias(pred, metadata=md))
         tmp = f"__sparkhc_{uuid.uuid4().hex[:8]}"

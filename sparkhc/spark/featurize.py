@@ -342,6 +342,15 @@ def terms_features_batch(b: pa.RecordBatch, spec: FeatureSpec, taxonomy: Taxonom
     return _features_batch(b, csr, taxonomy)
 
 
+def raw_features_batch(b: pa.RecordBatch, spec: FeatureSpec, taxonomy: Taxonomy | None) -> pa.RecordBatch:
+    """Raw documents (``doc_id``, ``split``, ``fold``, ``labels``, ``text``, ``tokens``) -> features rows
+    of a fitted ``spec``: :func:`bag_batch` then :func:`terms_features_batch`, the two steps of
+    ``predict --input`` and ``featurize --like`` (in this process, :mod:`sparkhc.spark.smalljobs`; on
+    Spark the read of :mod:`sparkhc.spark.sources` makes the bags) and of a ``sparkhc.ml`` model given
+    a raw-text column."""
+    return terms_features_batch(bag_batch(b, spec), spec, taxonomy)
+
+
 def features_from_raw_partition(
     batches: Iterator[pa.RecordBatch],
     spec_bc: Broadcast[FeatureSpec],

@@ -166,8 +166,12 @@ def featurize(
     check_featurize_sources(corpus, input_path, taxonomy_path or (str(like) if like is not None else None), spaces)
     spark_read = _spark_jsonl_source(spark, corpus, input_path, spaces is not None, data_dir, cache_dir)
     if spark_read is not None:
-        return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path, require_labels,
-                                       overwrite, t0, spaces, fit_exclude_fold, fitted=fitted, like_tax=like_tax)
+        from sparkhc.spark.progress import stage_progress
+
+        with stage_progress(spark, "featurize: reading the documents") as progress:
+            return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path,
+                                           require_labels, overwrite, t0, spaces, fit_exclude_fold, fitted=fitted,
+                                           like_tax=like_tax, progress=progress)
     derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -379,10 +383,11 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
                             params: dict[str, Any], read_opts: dict[str, Any], taxonomy_path: str | None,
                             require_labels: bool | None, overwrite: bool, t0: float, spaces: Any = None,
                             fit_exclude_fold: int | None = None, fitted: Any = None,
-                            like_tax: Taxonomy | None = None) -> dict[str, Any]:
+                            like_tax: Taxonomy | None = None, progress: Any = None) -> dict[str, Any]:
     """featurize with the documents read, checked and tokenized by Spark's executors
     (:mod:`sparkhc.spark.sources`): the driver holds the vocabulary, taxonomy and counts (with ``spaces``,
-    the class spaces fitted from counts aggregated on the executors)."""
+    the class spaces fitted from counts aggregated on the executors). ``progress``: the
+    :class:`~sparkhc.spark.progress.StageProgress` of the block, told when the read is over."""
     from sparkhc.spark.featurize import featurize_tokens
     from sparkhc.spark.sources import (
         JsonlOptions,
@@ -456,6 +461,8 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         params["fit_on"] = list(fit_on) if fit_on else None
         spec = fitted if fitted is not None else FeatureSpec.from_params(params)
         read_s = round(time.perf_counter() - t0, 3)
+        if progress is not None:
+            progress.what, progress.total = "featurize: weighting and writing the features", tc.report.emitted
         summary = featurize_tokens(
             spark, tokens, out, spec, taxonomy=taxonomy, num_partitions=cfg.featurize.partitions,
             overwrite=overwrite, extra_files=_featurize_extra_files(taxonomy, corpus_meta, report_dict), t0=t0,
@@ -569,13 +576,17 @@ def train(
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
-    result = fit_model(
-        spark, spark_rows()[1] if plan.spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
-        warm_start=warm_start is not None,
-        checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
-                        "warm_start": str(warm_start) if warm_start is not None else None},
-        fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
-    )
+    from sparkhc.progress import epoch_progress
+
+    with epoch_progress(log) as progress:  # the epochs done and the time left, every few seconds
+        result = fit_model(
+            spark, spark_rows()[1] if plan.spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
+            warm_start=warm_start is not None,
+            checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
+                            "warm_start": str(warm_start) if warm_start is not None else None},
+            fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
+            progress=progress.final_epoch if progress is not None else None,
+        )
     if "epochs" in model.params and result.epochs:  # the record says what was trained, not the fallback
         model.params["epochs"] = int(result.epochs)
     outcome = training_outcome(result, model)
@@ -795,7 +806,11 @@ def predict(
             if cfg.predict.partitions:
                 df = df.repartition(cfg.predict.partitions)
             tmp.makedirs()
-            predict_df(df, model, version).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
+            from sparkhc.spark.progress import stage_progress
+
+            total = selected_count(groups, selection) if groups is not None else None
+            with stage_progress(active(spark), "predict: decoding", total=total or None):
+                predict_df(df, model, version).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
             n = active(spark).read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
             if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
                 raise selection_error(all_rows, source, selection, "document")
@@ -885,9 +900,12 @@ def evaluate(
         n, missing = table.num_rows, labels.null_count
         empty = int(sum(1 for x in labels.to_pylist() if x is not None and len(x) == 0))
     else:
+        from sparkhc.spark.progress import stage_progress
+
         df = active(spark).read.parquet(data_location(predictions))
-        row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
-                     F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
+        with stage_progress(active(spark), "evaluate: reading the predictions"):
+            row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(LABELS).isNull().cast("long")).alias("null"),
+                         F.sum((F.size(F.col(LABELS)) == 0).cast("long")).alias("empty")).first()
         assert row is not None  # an aggregate always has one row
         n, missing, empty = int(row["n"]), int(row["null"] or 0), int(row["empty"] or 0)
     if n == 0:
@@ -906,9 +924,11 @@ def evaluate(
         counts = metric_counts(taxonomy, mask, LABELS, PRED_LABELS, None, smalljobs.batches_of(table))
     else:
         from sparkhc.spark.evaluate import aggregate_metrics
+        from sparkhc.spark.progress import stage_progress
 
         log.info("evaluate: aggregating the metric counts of %d documents on Spark ...", n)
-        counts = aggregate_metrics(df, taxonomy, scored=mask, gold_col=LABELS, pred_col=PRED_LABELS)
+        with stage_progress(active(spark), "evaluate: counting", total=n):
+            counts = aggregate_metrics(df, taxonomy, scored=mask, gold_col=LABELS, pred_col=PRED_LABELS)
     metrics = counts.compute()
     class_spaces = None
     if multi_dimensional:

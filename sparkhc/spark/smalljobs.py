@@ -14,7 +14,8 @@ decides where both verbs run, as ``train.execution`` does for a training (:mod:`
 The driver runs the executors' own code on the same record batches: the raw documents are read and
 checked by :func:`sparkhc.corpus.readers.read_any` (the record checks of the Spark readers), bagged by
 :func:`~sparkhc.spark.featurize.bag_batch` and weighted by
-:func:`~sparkhc.spark.featurize.terms_features_batch`; the documents are decoded by
+:func:`~sparkhc.spark.featurize.terms_features_batch` (both in
+:func:`~sparkhc.spark.featurize.raw_features_batch`); the documents are decoded by
 :func:`~sparkhc.spark.predict.predict_batches` and counted by
 :func:`~sparkhc.spark.evaluate.metric_counts`. The predictions and metrics are the Spark path's
 (tests/spark/test_predict_input.py).
@@ -102,13 +103,13 @@ def raw_features_table(input_path: str | Path, spec: FeatureSpec, taxonomy: Taxo
     """Raw documents of a local ``input_path`` (any format :func:`~sparkhc.corpus.readers.read_any`
     reads) in the features layout of the fitted ``spec``, and the read report."""
     from sparkhc.corpus import readers
-    from sparkhc.spark.featurize import bag_batch, terms_features_batch
+    from sparkhc.spark.featurize import raw_features_batch
     from sparkhc.spark.schemas import FEATURES_ARROW_SCHEMA
 
     local = fsio.local_path(str(input_path))
     assert local is not None
     batches, report = readers.read_any(local, taxonomy=taxonomy, **read_opts)
-    rows = [terms_features_batch(bag_batch(b, spec), spec, taxonomy) for b in batches if b.num_rows]
+    rows = [raw_features_batch(b, spec, taxonomy) for b in batches if b.num_rows]
     return pa.Table.from_batches(rows, schema=FEATURES_ARROW_SCHEMA), report
 
 

@@ -36,6 +36,7 @@ CLASSIFIER_VALUES = [
     ("scoresCol", "scores", "scores"),
     ("docIdCol", "id", "id"),
     ("numFeatures", 8, 8),
+    ("textCol", "body", "body"),
     ("taxonomy", PAIRS, [list(p) for p in PAIRS]),
     ("model", "tree", "tree"),
     ("epochs", 3, 3),
@@ -113,7 +114,7 @@ def test_getters_return_the_defaults_and_none_when_unset():
 # Params transform reads (a setEpochs on a fitted model would change nothing).
 MODEL_SETTERS = {
     HierarchicalClassificationModel: {"featuresCol", "labelsCol", "predictionCol", "scoresCol", "docIdCol",
-                                      "numFeatures"},
+                                      "numFeatures", "textCol"},
     SparkhcFeaturizerModel: {"inputCol", "tokensCol"},
 }
 

@@ -154,3 +154,47 @@ def test_a_default_training_prints_few_lines_and_names_what_it_chose(ng):
     assert meta["params"]["epochs"] == meta["training"]["epochs"] == result["epochs"]
     _, loud = train("m_loud", "-v", "--set", "train.calibrate=off")
     assert sum("epoch 1/" in ln for ln in loud) >= 1 and len(loud) > 20
+
+
+def test_ml_model_transforms_a_raw_text_column_as_predict_input(ng, spark, capsys):
+    """A fitted model given a DataFrame of raw text (a ``text`` column, no features) weights it with its
+    own feature_spec.json, by the code of ``predict --input``: the same labels and scores."""
+    from sparkhc.errors import SchemaError
+    from sparkhc.ml import HierarchicalClassificationModel
+
+    d = ng["dir"]
+    assert run(["predict", "--model", str(ng["model"]), "--input", str(ng["new"]), "--out", str(d / "p_ml"),
+                "--set", "predict.execution=spark"]) == 0
+    capsys.readouterr()
+    want = {r["doc_id"]: r for r in _rows(d / "p_ml")}
+    docs = spark.createDataFrame([(r["id"], r["text"]) for r in ng["test"]], "id string, text string")
+    model = HierarchicalClassificationModel.load(str(ng["model"])).setDocIdCol("id").setScoresCol("scores")
+    got = {r["id"]: r for r in model.transform(docs).collect()}
+    assert sorted(got) == sorted(want) and len(got) == 120
+    for doc_id, r in got.items():
+        assert list(r["prediction"]) == want[doc_id]["pred_labels"], doc_id
+        assert list(r["scores"]) == pytest.approx(want[doc_id]["pred_scores"], rel=1e-6), doc_id
+    assert any(len(r["prediction"]) > 0 for r in got.values())
+    # another text column by its Param; without document ids the rows still decode
+    other = docs.withColumnRenamed("text", "body").drop("id")
+    again = model.copy().setTextCol("body").setScoresCol("").transform(other).collect()
+    assert sorted(tuple(r["prediction"]) for r in again) == sorted(tuple(w["pred_labels"]) for w in want.values())
+    # a text column of another type is refused, naming it
+    with pytest.raises(SchemaError, match="text column 'text' has type int"):
+        model.transform(spark.createDataFrame([(1,)], "text int"))
+
+
+def test_ml_model_without_a_feature_spec_refuses_raw_text(spark):
+    """A model trained on a pyspark.ml vector column has no feature spec: raw text is refused in one
+    message naming the column and the remedy."""
+    from pyspark.ml.linalg import Vectors
+
+    from sparkhc.errors import SchemaError
+    from sparkhc.ml import HierarchicalClassifier
+
+    rows = [(f"d{i}", Vectors.sparse(4, {i % 4: 1.0}), [["a1", "a2", "b1", "b2"][i % 4]]) for i in range(16)]
+    df = spark.createDataFrame(rows, ["doc_id", "features", "labels"])
+    pairs = [("ROOT", "a"), ("ROOT", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")]
+    model = HierarchicalClassifier(taxonomy=pairs, epochs=2, calibrate="off").fit(df)
+    with pytest.raises(SchemaError, match="no feature spec to weight raw text with"):
+        model.transform(spark.createDataFrame([("x", "some text")], "doc_id string, text string"))

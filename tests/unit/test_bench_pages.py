@@ -114,7 +114,7 @@ def test_the_archive_says_what_it_is_and_is_newest_first() -> None:
 #: sparkhc/epochs.py, sparkhc/conf/defaults.toml, experiments/murawaki.py, docs/results/...)
 LINKED = [
     "summary-issue29", "smalljobs-20ng", "epoch-selection", "epoch-selection-nested", "mixing-shards-default",
-    "rare-margins", "mdc", "Accuracy against the number of shards", "pyspark.ml estimator against sparkhc train",
+    "rare-margins", "mdc", "Accuracy against the number of shards",
     "The default model re-derived on validation data", "peers-weighting",
 ]
 
@@ -156,20 +156,139 @@ def test_every_section_named_next_to_the_page_is_found_on_it() -> None:
 
 
 def test_rerun_on_a_copy_of_the_real_page(tmp_path: Path) -> None:
-    """On the page as it is: a rerun of a current section (smalljobs-20ng) changes that section
-    only, where it stands; a rerun under an archived name (featurize) is appended at the end."""
+    """On the pages as they are: a rerun of a current section (smalljobs-20ng) changes that section
+    only, where it stands; a rerun under an archived name (featurize) is appended at the end, and the
+    page stays within its limit."""
     common = _common()
-    page = tmp_path / "benchmarks.md"
+    page, archive = tmp_path / "benchmarks.md", tmp_path / "archive" / "benchmarks-history.md"
+    archive.parent.mkdir()
     page.write_text(PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    archive.write_text(ARCHIVE.read_text(encoding="utf-8"), encoding="utf-8")
     before = _sections(page.read_text(encoding="utf-8"))
-    common.write_section("smalljobs-20ng", "Where one training's time goes (smalljobs-20ng)", "rerun", doc=page)
+    assert common.write_section("smalljobs-20ng", "Where one training's time goes (smalljobs-20ng)", "rerun",
+                                doc=page) == []
     after = _sections(page.read_text(encoding="utf-8"))
     assert list(after) == list(before)
     assert {k for k in before if before[k] != after[k]} == {"smalljobs-20ng"} and "rerun" in after["smalljobs-20ng"]
-    assert "featurize" not in before and "featurize" in _sections(ARCHIVE.read_text(encoding="utf-8"))
+    assert "featurize" not in before and "featurize" in _sections(archive.read_text(encoding="utf-8"))
     common.write_section("featurize", "Featurize throughput (featurize)", "new run", doc=page)
-    again = _sections(page.read_text(encoding="utf-8"))
-    assert list(again) == [*before, "featurize"] and "new run" in again["featurize"]
+    text = page.read_text(encoding="utf-8")
+    again = _sections(text)
+    assert list(again)[-1] == "featurize" and "new run" in again["featurize"]
+    assert text.count("\n") <= common.PAGE_LIMIT
+
+
+# --- the rules of what is current (issue 53) ----------------------------------------------------
+
+
+def _page(tmp_path: Path, *sections: tuple[str, str]) -> tuple[Path, Path]:
+    """A page with the pinned sections and ``sections`` (key, date), and an empty archive."""
+    page, archive = tmp_path / "benchmarks.md", tmp_path / "archive" / "benchmarks-history.md"
+    archive.parent.mkdir()
+    archive.write_text("# Benchmarks: history\n\n> Superseded measurements, kept verbatim for the record.\n",
+                       encoding="utf-8")
+    parts = ["# Benchmarks\n",
+             "<!-- section:summary-issue29 -->\n## S1\n\ntext\n<!-- /section:summary-issue29 -->",
+             "<!-- section:summary-throughput -->\n## S2\n\ntext\n<!-- /section:summary-throughput -->",
+             "<!-- section:moved -->\n## Moved to the archive\n\nIntro.\n<!-- /section:moved -->"]
+    for key, date in sections:
+        parts.append(f"<!-- section:{key} -->\n## {key}\n\nDate: {date} UTC\n\nbody of {key}\n<!-- /section:{key} -->")
+    page.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+    return page, archive
+
+
+def test_a_section_supersedes_its_kind_and_the_old_one_moves_to_the_archive(tmp_path: Path) -> None:
+    common = _common()
+    page, archive = _page(tmp_path, ("x", "2026-12-01 10:00"))
+    common.write_section("dev-a", "Comparison (dev-a)", "Date: 2026-12-02 10:00 UTC\n\nold figures", doc=page,
+                         kind="compare sparkhc on 20newsgroups")
+    common.write_section("y", "Y", "Date: 2026-12-03 10:00 UTC\n\ny", doc=page)
+    moved = common.write_section("dev-b", "Comparison (dev-b)", "Date: 2026-12-04 10:00 UTC\n\nnew figures",
+                                 doc=page, kind="compare sparkhc on 20newsgroups")
+    assert moved == ["dev-a"]
+    text = page.read_text(encoding="utf-8")
+    secs = _sections(text)
+    # the new section stands where the one it superseded stood, before y
+    assert list(secs) == ["summary-issue29", "summary-throughput", "moved", "x", "dev-b", "y"]
+    assert "<!-- kind: compare sparkhc on 20newsgroups -->" in secs["dev-b"]
+    hist = _sections(archive.read_text(encoding="utf-8"))
+    assert list(hist) == ["dev-a"] and "old figures" in hist["dev-a"]
+    assert "`dev-a`" in secs["moved"]  # the name can be found from the current page
+    # another kind is not superseded
+    common.write_section("dev-c", "C", "Date: 2026-12-05 10:00 UTC\n\nc", doc=page, kind="compare peers on 20newsgroups")
+    assert "dev-b" in _sections(page.read_text(encoding="utf-8"))
+
+
+def test_the_page_keeps_its_line_limit_by_archiving_the_oldest(tmp_path: Path) -> None:
+    """Over the limit, the oldest dated sections go first (undated before any dated one); the pinned
+    summaries and the section just written stay; the archive stays newest first."""
+    common = _common()
+    page, archive = _page(tmp_path, ("new", "2026-12-07 10:00"), ("old", "2026-11-01 10:00"),
+                          ("mid", "2026-12-01 10:00"))
+    undated = "<!-- section:notes -->\n## Notes\n\nby hand\n<!-- /section:notes -->\n"
+    page.write_text(page.read_text(encoding="utf-8") + "\n" + undated, encoding="utf-8")
+    limit = page.read_text(encoding="utf-8").count("\n") + 2
+    body = "Date: 2026-12-08 10:00 UTC\n\n" + "\n".join(f"line {i}" for i in range(12))
+    moved = common.write_section("big", "Big", body, doc=page, limit=limit)
+    assert moved == ["notes", "old", "mid"]
+    text = page.read_text(encoding="utf-8")
+    assert text.count("\n") <= limit
+    assert list(_sections(text)) == ["summary-issue29", "summary-throughput", "moved", "new", "big"]
+    hist = archive.read_text(encoding="utf-8")
+    assert list(_sections(hist)) == ["notes", "mid", "old"]
+    assert all(f"`{k}`" in _sections(text)["moved"] for k in moved)
+    # nothing left to move but the pinned sections and the new one: written anyway, with a warning
+    common.write_section("huge", "Huge", "\n".join(["x"] * 50), doc=page, limit=10)
+    assert "huge" in _sections(page.read_text(encoding="utf-8"))
+
+
+def test_an_archived_key_moved_again_replaces_its_older_copy(tmp_path: Path) -> None:
+    common = _common()
+    page, archive = _page(tmp_path)
+    common.write_section("a", "A", "Date: 2026-12-01 10:00 UTC\n\nfirst", doc=page, kind="k")
+    common.write_section("b", "B", "Date: 2026-12-02 10:00 UTC\n\nsecond", doc=page, kind="k")
+    common.write_section("a", "A", "Date: 2026-12-03 10:00 UTC\n\nthird", doc=page, kind="k")
+    hist = _sections(archive.read_text(encoding="utf-8"))
+    # a's first copy was archived by b; a's rerun superseded b; the archive is newest first
+    assert list(hist) == ["b", "a"] and "first" in hist["a"]
+    common.write_section("b", "B", "Date: 2026-12-04 10:00 UTC\n\nfourth", doc=page, kind="k")
+    hist = _sections(archive.read_text(encoding="utf-8"))
+    assert list(hist) == ["a", "b"] and "third" in hist["a"] and "second" in hist["b"]
+    moved = _sections(page.read_text(encoding="utf-8"))["moved"]
+    assert moved.count("`a`") == 1 and moved.count("`b`") == 1
+
+
+def test_long_table_cells_become_notes() -> None:
+    common = _common()
+    long = "fold 0: 46 epochs (validation stopped after 66); offsets applied (validation gain +1.27)"
+    body = f"intro\n\n| system | hF | chosen |\n|---|---|---|\n| sparkhc | 78.5 | {long} |\n| peer | 77.0 | - |\n\nafter"
+    out = common.compact_tables(body)
+    assert "| sparkhc | 78.5 | note 1 |" in out and "| peer | 77.0 | - |" in out
+    assert f"Notes:\n1. {long}" in out and out.endswith("after")
+    assert common.compact_tables(out) == out  # a second pass changes nothing
+    assert common.compact_tables("| a | b |\n|---|---|\n| 1 | 2 |") == "| a | b |\n|---|---|\n| 1 | 2 |"
+
+
+# --- the current page, as it is (issue 53) ------------------------------------------------------
+
+
+def test_the_current_page_is_at_most_400_lines() -> None:
+    n = PAGE.read_text(encoding="utf-8").count("\n")
+    assert n <= 400, f"docs/benchmarks.md has {n} lines; move superseded sections to {ARCHIVE.name}"
+
+
+def test_every_table_cell_on_the_current_page_is_a_figure() -> None:
+    common = _common()
+    long = []
+    for i, line in enumerate(PAGE.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("|"):
+            long += [f"{i}: {c.strip()[:60]}..." for c in line.strip()[1:-1].split(" | ")
+                     if len(c.strip()) > common.CELL_LIMIT]
+    assert not long, long
+
+
+def test_the_summaries_open_the_page() -> None:
+    assert list(_sections(PAGE.read_text(encoding="utf-8")))[:3] == ["summary-issue29", "summary-throughput", "moved"]
 
 
 def test_run_cli_keeps_the_childs_log_and_the_timeline_picks_the_training_lines(tmp_path: Path) -> None:

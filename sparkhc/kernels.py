@@ -267,6 +267,33 @@ def _row_step(wptr, wind, wval, wa, avg, f, cols, colpos, nc, n_plus, d, dtw, no
     return n
 
 
+def _bf_net(g_bf, g0, g1, chosen, kk, is_leaf, Rb, seen, ulist, net):  # type: ignore[no-untyped-def]
+    """The branching part of ``Delta = Phi(gold) - Phi(chosen)`` into ``net`` (gold indicators
+    ``g_bf[g0:g1]`` +1, the chosen tree's -1 per selected internal node, node-specific and shared);
+    the touched indices into ``ulist`` (marked in ``seen``); returns how many. The caller resets
+    ``net`` and ``seen`` at those indices afterwards."""
+    n_nodes = chosen.shape[0]
+    nu = 0
+    for t in range(g0, g1):
+        u = g_bf[t]
+        if not seen[u]:
+            seen[u] = True
+            ulist[nu] = u
+            nu += 1
+        net[u] += 1.0
+    for p in range(n_nodes):
+        if chosen[p] and not is_leaf[p]:
+            bk = kk[p] if kk[p] < Rb else Rb
+            bk -= 1
+            for u in (p * Rb + bk, n_nodes * Rb + bk):
+                if not seen[u]:
+                    seen[u] = True
+                    ulist[nu] = u
+                    nu += 1
+                net[u] -= 1.0
+    return nu
+
+
 def _gt_epoch_impl(  # type: ignore[no-untyped-def]
     indptr, indices, dataw, data64, order, W, bf, use_bf, R, fc, nch, inner, parent, is_leaf,
     g_leaves, g_lptr, g_nodes, g_nptr, g_bf, g_bptr, phi2, C, touched, out, aug, pa2, avg, Wa, bfa, t0,
@@ -367,23 +394,7 @@ def _gt_epoch_impl(  # type: ignore[no-untyped-def]
         bf_n2 = 0.0
         nu = 0
         if use_bf:
-            for t in range(g_bptr[i], g_bptr[i + 1]):
-                u = g_bf[t]
-                if not seen[u]:
-                    seen[u] = True
-                    ulist[nu] = u
-                    nu += 1
-                net[u] += 1.0
-            for p in range(n_nodes):
-                if chosen[p] and not is_leaf[p]:
-                    bk = kk[p] if kk[p] < Rb else Rb
-                    bk -= 1
-                    for u in (p * Rb + bk, n_nodes * Rb + bk):
-                        if not seen[u]:
-                            seen[u] = True
-                            ulist[nu] = u
-                            nu += 1
-                        net[u] -= 1.0
+            nu = _bf_net_j(g_bf, g_bptr[i], g_bptr[i + 1], chosen, kk, is_leaf, Rb, seen, ulist, net)
             for j in range(nu):
                 u = ulist[j]
                 if net[u] != 0.0:
@@ -663,6 +674,7 @@ _dp_batch_j = _njit(_dp_batch_impl)
 _row_slot_j = _njit(_row_slot)
 _entry_add_j = _njit(_entry_add)
 _row_step_j = _njit(_row_step)
+_bf_net_j = _njit(_bf_net)
 _gt_epoch_j = _njit(_gt_epoch_impl)
 _row_scores_j = _njit(_row_scores)
 _csr_scores_j = _njit(_csr_scores_impl)

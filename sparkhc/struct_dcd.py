@@ -52,7 +52,7 @@ import scipy.sparse as sp
 
 from sparkhc import kernels as _kernels
 from sparkhc.decoding import TreeIndex
-from sparkhc.kernels import _dp_doc_j, _njit
+from sparkhc.kernels import _bf_net_j, _dp_doc_j, _njit
 
 #: the state arrays whose squared norm is ||w||^2 (the edge weights with the bias row, the branching weights)
 WEIGHT_ARRAYS = ("W", "bf")
@@ -263,23 +263,7 @@ def _online_impl(  # type: ignore[no-untyped-def]
         nu = 0
         bf_n2 = 0.0
         if use_bf:
-            for t in range(g_bptr[i], g_bptr[i + 1]):
-                u = g_bf[t]
-                if not seen[u]:
-                    seen[u] = True
-                    ulist[nu] = u
-                    nu += 1
-                net[u] += 1.0
-            for p in range(n_nodes):
-                if chosen[p] and not is_leaf[p]:
-                    bk = kk[p] if kk[p] < Rb else Rb
-                    bk -= 1
-                    for u in (p * Rb + bk, n_nodes * Rb + bk):
-                        if not seen[u]:
-                            seen[u] = True
-                            ulist[nu] = u
-                            nu += 1
-                        net[u] -= 1.0
+            nu = _bf_net_j(g_bf, g_bptr[i], g_bptr[i + 1], chosen, kk, is_leaf, Rb, seen, ulist, net)
             for j in range(nu):
                 u = ulist[j]
                 if net[u] != 0.0:

@@ -153,6 +153,7 @@ class Taxonomy:
         where = (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
         parent_of: dict[str, str] = {}
         more_parents: dict[str, list[str]] = {}  # child -> its parents after the first (a polyhierarchy)
+        later: list[tuple[str, str, int]] = []  # (child, another parent, edge index) of those edges
         first_seen: dict[tuple[str, str], int] = {}  # edge -> its first line/edge number
         first_edge: dict[str, int] = {}  # child -> index of the edge that gave its parent
         repeated: dict[tuple[str, str], list[int]] = {}  # duplicated edge -> its line/edge numbers
@@ -171,7 +172,17 @@ class Taxonomy:
                 continue
             first_seen[(p, c)] = lines[i] if lines else i + 1
             if c in parent_of:
-                cycle = _cycle_through(edge_list, c)
+                more_parents.setdefault(c, []).append(p)
+                later.append((c, p, i))
+                continue
+            parent_of[c] = p
+            first_edge[c] = i
+        if later:
+            # a cycle through a node with several parents: named with the lines of its edges (one search per
+            # such node that is not ordered by a topological sort, so a large acyclic polyhierarchy costs one sort)
+            stuck = _not_sorted(parent_of, more_parents)
+            for c, p, i in later:
+                cycle = _cycle_through(edge_list, c) if c in stuck else None
                 if cycle is not None:
                     nodes, at = cycle
                     others = [(q, j) for q, j in ((parent_of[c], first_edge[c]), (p, i)) if q != nodes[-2]]
@@ -180,10 +191,6 @@ class Taxonomy:
                     raise TaxonomyError(
                         f"{source}, {_numbered(at, lines)}: cycle: {' -> '.join(nodes)}{also}"
                     )
-                more_parents.setdefault(c, []).append(p)
-                continue
-            parent_of[c] = p
-            first_edge[c] = i
         if repeated:
             unit = "line" if lines else "edge"
             shown = [f"{p!r} -> {c!r} ({unit}s {', '.join(map(str, at))})" for (p, c), at in list(repeated.items())[:10]]
@@ -943,6 +950,25 @@ def _cycle_through(edge_list: Sequence[tuple[str, str]], start: str) -> tuple[li
                 back[child] = (node, i)
                 queue.append(child)
     return None
+
+
+def _not_sorted(parent_of: dict[str, str], more_parents: dict[str, list[str]]) -> set[str]:
+    """The nodes a topological sort (Kahn's) of the parent links cannot order: those on a cycle and
+    below one (empty for an acyclic graph)."""
+    kids: dict[str, list[str]] = {}
+    waiting: dict[str, int] = {}
+    for c, p in parent_of.items():
+        for q in (p, *more_parents.get(c, ())):
+            kids.setdefault(q, []).append(c)
+        waiting[c] = 1 + len(more_parents.get(c, ()))
+    ready = [q for q in kids if q not in parent_of]
+    while ready:
+        q = ready.pop()
+        for c in kids.get(q, ()):
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return {c for c, w in waiting.items() if w > 0}
 
 
 def _find_cycle(parent_of: dict[str, str], start: str) -> list[str]:

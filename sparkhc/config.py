@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from sparkhc.errors import ConfigError
-from sparkhc.polyhierarchy import DEFAULT_MAX_POSITIONS
+from sparkhc.polyhierarchy import DEFAULT_LABEL_LANGUAGE, DEFAULT_MAX_POSITIONS
 
 # a Traversable, not a Path: spark-submit --py-files imports the package from a zip
 DEFAULT_CONF: Traversable = resources.files("sparkhc") / "conf" / "defaults.toml"
@@ -51,7 +51,7 @@ class FeaturizeConfig:
     unknown_labels: str = "error"  # error | drop | quarantine (labels not in the taxonomy)
     require_labels: bool = True  # --input: false reads a record without labels as unlabelled
     # taxonomy files (SKOS vocabularies, polyhierarchies: sparkhc.vocab, sparkhc.polyhierarchy)
-    label_language: str = "en"  # skos:prefLabel shown in reports and predictions (else a fallback)
+    label_language: str = DEFAULT_LABEL_LANGUAGE  # skos:prefLabel shown in reports and predictions (else a fallback)
     max_positions: int = DEFAULT_MAX_POSITIONS  # a polyhierarchy expanding to more positions (paths) is refused
 
 

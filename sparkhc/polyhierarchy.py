@@ -36,6 +36,8 @@ POSITION_SEP = "@"
 DIRECTIVE = "#sparkhc:"
 #: the default of ``featurize.max_positions``: a polyhierarchy that expands to more positions is refused
 DEFAULT_MAX_POSITIONS = 100_000
+#: the default of ``featurize.label_language``: the language of the labels shown (``skos:prefLabel``)
+DEFAULT_LABEL_LANGUAGE = "en"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import numpy as np
 
 from sparkhc.errors import TaxonomyError
 from sparkhc.polyhierarchy import (
+    DEFAULT_LABEL_LANGUAGE,
     DEFAULT_MAX_POSITIONS,
     DIRECTIVE,
     ConceptLayer,
@@ -314,7 +315,7 @@ class Taxonomy:
         return cls.from_edges(edges, root=root, source=str(path), lines=lines)
 
     @classmethod
-    def load(cls, path: str | Path, root: str | None = None, *, language: str = "en",
+    def load(cls, path: str | Path, root: str | None = None, *, language: str = DEFAULT_LABEL_LANGUAGE,
              max_positions: int | None = DEFAULT_MAX_POSITIONS) -> Taxonomy:
         """Read a taxonomy file (a local path or a ``file:`` URI): a SKOS vocabulary (Turtle, RDF/XML,
         N-Triples: :mod:`sparkhc.vocab`, labels shown in ``language``), the RCV1 format (detected from

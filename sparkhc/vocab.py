@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkhc.errors import TaxonomyError
-from sparkhc.polyhierarchy import ConceptLayer
+from sparkhc.polyhierarchy import DEFAULT_LABEL_LANGUAGE, ConceptLayer
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _pick_label(labels: list[tuple[str, str]], language: str) -> str | None:
     return None
 
 
-def read_skos(path: str | Path, fmt: str, language: str = "en", text: str | None = None) -> Vocabulary:
+def read_skos(path: str | Path, fmt: str, language: str = DEFAULT_LABEL_LANGUAGE, text: str | None = None) -> Vocabulary:
     """Read a SKOS vocabulary (``fmt``: an rdflib parser name, see :func:`rdf_format`).
 
     Parameters

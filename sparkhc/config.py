@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from sparkhc.errors import ConfigError
+from sparkhc.polyhierarchy import DEFAULT_LABEL_LANGUAGE, DEFAULT_MAX_POSITIONS
 
 # a Traversable, not a Path: spark-submit --py-files imports the package from a zip
 DEFAULT_CONF: Traversable = resources.files("sparkhc") / "conf" / "defaults.toml"
@@ -49,6 +50,9 @@ class FeaturizeConfig:
     on_invalid: str = "error"  # error | quarantine (malformed, ill-typed or duplicate records)
     unknown_labels: str = "error"  # error | drop | quarantine (labels not in the taxonomy)
     require_labels: bool = True  # --input: false reads a record without labels as unlabelled
+    # taxonomy files (SKOS vocabularies, polyhierarchies: sparkhc.vocab, sparkhc.polyhierarchy)
+    label_language: str = DEFAULT_LABEL_LANGUAGE  # skos:prefLabel shown in reports and predictions (else a fallback)
+    max_positions: int = DEFAULT_MAX_POSITIONS  # a polyhierarchy expanding to more positions (paths) is refused
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ _SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": Pred
 #: Smallest value of the integer keys that have one (other keys are checked where they are used).
 _MINIMUM = {
     ("featurize", "partitions"): 1,
+    ("featurize", "max_positions"): 1,
     ("train", "epochs"): 0,  # 0 = auto (chosen on validation data)
     ("train", "max_epochs"): 1,
     ("train", "patience"): 0,  # 0 = no early stopping

@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparkhc.errors import ModelError
-from sparkhc.taxonomy import Taxonomy
+from sparkhc.polyhierarchy import hloss_costs
+from sparkhc.taxonomy import ConceptDag, Taxonomy
 
 __all__ = [
     "METRIC_KEYS",
@@ -303,7 +304,10 @@ class MetricCounts:
     * **hloss_uniform, hloss_normalized** (Cesa-Bianchi et al. 2004, §2 and §5): node i is an
       H-loss mistake when ŷ_i ≠ y_i and ŷ_j = y_j for all its ancestors j. Uniform costs c_i = 1;
       normalized costs c_i = 1/|children(ROOT)| at depth 1 and c_i = c_parent/|children(parent)|
-      below (children counted in the real tree, so per document 0 ≤ loss ≤ 1). Kept as the
+      below (children counted in the real tree, so per document 0 ≤ loss ≤ 1). On the concepts of a
+      polyhierarchy (:class:`~sparkhc.taxonomy.ConceptDag`) the ancestors are those over every
+      parent, and c_i is the sum over i's parents q of c_q/|children(q)| (the sum of the costs of
+      i's positions in the tree of paths, so per document still 0 ≤ loss ≤ 1). Kept as the
       per-node count of documents where node i is an H-loss mistake (the mean is
       ``Σ_i c_i count_i / T``, exact), plus per-document histograms for the standard deviations.
     * **zero_one** ``[ŷ ≠ y]`` and **symdiff** ``Σ_i [ŷ_i ≠ y_i]`` over all nodes (Cesa-Bianchi
@@ -357,23 +361,35 @@ class MetricCounts:
     def _init_costs(self) -> None:
         tax = self.taxonomy
         n = tax.n_nodes
-        n_real_children = [int(np.count_nonzero(self._real[k])) for k in tax.children]
-        den = [1] * n
-        for c in range(1, n):  # level order: the parent is done first
-            p = int(tax.parent[c])
-            den[c] = den[p] * max(n_real_children[p], 1)
-        self._cost_den = den  # c_i = 1 / den[i]
+        self._dag = tax if isinstance(tax, ConceptDag) else None
+        if self._dag is not None:
+            # a concept DAG: its parents CSR (closedness) and every proper ancestor (the H-loss)
+            self._par_ptr = np.concatenate([[0], np.cumsum([len(p) for p in self._dag.parents])]).astype(np.int64)
+            self._par_ids = (np.concatenate(self._dag.parents) if n > 1 else np.zeros(0)).astype(np.int64)
+            anc = self._dag.ancestor_matrix()
+            self._anc_ptr = np.asarray(anc.indptr, dtype=np.int64)
+            self._anc_ids = np.asarray(anc.indices, dtype=np.int64)
+            fracs = hloss_costs(self._dag.parents, self._dag.n_children(), self._dag.topological_order().tolist())
+            self._cost = [Fraction(a, b) for a, b in fracs]
+        else:
+            n_real_children = [int(np.count_nonzero(self._real[k])) for k in tax.children]
+            den = [1] * n
+            for c in range(1, n):  # level order: the parent is done first
+                p = int(tax.parent[c])
+                den[c] = den[p] * max(n_real_children[p], 1)
+            self._cost = [Fraction(1, d) for d in den]
         lcm = 1
         for c in np.flatnonzero(self._real).tolist():
-            lcm = math.lcm(lcm, den[c])
+            lcm = math.lcm(lcm, self._cost[c].denominator)
         self._cost_lcm = lcm
         self._cost_w: np.ndarray | None = None
-        if lcm <= _INT64_SAFE:
-            self._cost_w = np.array([lcm // d for d in den], dtype=np.int64)
+        if lcm <= _INT64_SAFE and all(f * lcm <= _INT64_SAFE for f in self._cost):
+            self._cost_w = np.array([int(f * lcm) if lcm % f.denominator == 0 else 0 for f in self._cost],
+                                    dtype=np.int64)
 
     def cost(self, node: int) -> Fraction:
         """Normalized H-loss cost c_i of a node (Cesa-Bianchi et al. 2004, §5)."""
-        return Fraction(1, self._cost_den[int(node)])
+        return self._cost[int(node)]
 
     # ------------------------------------------------------------------ accumulation
     def _keys(self, m: Any, what: str, n_docs: int | None, closed: bool = True) -> tuple[np.ndarray, int]:
@@ -390,6 +406,9 @@ class MetricCounts:
         keep = self._real[cols] & (m.data != 0)  # no eliminate_zeros: never modify the caller's matrix
         keys = np.unique(rows[keep] * n_nodes + cols[keep])
         if not closed:
+            return keys, int(m.shape[0])
+        if self._dag is not None:
+            self._check_dag_closed(keys, what)
             return keys, int(m.shape[0])
         # ancestor-closedness: the parent of every member is the root or a member
         cols = keys % n_nodes
@@ -408,6 +427,29 @@ class MetricCounts:
                 "label sets must be ancestor-closed (use sparkhc.batch.label_matrix(..., closed=True))"
             )
         return keys, int(m.shape[0])
+
+    def _check_dag_closed(self, keys: np.ndarray, what: str) -> None:
+        """Every parent (over every link) of every member of a concept DAG's label set is the root
+        or a member."""
+        n_nodes = self.taxonomy.n_nodes
+        cols = keys % n_nodes
+        counts = self._par_ptr[cols + 1] - self._par_ptr[cols]
+        owner = np.repeat(np.arange(keys.size), counts)
+        starts = np.repeat(self._par_ptr[cols], counts)
+        offs = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        par = self._par_ids[starts + offs] if owner.size else np.zeros(0, np.int64)
+        need = par > 0
+        ok = _member(keys, (keys[owner] - cols[owner] + par)[need])
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            k = int(keys[owner[need][i]])
+            r, c = divmod(k, n_nodes)
+            names = self.taxonomy.names
+            raise ValueError(
+                f"{what}, row {r}: node {names[c]!r} is present but its parent {names[int(par[need][i])]!r} is not "
+                f"({int((~ok).sum())} such entries); label sets must be closed over every parent (use "
+                "sparkhc.batch.label_matrix(..., closed=True))"
+            )
 
     def add(self, gold: Any, pred: Any, scores: np.ndarray | None = None, *, pred_closed: bool = True) -> None:
         """Count a batch of documents.
@@ -473,7 +515,7 @@ class MetricCounts:
             else:  # huge common denominator: exact per-document sums in Python
                 per_doc = [Fraction(0)] * n
                 for r, c in zip(hrows.tolist(), hcols.tolist(), strict=True):
-                    per_doc[r] += Fraction(1, self._cost_den[c])
+                    per_doc[r] += self._cost[c]
                 for f in per_doc:
                     self.hnorm_hist[f] = self.hnorm_hist.get(f, 0) + 1
 
@@ -496,6 +538,16 @@ class MetricCounts:
         diff = np.sort(diff)
         cols = diff % n_nodes
         base = diff - cols
+        if self._dag is not None:  # every proper ancestor, over every parent
+            counts = self._anc_ptr[cols + 1] - self._anc_ptr[cols]
+            owner = np.repeat(np.arange(diff.size), counts)
+            offs = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
+            anc_ids = self._anc_ids[np.repeat(self._anc_ptr[cols], counts) + offs] if owner.size else owner
+            proper = anc_ids != cols[owner]
+            hit = _member(diff, base[owner[proper]] + anc_ids[proper])
+            bad = np.zeros(diff.size, dtype=bool)
+            bad[owner[proper][hit]] = True
+            return diff[~bad]
         anc = self.taxonomy.parent[cols].astype(np.int64)
         ok = np.ones(diff.size, dtype=bool)
         while True:
@@ -518,7 +570,7 @@ class MetricCounts:
         diff = np.setxor1d(gk, pk, assume_unique=True)
         sym = np.bincount(diff // n_nodes, minlength=n).astype(np.float64)
         hk = self._hloss_keys(diff)
-        costs = np.array([1.0 / d for d in self._cost_den], dtype=np.float64)
+        costs = np.array([float(f) for f in self._cost], dtype=np.float64)
         return {
             "zero_one": (sym > 0).astype(np.float64),
             "symdiff": sym,
@@ -698,7 +750,7 @@ class MetricCounts:
         h_uni = mean(Fraction(int(self.hloss_nodes.sum())))
         h_norm = mean(
             sum(
-                (Fraction(int(k), self._cost_den[i]) for i, k in enumerate(self.hloss_nodes.tolist()) if k),
+                (int(k) * self._cost[i] for i, k in enumerate(self.hloss_nodes.tolist()) if k),
                 Fraction(0),
             )
         )

@@ -61,7 +61,9 @@ def evaluation_inputs(predictions: str | Path, features: str | Path | None = Non
     """What an evaluation of ``predictions`` reads besides the prediction rows: the folder, its
     metadata, the features folder (``features`` or the one the predictions were made from; None for
     predictions of raw documents, whose folder holds the taxonomy) and its taxonomy, checked to be
-    the predictions' taxonomy."""
+    the predictions' taxonomy. The taxonomy returned is that of the concepts the predictions name
+    (:meth:`~sparkhc.taxonomy.Taxonomy.concept_taxonomy`: a polyhierarchy's concept DAG, whose
+    closure is over every parent)."""
     folder, pmeta = read_prediction_meta(predictions)
     feats = str(features) if features is not None else pmeta.get("features")
     if feats is None:
@@ -75,4 +77,4 @@ def evaluation_inputs(predictions: str | Path, features: str | Path | None = Non
     if taxonomy.fingerprint() != pmeta["taxonomy_fingerprint"]:
         raise ModelError(f"{folder.name}: predictions use taxonomy {pmeta['taxonomy_fingerprint']}, "
                          f"{where} has {taxonomy.fingerprint()}")
-    return folder, pmeta, feats, taxonomy
+    return folder, pmeta, feats, taxonomy.concept_taxonomy()

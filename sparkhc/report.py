@@ -47,7 +47,7 @@ import scipy.sparse as sp
 from sparkhc.errors import ModelError, SchemaError
 from sparkhc.metrics import METRIC_KEYS, MetricCounts, pr_curve
 from sparkhc.predictions import PRED_DATA_DIR, data_location, read_prediction_meta
-from sparkhc.taxonomy import Taxonomy
+from sparkhc.taxonomy import ConceptDag, Taxonomy
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _load_taxonomy(meta: dict[str, Any], features: Path | None, model_dir: Path 
                     f"{source}: the predictions use taxonomy {want} but {f} is taxonomy {tax.fingerprint()}; "
                     "pass the matching --features or --model"
                 )
-            return tax
+            return tax.concept_taxonomy()  # the predictions name concepts (a polyhierarchy's: its concept DAG)
     raise SchemaError(
         f"{source}: no taxonomy found (looked for {', '.join(str(c) for c in candidates) or 'nothing'}); "
         "pass --features (the featurize output) or --model"
@@ -189,6 +189,13 @@ def _tree_order(taxonomy: Taxonomy) -> list[int]:
     return order
 
 
+def _parents_of(taxonomy: Taxonomy, c: int) -> list[int]:
+    """Every parent of ``c`` (a concept DAG's concept may have several)."""
+    if isinstance(taxonomy, ConceptDag):
+        return [int(q) for q in taxonomy.parents[c]]
+    return [int(taxonomy.parent[c])]
+
+
 def _per_label(counts: MetricCounts, taxonomy: Taxonomy, real: np.ndarray, scored: np.ndarray) -> list[dict[str, Any]]:
     out = []
     for c in _tree_order(taxonomy):
@@ -197,7 +204,8 @@ def _per_label(counts: MetricCounts, taxonomy: Taxonomy, real: np.ndarray, score
         tp, fp, fn = int(counts.tp[c]), int(counts.fp[c]), int(counts.fn[c])
         p, r, f = _prf(tp, fp, fn)
         out.append({"label": taxonomy.names[c], "depth": int(taxonomy.depth[c]),
-                    "parent": taxonomy.names[int(taxonomy.parent[c])], "scored": bool(scored[c]),
+                    "name": taxonomy.display_name(taxonomy.names[c]),
+                    "parent": ", ".join(taxonomy.names[q] for q in _parents_of(taxonomy, c)), "scored": bool(scored[c]),
                     "support": tp + fn, "predicted": tp + fp, "tp": tp, "fp": fp, "fn": fn,
                     "precision": p, "recall": r, "f1": f})
     return out
@@ -259,8 +267,7 @@ def _pr_data(table: pa.Table, taxonomy: Taxonomy, gold: sp.csr_matrix, scored: n
     # gold deepest labels: gold members none of whose children is a member
     gc = g.tocoo()
     member = set(zip(gc.row.tolist(), gc.col.tolist(), strict=True))
-    parent = taxonomy.parent
-    has_child = {(r, int(parent[c])) for r, c in member}
+    has_child = {(r, q) for r, c in member for q in _parents_of(taxonomy, c)}
     n_gold = sum(1 for r, c in member if scored[c] and (r, c) not in has_child)
     if ids.size == 0 or n_gold == 0:
         return None
@@ -391,7 +398,7 @@ def plot_labels(data: ReportData, path: Path, max_labels: int = 40) -> str:
     ax = fig.subplots()
     y = np.arange(len(rows))
     ax.barh(y, [r["f1"] for r in rows], color="#3b6ea5")
-    ax.set_yticks(y, [r["label"] for r in rows], fontsize=8)
+    ax.set_yticks(y, [r.get("name") or r["label"] for r in rows], fontsize=8)
     ax.set_xlim(0, 1)
     ax.set_xlabel("F1")
     ax.set_title(caption)
@@ -521,7 +528,12 @@ def _label_table(data: ReportData) -> Table:
     head = ["label", "depth", "scored", "support", "predicted", "TP", "FP", "FN", "precision", "recall", "F1"]
     rows = [[("\u00a0\u00a0" * (r["depth"] - 1)) + r["label"], r["depth"], r["scored"], r["support"],
              r["predicted"], r["tp"], r["fp"], r["fn"], r["precision"], r["recall"], r["f1"]] for r in data.labels]
-    return head, rows, [True] + [False] * (len(head) - 1)
+    if not data.taxonomy.has_display_names:
+        return head, rows, [True] + [False] * (len(head) - 1)
+    # a vocabulary: the preferred label next to the concept (its URI)
+    for r, row in zip(data.labels, rows, strict=True):
+        row.insert(1, r["name"])
+    return head[:1] + ["preferred label"] + head[1:], rows, [True, True] + [False] * (len(head) - 1)
 
 
 def _confusion_table(data: ReportData, top: int) -> Table:
@@ -551,7 +563,9 @@ def _overview(data: ReportData) -> list[tuple[str, str]]:
         ("model directory", str(meta.get("model_dir", "-"))),
         ("documents", f"{data.counts.n_docs} ({sel_text})"),
         ("taxonomy", f"{tax.n_nodes - 1} labels, {len(tax.leaves)} leaves, depth {tax.max_depth}, "
-                     f"fingerprint {tax.fingerprint()}"),
+                     f"fingerprint {tax.fingerprint()}"
+                     + (f"; a polyhierarchy ({sum(len(p) for p in tax.parents)} parent links; labels closed over "
+                        "every parent)" if isinstance(tax, ConceptDag) else "")),
         ("scored labels", f"{int(data.scored.sum())} (example- and label-based metrics)"),
         ("generated", _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")),
     ]

@@ -23,6 +23,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sparkhc.errors import TaxonomyError
+from sparkhc.polyhierarchy import (
+    DEFAULT_LABEL_LANGUAGE,
+    DEFAULT_MAX_POSITIONS,
+    DIRECTIVE,
+    ConceptLayer,
+    expand,
+    layer_from,
+    layer_lines,
+    parse_directive,
+)
 
 if TYPE_CHECKING:  # imported where it is used: the Python workers that read documents need no scipy
     import scipy.sparse as sp
@@ -65,6 +75,10 @@ class Taxonomy:
         "_leaves",
         "_is_leaf",
         "_source",
+        "_concepts",
+        "_label_names",
+        "_label_aliases",
+        "_concept_tax",
     )
 
     def __init__(
@@ -73,6 +87,7 @@ class Taxonomy:
         parent: Sequence[int] | np.ndarray,
         virtual: Sequence[bool] | np.ndarray | None = None,
         source: str = "<memory>",
+        concepts: ConceptLayer | None = None,
     ) -> None:
         # Internal constructor: callers use from_edges. Arrays must already be in level order.
         self.names: tuple[str, ...] = tuple(names)
@@ -94,6 +109,10 @@ class Taxonomy:
         self._leaves: np.ndarray | None = None
         self._is_leaf: np.ndarray | None = None
         self._source = source
+        self._concepts = None if concepts is None or concepts.is_empty() else concepts
+        self._label_names: frozenset[str] | None = None
+        self._label_aliases: dict[str, tuple[str, ...]] | None = None
+        self._concept_tax: Taxonomy | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -103,6 +122,8 @@ class Taxonomy:
         root: str | None = None,
         source: str = "<memory>",
         lines: Sequence[int] | None = None,
+        max_positions: int | None = DEFAULT_MAX_POSITIONS,
+        layer: ConceptLayer | None = None,
     ) -> Taxonomy:
         """Build a taxonomy from ``(parent, child)`` pairs.
 
@@ -111,7 +132,8 @@ class Taxonomy:
         edges : iterable of (str, str)
             The edges. An identical edge given more than once is used once, with a warning naming
             its lines; anything else is checked: a cycle is reported as the cycle with the lines of
-            its edges, a node with two different parents as such (DAGs are not supported).
+            its edges. A node with several parents makes a polyhierarchy: the taxonomy is then its
+            tree of paths (:mod:`sparkhc.polyhierarchy`), with the concepts of its positions.
         root : str, optional
             The root's name. When given, every parent must be the root or some node's child
             (else "unknown parent"). When omitted, the nodes that are never a child are the
@@ -120,13 +142,20 @@ class Taxonomy:
             File name used in error messages.
         lines : sequence of int, optional
             Line number of each edge, for error messages.
+        max_positions : int, optional
+            A polyhierarchy with more positions than this is refused in one line (None: no limit).
+        layer : ConceptLayer, optional
+            What is known of the concepts (labels, aliases: a SKOS vocabulary); the concepts of the
+            positions of a polyhierarchy are added to it.
         """
         edge_list = list(edges)
         if not edge_list:
             raise TaxonomyError(f"{source}: the taxonomy is empty (no parent/child edges)")
         where = (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
         parent_of: dict[str, str] = {}
-        first_seen: dict[str, int] = {}
+        more_parents: dict[str, list[str]] = {}  # child -> its parents after the first (a polyhierarchy)
+        later: list[tuple[str, str, int]] = []  # (child, another parent, edge index) of those edges
+        first_seen: dict[tuple[str, str], int] = {}  # edge -> its first line/edge number
         first_edge: dict[str, int] = {}  # child -> index of the edge that gave its parent
         repeated: dict[tuple[str, str], list[int]] = {}  # duplicated edge -> its line/edge numbers
         for i, (p, c) in enumerate(edge_list):
@@ -139,11 +168,22 @@ class Taxonomy:
                     )
             if p == c:
                 raise TaxonomyError(f"{where(i)}: cycle: node {c!r} is its own parent")
+            if (p, c) in first_seen:
+                repeated.setdefault((p, c), [first_seen[(p, c)]]).append(lines[i] if lines else i + 1)
+                continue
+            first_seen[(p, c)] = lines[i] if lines else i + 1
             if c in parent_of:
-                if parent_of[c] == p:
-                    repeated.setdefault((p, c), [first_seen[c]]).append(lines[i] if lines else i + 1)
-                    continue
-                cycle = _cycle_through(edge_list, c)
+                more_parents.setdefault(c, []).append(p)
+                later.append((c, p, i))
+                continue
+            parent_of[c] = p
+            first_edge[c] = i
+        if later:
+            # a cycle through a node with several parents: named with the lines of its edges (one search per
+            # such node that is not ordered by a topological sort, so a large acyclic polyhierarchy costs one sort)
+            stuck = _not_sorted(parent_of, more_parents)
+            for c, p, i in later:
+                cycle = _cycle_through(edge_list, c) if c in stuck else None
                 if cycle is not None:
                     nodes, at = cycle
                     others = [(q, j) for q, j in ((parent_of[c], first_edge[c]), (p, i)) if q != nodes[-2]]
@@ -152,14 +192,6 @@ class Taxonomy:
                     raise TaxonomyError(
                         f"{source}, {_numbered(at, lines)}: cycle: {' -> '.join(nodes)}{also}"
                     )
-                raise TaxonomyError(
-                    f"{where(i)}: node {c!r} has two parents, {parent_of[c]!r} (line/edge "
-                    f"{first_seen[c]}) and {p!r}; only trees and forests are supported "
-                    "(DAG taxonomies are not supported yet)"
-                )
-            parent_of[c] = p
-            first_seen[c] = lines[i] if lines else i + 1
-            first_edge[c] = i
         if repeated:
             unit = "line" if lines else "edge"
             shown = [f"{p!r} -> {c!r} ({unit}s {', '.join(map(str, at))})" for (p, c), at in list(repeated.items())[:10]]
@@ -213,16 +245,33 @@ class Taxonomy:
                 f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
                 f"root {root_name!r})"
             )
-        return cls(names, par, source=source)
+        if not more_parents:
+            return cls(names, par, source=source, concepts=layer)
+        # a polyhierarchy: the tree of its paths (every cycle was reported above)
+        all_parents = {c: [p, *more_parents.get(c, ())] for c, p in parent_of.items()}
+        pos_edges, concept_of = expand(all_parents, root_name, source, max_positions)
+        found = ConceptLayer(concept_of=concept_of)
+        tax = cls._from_trusted(root_name, pos_edges, source, layer.merged(found) if layer is not None else found)
+        log.info("%s: a polyhierarchy: %d of %d concepts have several parents; %d positions (paths from the root)",
+                 source, len(more_parents), len(parent_of), tax.n_nodes - 1)
+        return tax
 
     @classmethod
-    def from_tsv(cls, path: str | Path, root: str | None = None) -> Taxonomy:
-        """Read ``parent<TAB>child`` lines (blank lines and ``#`` comments are skipped)."""
+    def from_tsv(cls, path: str | Path, root: str | None = None,
+                 max_positions: int | None = DEFAULT_MAX_POSITIONS) -> Taxonomy:
+        """Read ``parent<TAB>child`` lines (blank lines and ``#`` comments are skipped; the
+        ``#sparkhc:`` lines that :meth:`to_tsv` writes restore the concept layer). A child on several
+        lines with different parents makes a polyhierarchy (see :meth:`from_edges`)."""
         path = Path(path)
         edges: list[tuple[str, str]] = []
         lines: list[int] = []
         text = _read_text(path)
+        found: dict[str, dict[str, str]] = {"concept_of": {}, "labels": {}, "aliases": {}}
+        info: dict[str, object] = {}
         for no, line in enumerate(text.splitlines(), start=1):
+            if line.startswith(DIRECTIVE):
+                parse_directive(line.rstrip("\r\n"), found, info, f"{path}, line {no}")
+                continue
             s = line.strip()
             if not s or s.startswith("#"):
                 continue
@@ -234,7 +283,9 @@ class Taxonomy:
                 )
             edges.append((parts[0].strip(), parts[1].strip()))
             lines.append(no)
-        return cls.from_edges(edges, root=root, source=str(path), lines=lines)
+        layer = layer_from(found, info)
+        return cls.from_edges(edges, root=root, source=str(path), lines=lines, max_positions=max_positions,
+                              layer=None if layer.is_empty() else layer)
 
     @classmethod
     def from_rcv1_hier(cls, path: str | Path) -> Taxonomy:
@@ -264,10 +315,13 @@ class Taxonomy:
         return cls.from_edges(edges, root=root, source=str(path), lines=lines)
 
     @classmethod
-    def load(cls, path: str | Path, root: str | None = None) -> Taxonomy:
-        """Read a taxonomy file (a local path or a ``file:`` URI), detecting the RCV1 format from its
-        first non-blank line."""
-        from sparkhc import fsio
+    def load(cls, path: str | Path, root: str | None = None, *, language: str = DEFAULT_LABEL_LANGUAGE,
+             max_positions: int | None = DEFAULT_MAX_POSITIONS) -> Taxonomy:
+        """Read a taxonomy file (a local path or a ``file:`` URI): a SKOS vocabulary (Turtle, RDF/XML,
+        N-Triples: :mod:`sparkhc.vocab`, labels shown in ``language``), the RCV1 format (detected from
+        its first non-blank line) or ``parent<TAB>child`` lines. A polyhierarchy becomes the tree of
+        its paths; one of more than ``max_positions`` positions is refused."""
+        from sparkhc import fsio, vocab
 
         local = fsio.local_path(path)
         if local is None:
@@ -276,10 +330,16 @@ class Taxonomy:
             raise LocationError(f"{fsio.redact(path)}: taxonomy files are read on the driver from a local path or a "
                                 "file: URI; copy it to the driver")
         path = local
-        first = next((ln for ln in _read_text(path).splitlines() if ln.strip()), "")
+        text = _read_text(path)
+        rdf = vocab.rdf_format(path, text)
+        if rdf is not None:
+            v = vocab.read_skos(path, rdf, language=language, text=text)
+            return cls.from_edges(v.edges, root=v.root, source=str(path), max_positions=max_positions,
+                                  layer=v.layer)
+        first = next((ln for ln in text.splitlines() if ln.strip()), "")
         if first.lstrip().startswith("parent:"):
             return cls.from_rcv1_hier(path)
-        return cls.from_tsv(path, root=root)
+        return cls.from_tsv(path, root=root, max_positions=max_positions)
 
     # ------------------------------------------------------------------ basic views
     @property
@@ -313,16 +373,19 @@ class Taxonomy:
             and self.names == other.names
             and bool(np.array_equal(self.parent, other.parent))
             and bool(np.array_equal(self.virtual, other.virtual))
+            and dict(self.concept_of) == dict(other.concept_of)
         )
 
     def __hash__(self) -> int:
         return hash(self.fingerprint(include_virtual=True))
 
     def __getstate__(self) -> dict[str, object]:
-        return {"names": self.names, "parent": self.parent, "virtual": self.virtual, "source": self._source}
+        return {"names": self.names, "parent": self.parent, "virtual": self.virtual, "source": self._source,
+                "concepts": self._concepts}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(state["names"], state["parent"], state["virtual"], str(state["source"]))  # type: ignore[misc,arg-type]
+        self.__init__(state["names"], state["parent"], state["virtual"], str(state["source"]),  # type: ignore[misc,arg-type]
+                      state.get("concepts"))
 
     @property
     def max_depth(self) -> int:
@@ -439,10 +502,11 @@ class Taxonomy:
             extra.append((self.names[c], self.names[c] + SELF_SUFFIX))
         base = Taxonomy._from_trusted(self.root_name, edges + extra, self._source)
         virtual = np.array([n.endswith(SELF_SUFFIX) for n in base.names], dtype=bool)
-        return Taxonomy(base.names, base.parent, virtual, source=self._source)
+        return Taxonomy(base.names, base.parent, virtual, source=self._source, concepts=self._concepts)
 
     @classmethod
-    def _from_trusted(cls, root: str, edges: list[tuple[str, str]], source: str) -> Taxonomy:
+    def _from_trusted(cls, root: str, edges: list[tuple[str, str]], source: str,
+                      concepts: ConceptLayer | None = None) -> Taxonomy:
         kids: dict[str, list[str]] = {}
         for p, c in edges:
             kids.setdefault(p, []).append(c)
@@ -454,7 +518,7 @@ class Taxonomy:
                 names.append(c)
                 par.append(head)
             head += 1
-        return cls(names, par, source=source)
+        return cls(names, par, source=source, concepts=concepts)
 
     def base(self) -> Taxonomy:
         """This taxonomy without its virtual leaves."""
@@ -465,7 +529,7 @@ class Taxonomy:
             for c in range(1, self.n_nodes)
             if not self.virtual[c]
         ]
-        return Taxonomy._from_trusted(self.root_name, edges, self._source)
+        return Taxonomy._from_trusted(self.root_name, edges, self._source, self._concepts)
 
     def real_id(self, c: int) -> int:
         """The node a virtual leaf stands for (its parent); other nodes map to themselves."""
@@ -507,23 +571,35 @@ class Taxonomy:
         ]
 
     def fingerprint(self, include_virtual: bool = False) -> str:
-        """sha256 (hex, first 16 chars) of the sorted edge list; stable across file order."""
+        """sha256 (hex, first 16 chars) of the sorted edge list (and, for a polyhierarchy, of the
+        concepts of its positions); stable across file order. Labels and aliases are not part of it."""
         lines = sorted(f"{p}\t{c}" for p, c in self.edges(include_virtual))
+        lines += sorted(f"position\t{p}\t{c}" for p, c in self.concept_of.items())
         h = hashlib.sha256(("root\t" + self.root_name + "\n" + "\n".join(lines)).encode("utf-8"))
         return h.hexdigest()[:16]
 
     def to_tsv(self, path: str | Path | None = None, include_virtual: bool = True) -> str:
+        """``parent<TAB>child`` lines, then the ``#sparkhc:`` lines of the concept layer (a
+        polyhierarchy's positions, a vocabulary's labels and aliases: :func:`sparkhc.polyhierarchy.layer_lines`)."""
         text = "".join(f"{p}\t{c}\n" for p, c in self.edges(include_virtual))
+        if self._concepts is not None:
+            text += "".join(line + "\n" for line in layer_lines(self._concepts, self.names))
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
     @classmethod
-    def from_tsv_text(cls, text: str, root: str | None = None, source: str = "<text>") -> Taxonomy:
-        """Parse TSV text (as written by :meth:`to_tsv`), restoring virtual leaves."""
+    def from_tsv_text(cls, text: str, root: str | None = None, source: str = "<text>",
+                      max_positions: int | None = DEFAULT_MAX_POSITIONS) -> Taxonomy:
+        """Parse TSV text (as written by :meth:`to_tsv`), restoring virtual leaves and the concept layer."""
         edges = []
         lines = []
+        found: dict[str, dict[str, str]] = {"concept_of": {}, "labels": {}, "aliases": {}}
+        info: dict[str, object] = {}
         for no, line in enumerate(text.splitlines(), start=1):
+            if line.startswith(DIRECTIVE):
+                parse_directive(line, found, info, f"{source}, line {no}")
+                continue
             if not line.strip() or line.startswith("#"):
                 continue
             parts = line.split("\t")
@@ -532,7 +608,9 @@ class Taxonomy:
             edges.append((parts[0], parts[1]))
             lines.append(no)
         real = [(p, c) for p, c in edges if not c.endswith(SELF_SUFFIX)]
-        base = cls.from_edges(real, root=root, source=source, lines=[ln for (e, ln) in zip(edges, lines, strict=True) if not e[1].endswith(SELF_SUFFIX)])
+        layer = layer_from(found, info)
+        base = cls.from_edges(real, root=root, source=source, lines=[ln for (e, ln) in zip(edges, lines, strict=True) if not e[1].endswith(SELF_SUFFIX)],
+                              max_positions=max_positions, layer=None if layer.is_empty() else layer)
         selfs = [p for p, c in edges if c.endswith(SELF_SUFFIX)]
         return base.with_self_leaves(selfs) if selfs else base
 
@@ -544,7 +622,300 @@ class Taxonomy:
             "virtual_leaves": int(self.virtual.sum()),
             "depth": self.max_depth,
             "fingerprint": self.fingerprint(),
+            **self.concept_info(),
         }
+
+    # ------------------------------------------------------------------ concepts (polyhierarchies, vocabularies)
+    @property
+    def concepts(self) -> ConceptLayer | None:
+        """What is known of the concepts behind the nodes (None: each node is its own concept and
+        has no other label): :class:`sparkhc.polyhierarchy.ConceptLayer`."""
+        return self._concepts
+
+    @property
+    def concept_of(self) -> dict[str, str]:
+        """Position name -> concept name, for the positions whose name is not their concept's
+        (empty unless this is the tree of paths of a polyhierarchy)."""
+        return dict(self._concepts.concept_of) if self._concepts is not None else {}
+
+    @property
+    def is_polyhierarchy(self) -> bool:
+        """Some concept has several positions (several parents in the taxonomy file)."""
+        return self._concepts is not None and bool(self._concepts.concept_of)
+
+    def concept_name(self, c: int) -> str:
+        """The concept of node ``c`` (a virtual leaf: its parent's)."""
+        name = self.names[self.real_id(int(c))]
+        return self._concepts.concept_of.get(name, name) if self._concepts is not None else name
+
+    def concept_info(self) -> dict[str, object]:
+        """What the features' metadata records of the concepts: for a polyhierarchy its concepts and
+        positions, for a vocabulary its format, label language and deprecated concepts skipped
+        (empty for a plain tree)."""
+        layer = self._concepts
+        if layer is None:
+            return {}
+        out: dict[str, object] = {}
+        if layer.concept_of:
+            real = [c for c in range(1, self.n_nodes) if not self.virtual[c]]
+            out["concepts"] = len({self.concept_name(c) for c in real})
+            out["positions"] = len(real)
+        if layer.vocabulary:
+            out.update(vocabulary=layer.vocabulary, label_language=layer.language,
+                       deprecated_concepts=layer.deprecated, preferred_labels=len(layer.labels))
+        return out
+
+    def label_names(self) -> frozenset[str]:
+        """The names a document label may take as they are: the real nodes that are their own
+        concept (not the root, a virtual leaf, or a position named ``concept@parent``)."""
+        if self._label_names is None:
+            cof = self._concepts.concept_of if self._concepts is not None else {}
+            self._label_names = frozenset(
+                name for i, name in enumerate(self.names) if i != 0 and not self.virtual[i] and name not in cof)
+        return self._label_names
+
+    def label_aliases(self) -> dict[str, tuple[str, ...]]:
+        """The other names a document label may take -> the node names it stands for: a concept of a
+        polyhierarchy -> each of its positions; an alias (``skos:notation``) -> its concept's
+        positions. Empty for a plain tree."""
+        if self._label_aliases is None:
+            out: dict[str, tuple[str, ...]] = {}
+            layer = self._concepts
+            if layer is not None:
+                positions: dict[str, list[str]] = {}
+                for c in range(1, self.n_nodes):
+                    if not self.virtual[c]:
+                        positions.setdefault(self.concept_name(c), []).append(self.names[c])
+                for concept, names in positions.items():
+                    if names != [concept]:
+                        out[concept] = tuple(names)
+                names_ok = self.label_names()
+                for alias, concept in layer.aliases.items():
+                    if alias not in names_ok and alias not in out and concept in positions:
+                        out[alias] = tuple(positions[concept])
+            self._label_aliases = out
+        return self._label_aliases
+
+    def concept_taxonomy(self) -> Taxonomy:
+        """The taxonomy of the concepts, on which evaluation counts: this taxonomy (without virtual
+        leaves) for a tree; for a polyhierarchy its :class:`ConceptDag` (label sets closed over
+        every parent)."""
+        if self._concept_tax is None:
+            self._concept_tax = ConceptDag.of(self.base()) if self.is_polyhierarchy else self.base()
+        return self._concept_tax
+
+    def display_name(self, name: str) -> str:
+        """The label shown for a concept (its ``skos:prefLabel`` in the chosen language), else its name."""
+        if self._concepts is None:
+            return name
+        return self._concepts.labels.get(name, name)
+
+    @property
+    def has_display_names(self) -> bool:
+        return self._concepts is not None and bool(self._concepts.labels)
+
+    def concept_predictions(self, labels: Sequence[Sequence[str]], scores: Sequence[Sequence[float]]
+                            ) -> tuple[list[list[str]], list[list[float]]]:
+        """Predicted node names (and their aligned scores) of documents as the concepts users see: for
+        a polyhierarchy a concept is predicted when any of its positions is, with the highest score of
+        its positions, and a concept that is an ancestor (over any parent) of another predicted one is
+        left out, as the ancestors of a tree's deepest labels are; concepts in concept-taxonomy id
+        order. A tree's labels are returned as they are."""
+        if not self.is_polyhierarchy:
+            return [list(x) for x in labels], [list(x) for x in scores]
+        dag = self.concept_taxonomy()
+        cof = self._concepts.concept_of if self._concepts is not None else {}
+        out_l: list[list[str]] = []
+        out_s: list[list[float]] = []
+        for labs, scs in zip(labels, scores, strict=True):
+            best: dict[int, float] = {}
+            for name, sc in zip(labs, scs, strict=True):
+                c = dag.id(cof.get(name, name))
+                best[c] = max(best.get(c, -np.inf), float(sc))
+            keep = dag.deepest(dag.closure(best))
+            kept = [int(c) for c in keep if int(c) in best]
+            out_l.append([dag.names[c] for c in kept])
+            out_s.append([best[c] for c in kept])
+        return out_l, out_s
+
+    def concept_labels(self, label_lists: Sequence[Sequence[str] | None]) -> list[list[str] | None]:
+        """Node names (a features folder's gold labels: positions) as the concepts they stand for, each
+        once, in their order (None stays None). A tree's labels are returned as they are."""
+        if not self.is_polyhierarchy:
+            return [None if x is None else list(x) for x in label_lists]
+        cof = self._concepts.concept_of if self._concepts is not None else {}
+        return [None if x is None else list(dict.fromkeys(cof.get(n, n) for n in x)) for x in label_lists]
+
+    def display_names(self, label_lists: Sequence[Sequence[str]]) -> list[list[str]] | None:
+        """The labels shown for concept names (:meth:`display_name`), or None when the taxonomy has no
+        display labels (a TSV)."""
+        if not self.has_display_names:
+            return None
+        return [[self.display_name(n) for n in labs] for labs in label_lists]
+
+
+class ConceptDag(Taxonomy):
+    """The concepts of a polyhierarchy, on which evaluation counts (models never see it).
+
+    A concept may have several parents (:attr:`parents`). :attr:`parent` holds its *primary*
+    parent, the parent of its shallowest position in the tree of paths, so the tree views (depth,
+    children, the order of a report's tables) are those of that spanning tree. What depends on the
+    hierarchy uses every parent: :meth:`ancestor_matrix` and :meth:`closure` (a label set closed over
+    every parent, the DAG closure), :meth:`ancestors`, :meth:`deepest`, :attr:`is_leaf`,
+    :meth:`edges` and the fingerprint, and :class:`sparkhc.metrics.MetricCounts` (H-loss over every
+    ancestor). Build it from the tree of paths with :meth:`Taxonomy.concept_taxonomy`.
+
+    Examples
+    --------
+    >>> tax = Taxonomy.from_edges([("R", "a"), ("R", "b"), ("a", "x"), ("b", "x")])
+    >>> dag = tax.concept_taxonomy()
+    >>> [dag.names[c] for c in dag.closure([dag.id("x")])]
+    ['a', 'b', 'x']
+    """
+
+    __slots__ = ("parents", "_topo", "_dag_leaf")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        parent: Sequence[int] | np.ndarray,
+        parents: Sequence[Sequence[int] | np.ndarray],
+        source: str = "<memory>",
+        concepts: ConceptLayer | None = None,
+    ) -> None:
+        super().__init__(names, parent, None, source, concepts)
+        #: every parent of each concept, by id, sorted (empty for the root)
+        self.parents: tuple[np.ndarray, ...] = tuple(np.asarray(p, dtype=np.int32) for p in parents)
+        self._topo: np.ndarray | None = None
+        self._dag_leaf: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, tax: Taxonomy) -> ConceptDag:
+        """The concepts of the tree of paths ``tax`` (its virtual leaves ignored): a concept's
+        parents are the concepts of its positions' parents."""
+        root = tax.root_name
+        parents: dict[str, list[str]] = {}
+        for c in range(1, tax.n_nodes):  # level order: a concept's shallowest position first
+            if tax.virtual[c]:
+                continue
+            p = int(tax.parent[c])
+            ps = parents.setdefault(tax.concept_name(c), [])
+            q = tax.concept_name(p) if p > 0 else root
+            if q not in ps:
+                ps.append(q)
+        tree = Taxonomy._from_trusted(root, [(ps[0], c) for c, ps in parents.items()], tax.source)
+        index = {n: i for i, n in enumerate(tree.names)}
+        all_parents = [np.zeros(0, np.int32)] + [np.array(sorted(index[q] for q in parents[n]), np.int32)
+                                                 for n in tree.names[1:]]
+        layer = tax.concepts
+        if layer is not None:
+            layer = ConceptLayer(labels=layer.labels, aliases=layer.aliases, deprecated=layer.deprecated,
+                                 vocabulary=layer.vocabulary, language=layer.language)
+        return cls(tree.names, tree.parent, all_parents, tax.source, layer)
+
+    def __repr__(self) -> str:
+        return (f"ConceptDag(root={self.root_name!r}, concepts={self.n_nodes - 1}, "
+                f"edges={sum(len(p) for p in self.parents)}, depth={self.max_depth})")
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ConceptDag) and super().__eq__(other)
+                and all(np.array_equal(a, b) for a, b in zip(self.parents, other.parents, strict=True)))
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint(include_virtual=True))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**super().__getstate__(), "parents": self.parents}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["names"], state["parent"], state["parents"], str(state["source"]),  # type: ignore[misc,arg-type]
+                      state.get("concepts"))
+
+    def topological_order(self) -> np.ndarray:
+        """Node ids, every parent before its children (the root first)."""
+        if self._topo is None:
+            n = self.n_nodes
+            waiting = np.array([len(p) for p in self.parents], dtype=np.int64)
+            kids: list[list[int]] = [[] for _ in range(n)]
+            for c in range(1, n):
+                for q in self.parents[c]:
+                    kids[int(q)].append(c)
+            order = [0]
+            head = 0
+            while head < len(order):
+                for c in kids[order[head]]:
+                    waiting[c] -= 1
+                    if waiting[c] == 0:
+                        order.append(c)
+                head += 1
+            self._topo = np.asarray(order, dtype=np.int32)
+        return self._topo
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        """Per concept: no concept has it as a parent."""
+        if self._dag_leaf is None:
+            a = np.ones(self.n_nodes, dtype=bool)
+            for ps in self.parents:
+                a[ps] = False
+            if self.n_nodes > 1:
+                a[0] = False
+            a.setflags(write=False)
+            self._dag_leaf = a
+        return self._dag_leaf
+
+    def n_children(self) -> np.ndarray:
+        """The number of children of each concept (over every parent link)."""
+        out = np.zeros(self.n_nodes, dtype=np.int64)
+        for ps in self.parents:
+            out[ps] += 1
+        return out
+
+    def ancestor_matrix(self) -> sp.csr_matrix:
+        """CSR ``A`` with ``A[c, a] = 1`` iff ``a`` is ``c`` or an ancestor of ``c`` over any parent
+        (root excluded): ``(Y @ A) > 0`` is the DAG closure of a label matrix ``Y``."""
+        if self._anc is None:
+            import scipy.sparse as sp
+
+            rows: list[np.ndarray] = [np.zeros(0, np.int64)] * self.n_nodes
+            for c in self.topological_order().tolist():
+                if c == 0:
+                    continue
+                parts = [rows[int(q)] for q in self.parents[c] if q > 0]
+                rows[c] = np.unique(np.concatenate([*parts, np.array([c], np.int64)]))
+            lengths = np.array([len(r) for r in rows], dtype=np.int64)
+            cols = np.concatenate(rows) if lengths.sum() else np.zeros(0, np.int64)
+            indptr = np.concatenate([[0], np.cumsum(lengths)])
+            self._anc = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), cols, indptr),
+                                      shape=(self.n_nodes, self.n_nodes))
+        return self._anc
+
+    def ancestors(self, c: int) -> list[int]:
+        """Proper ancestors of ``c`` over every parent, root excluded, by id."""
+        a = self.ancestor_matrix()
+        return [int(x) for x in a.indices[a.indptr[c]:a.indptr[c + 1]] if x != c]
+
+    def closure(self, nodes: Iterable[int]) -> np.ndarray:
+        """The DAG closure: sorted ids of ``nodes`` and all their ancestors over every parent, root excluded."""
+        a = self.ancestor_matrix()
+        ids = [int(c) for c in nodes if int(c) > 0]
+        if not ids:
+            return np.zeros(0, dtype=np.int32)
+        return np.unique(np.concatenate([a.indices[a.indptr[c]:a.indptr[c + 1]] for c in ids])).astype(np.int32)
+
+    def deepest(self, nodes: Iterable[int]) -> np.ndarray:
+        """The concepts of a closed set none of whose children (over any parent) is in the set."""
+        s = {int(c) for c in nodes}
+        s.discard(0)
+        has_desc = {int(q) for c in s for q in self.parents[c]}
+        return np.array(sorted(c for c in s if c not in has_desc), dtype=np.int32)
+
+    def edges(self, include_virtual: bool = True) -> list[tuple[str, str]]:
+        """Every ``(parent, child)`` link of the concepts."""
+        return [(self.names[int(q)], self.names[c]) for c in range(1, self.n_nodes) for q in self.parents[c]]
+
+    def with_self_leaves(self, nodes: Iterable[int | str] | None = None) -> Taxonomy:
+        raise TaxonomyError("a concept DAG has no virtual leaves: models train on its tree of paths")
 
 
 def _numbered(indices: Sequence[int], lines: Sequence[int] | None) -> str:
@@ -580,6 +951,25 @@ def _cycle_through(edge_list: Sequence[tuple[str, str]], start: str) -> tuple[li
                 back[child] = (node, i)
                 queue.append(child)
     return None
+
+
+def _not_sorted(parent_of: dict[str, str], more_parents: dict[str, list[str]]) -> set[str]:
+    """The nodes a topological sort (Kahn's) of the parent links cannot order: those on a cycle and
+    below one (empty for an acyclic graph)."""
+    kids: dict[str, list[str]] = {}
+    waiting: dict[str, int] = {}
+    for c, p in parent_of.items():
+        for q in (p, *more_parents.get(c, ())):
+            kids.setdefault(q, []).append(c)
+        waiting[c] = 1 + len(more_parents.get(c, ()))
+    ready = [q for q in kids if q not in parent_of]
+    while ready:
+        q = ready.pop()
+        for c in kids.get(q, ()):
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return {c for c, w in waiting.items() if w > 0}
 
 
 def _find_cycle(parent_of: dict[str, str], start: str) -> list[str]:

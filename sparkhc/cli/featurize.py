@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="a named corpus (see `sparkhc fetch --list`)")
     src.add_argument("--input", help="JSON Lines (.jsonl[.gz]), a directory per label, or Parquet of raw documents")
-    p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child or RCV1 format); required with --input")
+    p.add_argument("--taxonomy", help="taxonomy file (parent<TAB>child, RCV1 format, or a SKOS vocabulary: "
+                   ".ttl, .rdf, .nt; a concept may have several parents); required with --input")
     p.add_argument("--class-spaces", default=None, metavar="FILE",
                    help="multi-dimensional labels: a TOML file of [[class_space]] tables, each turning a record "
                         "field into one class per document (see sparkhc/class_spaces.py); replaces the taxonomy")

@@ -172,7 +172,7 @@ def locations(args: argparse.Namespace) -> None:
 
 def featurize_inputs(args: argparse.Namespace) -> None:
     """``sparkhc featurize``: the corpus name (and its files, fetched if need be), ``--input`` on the
-    local file system, the taxonomy file (parsed: cycles, two parents, ...), the class-space file."""
+    local file system, the taxonomy file (parsed: cycles, a polyhierarchy's positions, ...), the class-space file."""
     check_featurize_sources(args.corpus, args.input, args.taxonomy or args.like, args.class_spaces)
     if args.like is not None:
         from sparkhc.persistence import model_feature_spec
@@ -185,9 +185,13 @@ def featurize_inputs(args: argparse.Namespace) -> None:
         return
     raw_input(args.input)
     if args.taxonomy is not None:
+        from sparkhc.config import load_config
         from sparkhc.taxonomy import Taxonomy
 
-        Taxonomy.load(args.taxonomy)  # (a local path or a file: URI; another scheme is refused)
+        # the verb's configuration (its files were checked before): the labels' language, the positions allowed
+        fcfg = load_config([str(fsio.local_path(c) or c) for c in args.config], args.overrides).featurize
+        # (a local path or a file: URI; another scheme is refused)
+        Taxonomy.load(args.taxonomy, language=fcfg.label_language, max_positions=fcfg.max_positions)
     if args.class_spaces is not None:
         from sparkhc.class_spaces import ClassSpaces
 

@@ -530,7 +530,8 @@ class RecordSink:
         tax = self.taxonomy
         if tax is not None and labels:
             known = self.known_labels()
-            unknown = [lab for lab in labels if lab not in known]
+            aliases = tax.label_aliases()  # a polyhierarchy's concepts, a vocabulary's notations
+            unknown = [lab for lab in labels if lab not in known and lab not in aliases]
             if unknown:
                 if self.unknown_labels == "error":
                     lab = unknown[0]
@@ -550,6 +551,8 @@ class RecordSink:
                     rep.drop_label(doc_id, lab)
                 bad = set(unknown)
                 labels = [lab for lab in labels if lab not in bad]
+            if aliases and labels:  # each label -> the nodes it stands for (every position of a concept)
+                labels = list(dict.fromkeys(n for lab in labels for n in aliases.get(lab, (lab,))))
             if self.ancestors and labels:
                 ids = tax.closure(tax.id(lab) for lab in labels)
                 labels = [tax.names[int(c)] for c in ids]
@@ -587,13 +590,14 @@ class RecordSink:
         self.report.no_labels += clean.no_labels
 
     def known_labels(self) -> frozenset[str]:
-        """The names a label may take: the taxonomy's nodes but the root and virtual ones."""
+        """The names a label may take as they are: the taxonomy's nodes but the root and virtual ones
+        (and the positions of a polyhierarchy's concepts; the other names a label may take, mapped to
+        nodes, are :meth:`~sparkhc.taxonomy.Taxonomy.label_aliases`)."""
         known = self._known_labels
         if known is None:
             tax = self.taxonomy
             assert tax is not None
-            known = self._known_labels = frozenset(
-                name for i, name in enumerate(tax.names) if i != 0 and not tax.virtual[i])
+            known = self._known_labels = tax.label_names()
         return known
 
     def flush(self) -> pa.RecordBatch | None:

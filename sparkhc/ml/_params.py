@@ -65,16 +65,24 @@ def to_string_list(value: Any) -> list[str]:
 
 
 def load_taxonomy(spec: Any, who: str) -> Taxonomy:
-    """The taxonomy of a Param value (path or pairs)."""
+    """The taxonomy of a Param value (path or pairs): a TSV, RCV1 or SKOS file (labels given as
+    concept URIs); a polyhierarchy is refused in one line (its concepts map to several positions,
+    which the CLI's featurize does)."""
     if isinstance(spec, str):
         p = Path(spec.removeprefix("file://") if spec.startswith("file://") else spec)
         if not p.is_file():
             raise ConfigError(f"{who}: Param taxonomy: file {spec!r} not found")
-        return Taxonomy.load(p)
-    try:
-        return Taxonomy.from_edges([(a, b) for a, b in spec], source=f"{who}.taxonomy")
-    except TaxonomyError as e:
-        raise TaxonomyError(f"{who}: Param taxonomy: {e}") from None
+        tax = Taxonomy.load(p)
+    else:
+        try:
+            tax = Taxonomy.from_edges([(a, b) for a, b in spec], source=f"{who}.taxonomy")
+        except TaxonomyError as e:
+            raise TaxonomyError(f"{who}: Param taxonomy: {e}") from None
+    if tax.is_polyhierarchy:
+        raise TaxonomyError(f"{who}: Param taxonomy: {tax.source} is a polyhierarchy (a concept with several "
+                            "parents); the pyspark.ml API takes trees: featurize and train it with sparkhc featurize "
+                            "and sparkhc train")
+    return tax
 
 
 def _is_int(v: Any) -> bool:

@@ -165,6 +165,11 @@ class HierModel:
     native_partial_paths: ClassVar[bool] = False
     #: one class per class space (multi-dimensional classification: evaluate adds MDC metrics)
     multi_dimensional: ClassVar[bool] = False
+    #: trains and decodes on the tree of paths of a polyhierarchy (a concept with several parents:
+    #: one position per path, :mod:`sparkhc.polyhierarchy`); every model over a tree taxonomy can, a
+    #: model whose taxonomy must have another shape (the class spaces of MDC) declares False and
+    #: training refuses a polyhierarchy in one line naming the models that can
+    supports_polyhierarchy: ClassVar[bool] = True
     #: a saved model can continue training on new documents (``sparkhc train --warm-start``)
     warm_startable: ClassVar[bool] = True
     #: every training document needs a label: ``sparkhc train`` and the ``pyspark.ml`` estimator

@@ -636,7 +636,8 @@ def featurize_tokens(
             "spec_fingerprint": spec.fingerprint,
             "taxonomy": None
             if taxonomy is None
-            else {"fingerprint": taxonomy.fingerprint(), "source": taxonomy.source, "nodes": taxonomy.n_nodes - 1},
+            else {"fingerprint": taxonomy.fingerprint(), "source": taxonomy.source, "nodes": taxonomy.n_nodes - 1,
+                  **taxonomy.concept_info()},
             "num_partitions": n_parts,
             "files": files,
             "spark_version": spark.version,

@@ -184,7 +184,7 @@ def featurize(
         corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
     else:
         assert input_path is not None
-        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else like_tax
+        taxonomy = load_taxonomy(taxonomy_path, fcfg) if taxonomy_path is not None else like_tax
         if not (fcfg.require_labels if require_labels is None else require_labels):
             read_opts["require_labels"] = False
         batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
@@ -218,6 +218,12 @@ def featurize(
     _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
     summary["total_seconds"] = round(time.perf_counter() - t0, 2)
     return summary
+
+
+def load_taxonomy(path: str | Path, fcfg: Any) -> Taxonomy:
+    """``--taxonomy``: a TSV, RCV1 or SKOS file with the ``[featurize]`` settings of ``fcfg`` (the
+    labels' language, the positions a polyhierarchy may have)."""
+    return Taxonomy.load(path, language=fcfg.label_language, max_positions=fcfg.max_positions)
 
 
 def _like_model(like: str | Path | None, spaces: Any, fit_exclude_fold: int | None) -> tuple[Any, Taxonomy | None]:
@@ -277,8 +283,24 @@ def _featurize_extra_files(taxonomy: Taxonomy, corpus_meta: dict[str, Any], repo
     return {
         TAXONOMY_FILE: taxonomy.to_tsv(),
         CORPUS_FILE: json.dumps({**corpus_meta, "read_report": report_dict, "taxonomy_fingerprint":
-                                 taxonomy.fingerprint()}, indent=2, sort_keys=True, default=str) + "\n",
+                                 taxonomy.fingerprint(), **_concepts_meta(taxonomy)},
+                                indent=2, sort_keys=True, default=str) + "\n",
     }
+
+
+def _concepts_meta(taxonomy: Taxonomy) -> dict[str, Any]:
+    """``corpus.json``'s record of a vocabulary or polyhierarchy (concepts, positions, deprecated
+    concepts skipped, label language), also logged; nothing for a plain tree."""
+    info = taxonomy.concept_info()
+    if not info:
+        return {}
+    if "positions" in info:
+        log.info("featurize: taxonomy %s: %d concepts at %d positions (the tree of paths the models train on)",
+                 taxonomy.source, info["concepts"], info["positions"])
+    if info.get("vocabulary"):
+        log.info("featurize: vocabulary %s: %d deprecated concept(s) skipped; labels in %r", taxonomy.source,
+                 info.get("deprecated_concepts", 0), info.get("label_language"))
+    return {"taxonomy_concepts": info}
 
 
 def _spark_jsonl_source(spark: SparkSession, corpus: str | None, input_path: str | None, class_spaces: bool,
@@ -439,7 +461,7 @@ def _featurize_on_executors(spark: SparkSession, cfg: Config, out: str | Path, s
         fit_on = ("train",) if "train" in tc.splits else None
         corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
     else:
-        taxonomy = Taxonomy.load(taxonomy_path) if taxonomy_path is not None else like_tax
+        taxonomy = load_taxonomy(taxonomy_path, cfg.featurize) if taxonomy_path is not None else like_tax
         assert taxonomy is not None
         opts["on_empty"] = read_opts.get("on_empty", "error")
         if kind != "labeldirs" and not (cfg.featurize.require_labels if require_labels is None else require_labels):
@@ -661,6 +683,12 @@ def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: D
     the parameters come from ``[model.<name>]`` (or ``params``) with ``epochs`` and ``seed`` taken
     from ``[train]`` (their one source)."""
     cls = get_model_class(name)
+    if taxonomy.is_polyhierarchy and not cls.supports_polyhierarchy:
+        from sparkhc.models import names
+
+        able = [n for n in names() if get_model_class(n).supports_polyhierarchy]
+        raise ConfigError(f"model {name!r} cannot train on a polyhierarchy (the taxonomy {taxonomy.source} gives some "
+                          f"concepts several parents); models that can: {', '.join(able)}")
     if combos is None:
         assert df is not None
         combos = label_combinations(df)

@@ -2,7 +2,9 @@
 
 Output rows: ``doc_id``, ``pred_labels`` (deepest predicted labels, virtual leaves mapped back),
 ``pred_scores`` (the score of each predicted label's node, aligned), the gold ``labels`` when the
-features have them, ``split``, ``fold``, ``model_version``.
+features have them, ``split``, ``fold``, ``model_version``, ``pred_pref_labels`` (the labels shown
+for ``pred_labels``, e.g. a SKOS vocabulary's preferred labels; null without). The labels are
+concepts: a polyhierarchy's positions are mapped back (:meth:`sparkhc.taxonomy.Taxonomy.concept_predictions`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sparkhc.persistence import state_from_bytes, state_to_bytes
 PRED_LABELS = "pred_labels"
 PRED_SCORES = "pred_scores"
 MODEL_VERSION = "model_version"
+PRED_PREF_LABELS = "pred_pref_labels"
 
 PRED_SCHEMA = pa.schema(
     [
@@ -31,11 +34,13 @@ PRED_SCHEMA = pa.schema(
         (SPLIT, pa.string()),
         (FOLD, pa.int32()),
         (MODEL_VERSION, pa.string()),
+        (PRED_PREF_LABELS, pa.list_(pa.string())),
     ]
 )
 PRED_DDL = (
     f"{DOC_ID} string, {PRED_LABELS} array<string>, {PRED_SCORES} array<float>, "
-    f"{LABELS} array<string>, {SPLIT} string, {FOLD} int, {MODEL_VERSION} string"
+    f"{LABELS} array<string>, {SPLIT} string, {FOLD} int, {MODEL_VERSION} string, "
+    f"{PRED_PREF_LABELS} array<string>"
 )
 
 
@@ -83,15 +88,21 @@ def predict_batches(model: HierModel, version: str, batches: Iterable[pa.RecordB
         batch = SparseBatch.from_arrow(rb, n_features, with_counts=with_counts, extra_columns=(SPLIT, FOLD))
         labels, scores = decode_batch(model, batch)
         names = rb.schema.names
+        tax = model.taxonomy  # positions -> concepts (a polyhierarchy), and the labels shown
+        labels, scores = tax.concept_predictions(labels, scores)
+        gold: Any = rb.column(LABELS) if LABELS in names else [None] * rb.num_rows
+        if tax.is_polyhierarchy and LABELS in names:
+            gold = tax.concept_labels(rb.column(LABELS).to_pylist())
         yield pa.RecordBatch.from_pydict(
             {
                 DOC_ID: rb.column(DOC_ID),
                 PRED_LABELS: labels,
                 PRED_SCORES: scores,
-                LABELS: rb.column(LABELS) if LABELS in names else [None] * rb.num_rows,
+                LABELS: gold,
                 SPLIT: rb.column(SPLIT) if SPLIT in names else [None] * rb.num_rows,
                 FOLD: rb.column(FOLD).cast(pa.int32()) if FOLD in names else [None] * rb.num_rows,
                 MODEL_VERSION: [version] * rb.num_rows,
+                PRED_PREF_LABELS: tax.display_names(labels) or pa.nulls(rb.num_rows, pa.list_(pa.string())),
             },
             schema=PRED_SCHEMA,
         )

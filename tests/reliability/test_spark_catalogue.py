@@ -286,9 +286,12 @@ TAX_CASES = [
     ("TAX-02-cycle-without-root", "A\tB\nB\tA\n", r"t\.tsv: cycle: (A -> B -> A|B -> A -> B) \(no root\)"),
     ("TAX-03-detached-cycle", "ROOT\tA\nX\tY\nY\tX\n", r"t\.tsv: cycle: .* \(2 node\(s\) not reachable from the root"),
     ("TAX-04-self-loop", "ROOT\tA\nA\tA\n", r"t\.tsv, line 2: cycle: node 'A' is its own parent"),
-    ("TAX-05-two-parents", TAXONOMY_TSV + "science\ttennis\n",
-     r"t\.tsv, line 7: node 'tennis' has two parents, 'sports' \(line/edge 4\) and 'science'; only trees and "
-     r"forests are supported \(DAG taxonomies are not supported yet\)"),
+    # (before issue 56 a second parent was refused; a polyhierarchy is refused only when its tree of paths is
+    # too large: 16 levels of two concepts, each a child of both above, have 2 x (2^16 - 1) = 131070 positions)
+    ("TAX-05-too-many-positions", "ROOT\ta1\nROOT\tb1\n" + "".join(
+        f"{p}{i}\t{c}{i + 1}\n" for i in range(1, 16) for p in "ab" for c in "ab"),
+     r"t\.tsv: the polyhierarchy of 32 concepts has 131070 positions \(paths from the root\), above the limit of "
+     r"100000; raise featurize\.max_positions \(--set featurize\.max_positions=N\)"),
     ("TAX-06-empty-file", "", r"t\.tsv: the taxonomy is empty \(no parent/child edges\)"),
     ("TAX-07-comments-only", "# parent\tchild\n\n", r"t\.tsv: the taxonomy is empty"),
     ("TAX-08-three-columns", "ROOT\tsports\nsports\tfootball\textra\n",

@@ -113,9 +113,11 @@ def test_error_self_loop(tmp_path):
         Taxonomy.load(_write(tmp_path, "ROOT\tA\nA\tA\n"))
 
 
-def test_error_two_parents(tmp_path):
-    with pytest.raises(TaxonomyError, match=r"line 3: node 'X' has two parents, 'A' .* and 'B'.*DAG"):
-        Taxonomy.load(_write(tmp_path, "ROOT\tA\nA\tX\nB\tX\nROOT\tB\n"))
+def test_two_parents_make_a_polyhierarchy(tmp_path):
+    # (before issue 56: refused as a DAG) X under A and B: one position per path, named concept@parent
+    t = Taxonomy.load(_write(tmp_path, "ROOT\tA\nA\tX\nB\tX\nROOT\tB\n"))
+    assert t.edges() == [("ROOT", "A"), ("ROOT", "B"), ("A", "X@A"), ("B", "X@B")]
+    assert t.is_polyhierarchy and t.concept_name(t.id("X@B")) == "X"
 
 
 def test_error_unknown_parent(tmp_path):

@@ -50,13 +50,12 @@ def test_rcv1_cycle_below_the_declared_root(tmp_path):
         Taxonomy.load(f)
 
 
-def test_node_with_two_parents_is_still_reported_as_such(tmp_path):
-    # X has two parents and no cycle: the existing message, unchanged
+def test_node_with_two_parents_and_no_cycle_is_a_polyhierarchy(tmp_path):
+    # X has two parents and no cycle: no longer refused; the tree of its paths (issue 56)
     f = _write(tmp_path, "ROOT\tA\nROOT\tB\nA\tX\nB\tX\n")
-    with pytest.raises(TaxonomyError, match=r"line 4: node 'X' has two parents, 'A' \(line/edge 3\) and 'B'; only "
-                                            r"trees and forests are supported \(DAG taxonomies are not supported "
-                                            r"yet\)"):
-        Taxonomy.load(f)
+    t = Taxonomy.load(f)
+    assert t.names == ("ROOT", "A", "B", "X@A", "X@B")
+    assert t.concept_of == {"X@A": "X", "X@B": "X"}
 
 
 def test_duplicate_edge_is_used_once_with_a_warning(tmp_path, caplog):

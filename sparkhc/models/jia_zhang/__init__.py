@@ -86,6 +86,7 @@ class M3MDCModel(HierModel):
     estimator_class: ClassVar[Any] = M3MDC
     #: sparkhc evaluate adds the MDC metrics
     multi_dimensional: ClassVar[bool] = True
+    supports_polyhierarchy: ClassVar[bool] = False  # the taxonomy is its class spaces (depth 2, one class each)
     #: one exact fit on the driver, the pairwise sub-problems of every sweep on Spark (sparkhc.spark.mdc)
     training: ClassVar[TrainingStrategy] = "batch"
     warm_startable: ClassVar[bool] = False

@@ -100,9 +100,6 @@ class WorkingSets:
         """``A_i``: every document's sum of dual weights."""
         return np.bincount(self.doc, weights=self.alpha, minlength=self.n_docs)
 
-    def keys_of(self, i: int, doc_ptr: np.ndarray) -> np.ndarray:
-        return self.key[doc_ptr[i] : doc_ptr[i + 1]]
-
     def take(self, rows: np.ndarray) -> WorkingSets:
         """The trees ``rows`` (in that order)."""
         rows = np.asarray(rows, dtype=np.int64)
@@ -177,11 +174,6 @@ def _tree_key_impl(chosen):  # type: ignore[no-untyped-def]
 
 
 _tree_key_j = _njit(_tree_key_impl)
-
-
-def tree_key(sel: np.ndarray) -> int:
-    """A 64-bit key of a label tree (its node mask), the same in every process and in the kernels."""
-    return int(_tree_key_j(np.ascontiguousarray(sel, dtype=np.bool_)))
 
 
 def _online_impl(  # type: ignore[no-untyped-def]
@@ -543,6 +535,3 @@ def duality_gap(sq_norm: float, counters: dict[str, float]) -> tuple[float, floa
     p = 0.5 * sq_norm + counters["primal_loss"]
     return sq_norm + counters["primal_loss"] - counters["dual_part"], p
 
-
-def uses_kernels() -> bool:
-    return _kernels.available()

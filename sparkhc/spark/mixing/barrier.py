@@ -27,7 +27,7 @@ from sparkhc.spark.mixing.checkpoints import Checkpoint
 from sparkhc.spark.mixing.engine import Engine, ModelSpec, epoch_info, log_epoch
 from sparkhc.spark.mixing.exchange import Exchange
 from sparkhc.spark.mixing.mix import mix_deltas, shard_epoch
-from sparkhc.spark.mixing.settings import Hooks, MixingSettings
+from sparkhc.spark.mixing.settings import Hooks, MixingSettings, certified
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def _make_barrier_fn(
                                            len(present))
             info = epoch_info(epoch, epochs, ep_counters, time.perf_counter() - t0)
             # every task mixed the same counters: all stop after the same epoch
-            done = stage.gap_tol > 0 and "rel_gap" in info and float(info["rel_gap"]) <= stage.gap_tol
+            done = certified(stage.gap_tol, info)
             if t == 0:  # the record first: a checkpointed epoch always has one
                 if stage.keep_states and epoch + 1 < epochs and not done:  # the last one is written below
                     wd.write_state(f"state-{epoch + 1:05d}.npz", base)

@@ -68,8 +68,8 @@ class MixingSettings:
 
     def certified(self, info: dict[str, Any]) -> bool:
         """Whether an epoch's record (:func:`~sparkhc.spark.mixing.engine.epoch_info`) ends the
-        training by its certificate: ``rel_gap <= gap_tol``."""
-        return self.gap_tol > 0 and "rel_gap" in info and float(info["rel_gap"]) <= self.gap_tol
+        training by its certificate (:func:`certified`)."""
+        return certified(self.gap_tol, info)
 
     def local_scale(self) -> float:
         """The factor of the shards' step caps (:attr:`HierModel.step_scale`): the number of shards
@@ -99,6 +99,11 @@ class Hooks:
     on_epoch_state: Callable[[int, ModelState], bool | None] | None = None
     fault_hook: Callable[[int, int], None] | None = None
     stage_epochs: Callable[[int, int], int] | None = None
+
+
+def certified(gap_tol: float, info: dict[str, Any]) -> bool:
+    """Whether an epoch's record ends a training by its certificate: ``rel_gap <= gap_tol`` (> 0)."""
+    return gap_tol > 0 and "rel_gap" in info and float(info["rel_gap"]) <= gap_tol
 
 
 def resolve_shards(spark: SessionLike, shards: int) -> int:

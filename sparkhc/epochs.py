@@ -201,6 +201,15 @@ def choose(curves: Sequence[Sequence[float]]) -> tuple[int, int, float]:
     return best
 
 
+def choose_on_common_epochs(curves: Sequence[Sequence[float]]) -> tuple[int, int, int]:
+    """(candidate, epochs, n) when a time budget ended some curves early: the candidate is chosen by
+    :func:`choose` on the first ``n`` epochs, the most that every curve ran, so that no candidate wins
+    on epochs another was not given; its epochs are then chosen on its whole curve."""
+    n = min(len(c) for c in curves)
+    i = choose([list(c[:n]) for c in curves])[0]
+    return i, choose([curves[i]])[1], n
+
+
 def paired_gain(best: Sequence[Sequence[float]], e_best: int, base: Sequence[Sequence[float]],
                 e_base: int) -> tuple[float, float]:
     """(mean, standard error) over the inner folds of the smoothed validation score of a candidate

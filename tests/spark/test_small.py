@@ -454,6 +454,28 @@ def test_time_budget_with_several_bands_leaves_room_for_the_final_training(spark
     assert info["documents"] == 1852 and sel["epochs"] <= 4
 
 
+def test_time_budget_never_decides_c_by_starving_a_candidate(spark, rcv1, tmp_path, monkeypatch):
+    """A C search under a budget: 10 s an epoch, 160 s, one band, no stopping rule. Each candidate
+    leaves room for the later ones as long as itself, so (hand-computed in
+    tests/unit/test_time_budget.py's terms) C = 0.1 runs 5 epochs (a 6th would need 10 + 2 x 60 s
+    of the 110 s left), C = 0.3 runs 5 (10 + 70 s of 60 s) and C = 1, last, 6. The candidates are
+    compared on the 5 epochs all of them ran, and the record says so."""
+    from sparkhc.epochs import AUTO_C_GRID, choose
+
+    _ten_seconds_an_epoch(monkeypatch)
+    sets = ["train.execution=driver", "train.max_epochs=8", "train.patience=0", "train.shards=2",
+            "train.validation_folds=1", "train.c_search=always", "train.calibrate=off", "train.time_budget=160"]
+    pipelines.train(spark, load_config(overrides=sets), rcv1, tmp_path / "m", split=None, exclude_fold=0)
+    sel = _epoch_selection(tmp_path / "m")
+    assert [len(c) for c in sel["C_curves"]] == [5, 5, 6] and sel["C_compared_epochs"] == 5
+    assert sel["time_budget"]["cut_selection"]
+    best = AUTO_C_GRID[choose([c[:5] for c in sel["C_curves"]])[0]]
+    gain = sel["C_gain"]
+    assert sel["C"] == (0.3 if best == 0.3 or gain[0] <= gain[1] else best)
+    if sel["C"] == 1.0:
+        assert sel["epochs"] == choose([sel["C_curves"][2]])[1]
+
+
 def test_time_budget_skips_the_calibration_bands_that_do_not_fit(spark, rcv1, tmp_path, monkeypatch):
     """With one band of ~185 documents, ``train.calibration_documents = 5000`` would score 9 more
     bands (one training of the chosen epochs each, 10 s an epoch here) when the offsets pay: with

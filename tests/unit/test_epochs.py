@@ -110,3 +110,18 @@ def test_bad_patience_and_empty_curve():
 def test_score_is_hf_plus_macro_f1():
     assert CRITERION == ("hF", "LBMaF")
     assert validation_score({"hF": 0.75, "LBMaF": 0.5, "LBMiF": 9.0}) == 1.25
+
+
+def test_a_budget_cut_compares_candidates_on_the_epochs_all_ran():
+    """A curve cut at 3 epochs (0.5, 0.6, 0.7: trailing means 0.5, 0.55, 0.6) against one that ran 6
+    (0.5, 0.55, 0.6, 0.9, 0.9, 0.9: trailing means 0.5, 0.525, 0.55, 0.683, 0.8, 0.9). On the whole
+    curves the second wins (0.9 > 0.6); on the 3 epochs both ran the first does (0.6 > 0.55), and its
+    epochs come from its own curve (3). Reversed order, the same candidate."""
+    from sparkhc.epochs import choose, choose_on_common_epochs
+
+    cut, full = [0.5, 0.6, 0.7], [0.5, 0.55, 0.6, 0.9, 0.9, 0.9]
+    assert choose([cut, full])[:2] == (1, 6)
+    assert choose_on_common_epochs([cut, full]) == (0, 3, 3)
+    assert choose_on_common_epochs([full, cut]) == (1, 3, 3)
+    # the longer curve chosen on the common epochs keeps its own best epoch
+    assert choose_on_common_epochs([[0.4, 0.4, 0.4], full]) == (1, 6, 3)

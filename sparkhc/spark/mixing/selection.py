@@ -106,6 +106,7 @@ def select_epochs(
         EarlyStopping,
         PooledCurve,
         choose,
+        choose_on_common_epochs,
         jackknife_gain,
         outlook,
         paired_gain,
@@ -233,7 +234,13 @@ def select_epochs(
                     keeps[k] = []
     metrics = [c.metrics() for c in curves]
     scores = [[validation_score(m) for m in ms] for ms in metrics]
-    i, epochs, _ = choose(scores)
+    common: int | None = None
+    if budget is not None and budget.cut and len(scores) > 1:  # C never won on epochs others were not given
+        i, epochs, common = choose_on_common_epochs(scores)
+        log.info("select_epochs: train.time_budget ended a validation training early: the C candidates are "
+                 "compared on the %d epoch(s) each of them ran", common)
+    else:
+        i, epochs, _ = choose(scores)
     gain: tuple[float, float] | None = None
     if c_grid is not None and c_j is not None and i != c_j:
         j = c_j
@@ -289,7 +296,8 @@ def select_epochs(
                     "C_scores": [float(choose([s])[2]) for s in scores],
                     "C_epochs": [int(choose([s])[1]) for s in scores],
                     "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]],
-                    "C_gain_se": "jackknife over the band's documents" if jack else "over the inner folds"})
+                    "C_gain_se": "jackknife over the band's documents" if jack else "over the inner folds",
+                    "C_curves": [[float(v) for v in s] for s in scores], "C_compared_epochs": common})
     return out
 
 

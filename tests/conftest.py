@@ -86,3 +86,58 @@ def small_splits(spark):
     spark.conf.set(key, "2048")
     yield
     spark.conf.set(key, old)
+
+
+#: Tests that run only with ``-m slow`` (CI stays under 20 minutes): each took 10 s or more in the
+#: suite, and a cheaper sibling in CI covers the same code path. Node ids (or their prefix up to a
+#: parameter id), relative to ``tests/``; :func:`pytest_collection_modifyitems` checks that each one
+#: still names a test.
+SLOW_IN_CI = {
+    # the same driver-vs-Spark equality on larger data; edm-m3mdc-params0 stays in CI
+    "spark/test_mdc_driver.py::test_driver_equals_spark_bit_for_bit[edm-m3mdc-params1]",
+    "spark/test_mdc_driver.py::test_driver_equals_spark_bit_for_bit[slice-m3mdc-params2]",
+    "spark/test_mdc_driver.py::test_driver_equals_spark_bit_for_bit[slice-mdc_br-params3]",
+    "spark/test_mdc_driver.py::test_thread_solver_equals_serial_on_in_memory_rows",
+    # the jobs engine (one Spark job an epoch): its equality with barrier mixing stays in CI
+    "spark/test_small.py::test_time_budget_ends_the_selection_and_keeps_the_band_model[spark-jobs]",
+    "spark/test_ipm.py::test_step_scale_shards_caps_each_shard_by_c_times_shards[global-params0-jobs]",
+    "spark/test_ipm.py::test_step_scale_shards_caps_each_shard_by_c_times_shards[tree-params1-jobs]",
+    "spark/test_ipm.py::test_select_epochs_stops_after_patience_epochs_without_a_better_score[jobs]",
+    "spark/test_ipm.py::test_select_epochs_keeps_the_chosen_epochs_model[True-jobs]",
+    "spark/test_ipm.py::test_select_epochs_keeps_the_chosen_epochs_model[False-jobs]",
+    "spark/test_ipm.py::test_select_epochs_pools_inner_folds_and_chooses_c[jobs]",
+    # M3MDC on Spark: the serial equalities of its other solver and model stay in CI
+    "conformance/test_models_spark.py::test_one_partition_on_spark_equals_serial_training[m3mdc]",
+    "unit/test_m3mdc_dcd.py::test_adaptive_schedule_on_a_bench_like_slice_matches_a_tight_solve",
+    "spark/test_m3mdc_spark.py::test_spark_pair_solver_equals_serial[smo]",
+    "spark/test_m3mdc_spark.py::test_fit_from_a_dataframe_never_collects_the_rows[dcd]",
+    "spark/test_mdc_text_spark.py::test_auto_trains_mdc_in_the_driver_with_the_spark_paths_weights[m3mdc]",
+    # the experiment runners' quick mode: murawaki-curve's stays in CI
+    "experiments/test_runners_quick.py::test_li_yamanishi_quick",
+    "experiments/test_runners_quick.py::test_cesa_bianchi_quick",
+    # LYRL2004 bad blocks: malformed and empty stay in CI
+    "spark/test_sources_formats.py::test_lyrl2004_bad_blocks_same_errors_and_counts[dup]",
+    "spark/test_sources_formats.py::test_lyrl2004_bad_blocks_same_errors_and_counts[dup-second-w]",
+    "spark/test_sources_formats.py::test_lyrl2004_bad_blocks_same_errors_and_counts[second-w]",
+    "spark/test_sources_formats.py::test_lyrl2004_bad_blocks_same_errors_and_counts[no-qrels]",
+    "spark/test_sources_formats.py::test_lyrl2004_bad_blocks_same_errors_and_counts[no-w]",
+    # the Spark path of these: test_default_epoch_selection_in_the_driver_equals_spark stays in CI
+    "spark/test_small.py::test_refit_false_ships_the_selections_model[spark]",
+    "spark/test_small.py::test_cli_driver_training_never_starts_spark[on]",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark :data:`SLOW_IN_CI` slow; a listed id that names no collected test fails the run (when
+    the whole suite is collected), so the list cannot rot."""
+    slow = pytest.mark.slow
+    seen: set[str] = set()
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        rel = Path(str(item.path)).resolve().relative_to(tests_dir).as_posix() + "::" + item.name
+        if rel in SLOW_IN_CI:
+            item.add_marker(slow)
+            seen.add(rel)
+    whole = not config.args or [Path(a).resolve() for a in config.args] in ([tests_dir], [tests_dir.parent])
+    if whole and not config.getoption("keyword") and seen != SLOW_IN_CI:
+        raise pytest.UsageError(f"tests/conftest.py SLOW_IN_CI names no test: {sorted(SLOW_IN_CI - seen)}")

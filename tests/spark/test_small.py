@@ -290,7 +290,7 @@ def test_epoch_selection_reads_no_test_labels(spark, rcv1, tmp_path):
     assert changed > 300  # most of fold 0's 464 documents now carry wrong labels
     out = {}
     for name, feats in (("clean", rcv1), ("poisoned", poisoned)):
-        cfg = load_config(overrides=["train.max_epochs=12", "train.patience=3"])
+        cfg = load_config(overrides=["train.max_epochs=6", "train.patience=2"])
         info = pipelines.train(spark, cfg, feats, tmp_path / f"model-{name}", split=None, exclude_fold=0)
         out[name] = (info["weights_hash"], _epoch_selection(tmp_path / f"model-{name}", timings=False))
     assert out["clean"] == out["poisoned"]

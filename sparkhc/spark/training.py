@@ -200,6 +200,40 @@ def _count(df: DataFrame | None) -> int:
     return int(df.count())
 
 
+@dataclass
+class _Fit:
+    """The decisions of one :func:`fit_model` call, each made by one of its steps."""
+
+    spark: SessionLike
+    df: DataFrame | None
+    model: HierModel
+    train: TrainConfig  # train.shards resolved by the plan
+    plan: TrainingPlan
+    rows: SparseBatch | None  # the rows read in the driver (None unless the plan trains there)
+    warm_start: bool
+    select: bool  # the epochs are chosen on validation data
+    cap: int  # the most epochs a selection trains (or the fixed epochs)
+    epochs: int  # the epochs of the final training
+    c_auto: bool  # C = "auto" is still to be chosen
+    budget: TimeBudget | None = None
+    sel_rows: SparseBatch | None = None  # the rows of the selection's trainings in the driver
+    epoch_selection: dict[str, Any] | None = None
+    band_states: list[ModelState] = field(default_factory=list)  # one band's model at the chosen epoch
+    calib: Any = None  # the cross-fitted offsets (sparkhc.calibration.Calibration)
+    calib_skipped: dict[str, Any] | None = None
+
+    @property
+    def strategy(self) -> TrainingStrategy:
+        return self.plan.strategy
+
+    @property
+    def calibration(self) -> dict[str, Any] | None:
+        return self.calib.summary() if self.calib is not None else self.calib_skipped
+
+    def n_rows(self) -> int:
+        return len(self.sel_rows) if self.sel_rows is not None else _count(self.df)
+
+
 def fit_model(
     spark: SessionLike,
     df: DataFrame | None,
@@ -236,10 +270,34 @@ def fit_model(
     false``), recorded in ``training.epoch_selection.time_budget``. Only an epoch selection is
     planned: a fixed ``train.epochs`` (or a model not trained by mixing, or a warm start) is trained
     in full and the budget does not apply (logged).
+
+    The steps: the plan and what it allows (:func:`_start`); C when nothing searches it
+    (:func:`_c_without_search`); the budget (:func:`_budget`); the epochs and C on validation
+    (:func:`_select`); the calibration offsets (:func:`_calibrate`); whether the final training runs
+    (:func:`_refit`); then the band's model (:func:`_band_model`) or the final training
+    (:func:`_final_training`).
     """
-    from sparkhc.epochs import AUTO_C_GRID, FALLBACK_EPOCHS, inner_folds
-    from sparkhc.spark.mixing.selection import select_epochs
-    from sparkhc.spark.mixing.settings import MixingSettings
+    fit = _start(spark, df, model, train, rows, plan, warm_start)
+    _c_without_search(fit)
+    fit.budget = _budget(fit, budget)
+    if fit.select and fit.cap > 1:
+        _select(fit)
+    elif fit.select:
+        fit.epochs = 1
+    _calibrate(fit)
+    refit = _refit(fit)
+    if fit.band_states and not refit:
+        return _band_model(fit)
+    fit.band_states.clear()  # the final training does not need it
+    return _final_training(fit, checkpoint_dir, checkpoint_key, progress, fault_hook)
+
+
+def _start(spark: SessionLike, df: DataFrame | None, model: HierModel, train: TrainConfig, rows: SparseBatch | None,
+           plan: TrainingPlan | None, warm_start: bool) -> _Fit:
+    """The plan (made when not given, logged), what it refuses, and the epochs it allows:
+    ``train.epochs = 0`` (auto) chooses them on validation data (mixing, from scratch), else
+    :data:`~sparkhc.epochs.FALLBACK_EPOCHS`."""
+    from sparkhc.epochs import FALLBACK_EPOCHS
 
     if plan is None:
         plan = plan_training(spark, model, train, rows=rows, warm_start=warm_start)
@@ -255,144 +313,190 @@ def fit_model(
     if warm_start and not model.warm_startable:
         raise ModelError(f"--warm-start is not supported for the model {model.name!r} "
                          f"(trained by {strategy!r}: it refits from scratch)")
-    # train.epochs = 0 (auto): chosen on validation data (mixing, from scratch), else FALLBACK_EPOCHS
     auto = int(train.epochs) == 0
     select = strategy == "mixing" and not model.single_pass and (auto and not warm_start or train.select_epochs)
     cap = int(train.max_epochs) if auto else int(train.epochs)
     epochs = 1 if model.single_pass else (FALLBACK_EPOCHS if auto else int(train.epochs))
     train = dataclasses.replace(train, shards=plan.shards)  # train.shards resolved once, by the plan
-    epoch_selection = None
-    band_states: list[ModelState] = []  # one band's model at the chosen epoch, kept by the selection
-    sel_rows = rows
     c_auto = model.params.get("C") == "auto"
     if c_auto and (strategy != "mixing" or warm_start):
         raise ModelError(f"C = 'auto' ({model.name!r}) is chosen on validation folds of a training from scratch by "
                          f"mixing; not for this training ({strategy}{', warm start' if warm_start else ''}): "
                          f"set model.{model.name}.C to a number")
-    c_middle = AUTO_C_GRID[len(AUTO_C_GRID) // 2]  # what C = 'auto' is when nothing is searched
-    if c_auto and not (select and cap > 1):  # a fixed number of epochs: no selection
-        model.params["C"], c_auto = c_middle, False
-        log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", c_middle)
-    if budget is None and float(train.time_budget) > 0:
-        budget = TimeBudget(float(train.time_budget))
-    if budget is not None and not (select and cap > 1):  # nothing to cut: trained in full
+    return _Fit(spark, df, model, train, plan, rows, warm_start, select, cap, epochs, c_auto, sel_rows=rows)
+
+
+def _c_middle() -> float:
+    """What C = 'auto' is when nothing searches it: the middle of the grid."""
+    from sparkhc.epochs import AUTO_C_GRID
+
+    return AUTO_C_GRID[len(AUTO_C_GRID) // 2]
+
+
+def _c_without_search(fit: _Fit) -> None:
+    """C = 'auto' with a fixed number of epochs (no selection): the middle of the grid."""
+    if fit.c_auto and not (fit.select and fit.cap > 1):
+        fit.model.params["C"], fit.c_auto = _c_middle(), False
+        log.info("C = %g (C = 'auto' with a fixed number of epochs: the middle of the grid)", _c_middle())
+
+
+def _budget(fit: _Fit, budget: TimeBudget | None) -> TimeBudget | None:
+    """``train.time_budget`` (or the caller's ``budget``) when it bounds an epoch selection; a
+    training with nothing to cut runs in full (logged)."""
+    if budget is None and float(fit.train.time_budget) > 0:
+        budget = TimeBudget(float(fit.train.time_budget))
+    if budget is not None and not (fit.select and fit.cap > 1):  # nothing to cut: trained in full
+        model, train, strategy = fit.model, fit.train, fit.strategy
         log.info("train.time_budget = %g s bounds an epoch selection (train.epochs = 0, or train.select_epochs "
                  "with train.epochs > 1); %r trains %s here, in full: the budget does not apply", budget.seconds,
                  model.name, "one pass" if model.single_pass else f"{strategy!r}" if strategy != "mixing" else
-                 "a warm start" if warm_start else f"a fixed {int(train.epochs)} epochs")
-        budget = None
-    if select and cap > 1:
-        if warm_start:
-            raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
-                             "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
-        # counted only when the bands are automatic (a Spark job on the Spark path)
-        n_docs = None if int(train.validation_folds) else len(rows) if rows is not None else _count(df)
-        folds = int(train.validation_folds) or inner_folds(int(n_docs or 0), train.validation_fraction)
-        c_skipped = ""
-        if c_auto and folds == 1 and train.c_search != "always":  # one band: searched only on request (cost)
-            model.params["C"], c_auto = c_middle, False
-            part = f" (a training part of {n_docs} documents)" if n_docs is not None else " (train.validation_folds = 1)"
-            c_skipped = (f"one validation band{part}: C = {c_middle:g}, the middle of the grid; "
-                         f"train.c_search = always searches the grid on it (3 validation trainings)")
-            log.info("C = %g (C = 'auto': %s)", c_middle, c_skipped)
-        if sel_rows is None and folds > 1:
-            # a small training part (several inner folds): its rows are collected and the selection's
-            # trainings run in this process (the driver path of the same mixing, train_on_driver), not
-            # as k x |grid| Spark trainings of a few thousand documents each
-            assert df is not None
-            sel_rows = collect_batch(df, model.n_features, model.needs_counts, "the training rows")
-            log.info("epoch selection on %d inner folds: %d training documents collected to the driver", folds,
-                     len(sel_rows))
-        epoch_selection = select_epochs(
-            spark if sel_rows is not None else active(spark), df, model,
-            MixingSettings.from_train(train, cap, with_counts=model.needs_counts),
-            fraction=train.validation_fraction, patience=train.patience, rows=sel_rows, folds=folds,
-            c_grid=AUTO_C_GRID if c_auto else None, c_default=c_middle,
-            band_states=band_states if train.calibrate != "off" or not train.refit or budget is not None else None,
-            budget=budget)
-        epochs = int(epoch_selection["epochs"])
-        if c_skipped:
-            epoch_selection["C_search_skipped"] = c_skipped
-        if c_auto:
-            model.params["C"] = float(epoch_selection["C"])
-            log.info("C = %g and %d epochs chosen on %d validation band(s) of %d documents in all (grid %s; "
-                     "validation hF + macro-F1, at most 2: %s)",
-                     model.params["C"], epochs, folds, epoch_selection["validation_documents"],
-                     "/".join(f"{c:g}" for c in AUTO_C_GRID),
-                     "/".join(f"{v:.4f}" for v in epoch_selection["C_scores"]))
-    elif select:
-        epochs = 1
-    calib = None
-    calib_skipped: dict[str, Any] | None = None
-    why = ""
-    if train.calibrate != "off":  # why it cannot run here, if so: "auto" records it, "on" refuses
-        from sparkhc.calibration import too_large
-        from sparkhc.spark.calibrate import cross_fit_offsets, not_applicable
+                 "a warm start" if fit.warm_start else f"a fixed {int(train.epochs)} epochs")
+        return None
+    return budget
 
-        why = not_applicable(model, strategy, warm_start)
-        if not why and epoch_selection is None and train.calibrate == "auto":
-            why = ("the number of epochs is fixed, so there are no validation bands to fit offsets on; "
-                   "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
-        if not why:  # the scores it would hold: too many for a huge taxonomy?
-            why = too_large(int(epoch_selection["validation_documents"]) if epoch_selection is not None
-                            else len(rows) if rows is not None else _count(df), model.taxonomy.n_edges)
-        if why and train.calibrate != "auto":
-            raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
-        if why:
-            log.info("train.calibrate = auto: skipped: %s", why)
-            calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
-    if train.calibrate != "off" and not why:
-        # with an epoch selection: its validation bands, each band's model at the chosen epoch (one
-        # band: the state the selection kept; several: trained again); else train.calibration_folds inner folds
-        bands = None if epoch_selection is None else (int(epoch_selection["folds"]),
-                                                       float(epoch_selection["fraction"]))
-        cal_rows = rows if bands is None else sel_rows
-        documents = int(train.calibration_documents)
-        if budget is not None and epoch_selection is not None and bands is not None:
-            from sparkhc.spark.calibrate import more_bands
 
-            # the bands scored when the offsets pay: one training each of the chosen epochs (estimated
-            # at the selection's cost an epoch); not when they would not fit in the budget left
-            extra = more_bands(bands[0], int(epoch_selection["validation_documents"]), documents, bands[1])
-            est = extra * epochs * budget.costs()[1]
-            if extra and est > budget.left():
-                epoch_selection["time_budget"]["calibration_documents_skipped"] = (
-                    f"{extra} more validation band(s) for train.calibration_documents = {documents} "
-                    f"(estimated {est:.0f} s) do not fit in the {max(budget.left(), 0.0):.0f} s left")
-                log.info("train.time_budget: %s; the offsets are judged on the selection's bands only",
-                         epoch_selection["time_budget"]["calibration_documents_skipped"])
-                documents = 0
-        calib = cross_fit_offsets(
-            spark if cal_rows is not None else active(spark), df, model,
-            MixingSettings.from_train(train, epochs, with_counts=model.needs_counts), mode=train.calibrate,
-            folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=documents,
-            band_states=band_states)
-    refit = bool(train.refit)
-    if budget is not None and epoch_selection is not None:
-        info = epoch_selection["time_budget"]
-        info.update({k: v for k, v in budget.summary().items() if k != "elapsed"})  # "elapsed": the selection's end
-        info["elapsed_before_final_training"] = round(budget.seconds - budget.left(), 2)
-        if refit and band_states:  # one band: train again only when it fits in what is left
-            est, left = budget.final_estimate(epochs), budget.left()
-            info["final_training_estimate"], info["left"] = round(est, 2), round(left, 2)
-            if est > left:
-                refit = False
-                info["refit_skipped"] = (f"the final training of {epochs} epochs on every document (estimated "
-                                         f"{est:.0f} s) does not fit in the {max(left, 0.0):.0f} s left")
-                log.warning("train.time_budget: %s; the selection's model at epoch %d (trained without the "
-                            "validation band) is the model", info["refit_skipped"], epochs)
-    if band_states and not refit:  # one band: its model at the chosen epoch is the model
-        assert epoch_selection is not None
-        model.set_state(band_states[0])
-        if calib is not None and calib.applied:
-            model.shift_edges(calib.offsets)
-        n_fit = (len(sel_rows) if sel_rows is not None else _count(df)) - int(epoch_selection["validation_documents"])
-        epoch_selection["refit"] = False
-        log.info("train.refit = false: the selection's model after %d epochs on %d documents (the validation band's "
-                 "%d held out) is the model; no second training", epochs, n_fit, epoch_selection["validation_documents"])
-        return TrainingResult(strategy, epochs, train.shards, [], epoch_selection,
-                              calib.summary() if calib is not None else calib_skipped, plan, trained_documents=n_fit)
-    band_states.clear()  # the final training does not need it
+def _select(fit: _Fit) -> None:
+    """The epochs (and C = 'auto') chosen on validation bands: one band for a large training part,
+    inner folds for a small one (their rows collected to the driver)."""
+    from sparkhc.epochs import AUTO_C_GRID, inner_folds
+    from sparkhc.spark.mixing.selection import select_epochs
+    from sparkhc.spark.mixing.settings import MixingSettings
+
+    model, train, df = fit.model, fit.train, fit.df
+    if fit.warm_start:
+        raise ModelError("train.select_epochs chooses the epochs of a training from scratch; not with --warm-start "
+                         "(give train.epochs, or train.epochs = 0 for the fixed default of a warm start)")
+    # counted only when the bands are automatic (a Spark job on the Spark path)
+    n_docs = None if int(train.validation_folds) else len(fit.rows) if fit.rows is not None else _count(df)
+    folds = int(train.validation_folds) or inner_folds(int(n_docs or 0), train.validation_fraction)
+    c_middle = _c_middle()
+    c_skipped = ""
+    if fit.c_auto and folds == 1 and train.c_search != "always":  # one band: searched only on request (cost)
+        model.params["C"], fit.c_auto = c_middle, False
+        part = f" (a training part of {n_docs} documents)" if n_docs is not None else " (train.validation_folds = 1)"
+        c_skipped = (f"one validation band{part}: C = {c_middle:g}, the middle of the grid; "
+                     f"train.c_search = always searches the grid on it (3 validation trainings)")
+        log.info("C = %g (C = 'auto': %s)", c_middle, c_skipped)
+    if fit.sel_rows is None and folds > 1:
+        # a small training part (several inner folds): its rows are collected and the selection's
+        # trainings run in this process (the driver path of the same mixing, train_on_driver), not
+        # as k x |grid| Spark trainings of a few thousand documents each
+        assert df is not None
+        fit.sel_rows = collect_batch(df, model.n_features, model.needs_counts, "the training rows")
+        log.info("epoch selection on %d inner folds: %d training documents collected to the driver", folds,
+                 len(fit.sel_rows))
+    keep_band = train.calibrate != "off" or not train.refit or fit.budget is not None
+    sel = select_epochs(
+        fit.spark if fit.sel_rows is not None else active(fit.spark), df, model,
+        MixingSettings.from_train(train, fit.cap, with_counts=model.needs_counts),
+        fraction=train.validation_fraction, patience=train.patience, rows=fit.sel_rows, folds=folds,
+        c_grid=AUTO_C_GRID if fit.c_auto else None, c_default=c_middle,
+        band_states=fit.band_states if keep_band else None, budget=fit.budget)
+    fit.epochs, fit.epoch_selection = int(sel["epochs"]), sel
+    if c_skipped:
+        sel["C_search_skipped"] = c_skipped
+    if fit.c_auto:
+        model.params["C"] = float(sel["C"])
+        log.info("C = %g and %d epochs chosen on %d validation band(s) of %d documents in all (grid %s; "
+                 "validation hF + macro-F1, at most 2: %s)",
+                 model.params["C"], fit.epochs, folds, sel["validation_documents"],
+                 "/".join(f"{c:g}" for c in AUTO_C_GRID), "/".join(f"{v:.4f}" for v in sel["C_scores"]))
+
+
+def _calibration_skipped(fit: _Fit) -> str:
+    """Why ``train.calibrate`` cannot run here ("" when it can)."""
+    from sparkhc.calibration import too_large
+    from sparkhc.spark.calibrate import not_applicable
+
+    why = not_applicable(fit.model, fit.strategy, fit.warm_start)
+    if not why and fit.epoch_selection is None and fit.train.calibrate == "auto":
+        why = ("the number of epochs is fixed, so there are no validation bands to fit offsets on; "
+               "train.calibrate = on cross-fits them on train.calibration_folds inner folds")
+    if not why:  # the scores it would hold: too many for a huge taxonomy?
+        why = too_large(int(fit.epoch_selection["validation_documents"]) if fit.epoch_selection is not None
+                        else len(fit.rows) if fit.rows is not None else _count(fit.df), fit.model.taxonomy.n_edges)
+    return why
+
+
+def _calibrate(fit: _Fit) -> None:
+    """``train.calibrate``: the per-edge offsets cross-fitted on the selection's validation bands
+    (each band's model at the chosen epoch: one band's kept state, several trained again), else on
+    ``train.calibration_folds`` inner folds; "auto" records why it cannot run, "on" refuses."""
+    from sparkhc.spark.calibrate import cross_fit_offsets, more_bands
+    from sparkhc.spark.mixing.settings import MixingSettings
+
+    train, sel, budget = fit.train, fit.epoch_selection, fit.budget
+    if train.calibrate == "off":
+        return
+    why = _calibration_skipped(fit)
+    if why and train.calibrate != "auto":
+        raise ModelError(f"train.calibrate = {train.calibrate!r}: {why}")
+    if why:
+        log.info("train.calibrate = auto: skipped: %s", why)
+        fit.calib_skipped = {"mode": "auto", "applied": False, "skipped": why}
+        return
+    bands = None if sel is None else (int(sel["folds"]), float(sel["fraction"]))
+    cal_rows = fit.rows if bands is None else fit.sel_rows
+    documents = int(train.calibration_documents)
+    if budget is not None and sel is not None and bands is not None:
+        # the bands scored when the offsets pay: one training each of the chosen epochs (estimated
+        # at the selection's cost an epoch); not when they would not fit in the budget left
+        extra = more_bands(bands[0], int(sel["validation_documents"]), documents, bands[1])
+        est = extra * fit.epochs * budget.costs()[1]
+        if extra and est > budget.left():
+            sel["time_budget"]["calibration_documents_skipped"] = (
+                f"{extra} more validation band(s) for train.calibration_documents = {documents} "
+                f"(estimated {est:.0f} s) do not fit in the {max(budget.left(), 0.0):.0f} s left")
+            log.info("train.time_budget: %s; the offsets are judged on the selection's bands only",
+                     sel["time_budget"]["calibration_documents_skipped"])
+            documents = 0
+    fit.calib = cross_fit_offsets(
+        fit.spark if cal_rows is not None else active(fit.spark), fit.df, fit.model,
+        MixingSettings.from_train(train, fit.epochs, with_counts=fit.model.needs_counts), mode=train.calibrate,
+        folds=train.calibration_folds, rows=cal_rows, bands=bands, documents=documents,
+        band_states=fit.band_states)
+
+
+def _refit(fit: _Fit) -> bool:
+    """Whether the final training on every document runs: ``train.refit``, and with a budget and one
+    band only when its estimate fits in what is left (recorded)."""
+    refit = bool(fit.train.refit)
+    budget, sel = fit.budget, fit.epoch_selection
+    if budget is None or sel is None:
+        return refit
+    info = sel["time_budget"]
+    info.update({k: v for k, v in budget.summary().items() if k != "elapsed"})  # "elapsed": the selection's end
+    info["elapsed_before_final_training"] = round(budget.seconds - budget.left(), 2)
+    if refit and fit.band_states:  # one band: train again only when it fits in what is left
+        est, left = budget.final_estimate(fit.epochs), budget.left()
+        info["final_training_estimate"], info["left"] = round(est, 2), round(left, 2)
+        if est > left:
+            refit = False
+            info["refit_skipped"] = (f"the final training of {fit.epochs} epochs on every document (estimated "
+                                     f"{est:.0f} s) does not fit in the {max(left, 0.0):.0f} s left")
+            log.warning("train.time_budget: %s; the selection's model at epoch %d (trained without the "
+                        "validation band) is the model", info["refit_skipped"], fit.epochs)
+    return refit
+
+
+def _band_model(fit: _Fit) -> TrainingResult:
+    """One band and no final training: the band's model at the chosen epoch is the model."""
+    sel = fit.epoch_selection
+    assert sel is not None
+    fit.model.set_state(fit.band_states[0])
+    if fit.calib is not None and fit.calib.applied:
+        fit.model.shift_edges(fit.calib.offsets)
+    n_fit = fit.n_rows() - int(sel["validation_documents"])
+    sel["refit"] = False
+    log.info("train.refit = false: the selection's model after %d epochs on %d documents (the validation band's "
+             "%d held out) is the model; no second training", fit.epochs, n_fit, sel["validation_documents"])
+    return TrainingResult(fit.strategy, fit.epochs, fit.train.shards, [], sel, fit.calibration, fit.plan,
+                          trained_documents=n_fit)
+
+
+def _final_training(fit: _Fit, checkpoint_dir: str | Path | None, checkpoint_key: dict[str, Any] | None,
+                    progress: Progress | None, fault_hook: Callable[[int, int], None] | None) -> TrainingResult:
+    """The chosen epochs on every document, by the strategy's driver; the offsets added after."""
     log_: list[dict[str, Any]] = []
 
     def _record(info: dict[str, Any]) -> None:
@@ -400,15 +504,16 @@ def fit_model(
         if progress is not None:
             progress(info)
 
-    job = TrainingJob(spark, df, model, train, epochs, checkpoint_dir if strategy == "mixing" else None,
-                      checkpoint_key, warm_start, _record, fault_hook, rows, plan)
+    strategy, model = fit.strategy, fit.model
+    job = TrainingJob(fit.spark, fit.df, model, fit.train, fit.epochs,
+                      checkpoint_dir if strategy == "mixing" else None, checkpoint_key, fit.warm_start, _record,
+                      fault_hook, fit.rows, fit.plan)
     t0 = time.perf_counter()
     epochs_run, shards = DRIVERS[strategy](job)
     log.info("trained %s by %s in %.2f s", model.name, strategy, time.perf_counter() - t0)
-    if calib is not None and calib.applied:
-        model.shift_edges(calib.offsets)
-    return TrainingResult(strategy, epochs_run, shards, log_, epoch_selection,
-                          calib.summary() if calib is not None else calib_skipped, plan)
+    if fit.calib is not None and fit.calib.applied:
+        model.shift_edges(fit.calib.offsets)
+    return TrainingResult(strategy, epochs_run, shards, log_, fit.epoch_selection, fit.calibration, fit.plan)
 
 
 # =============================================================================================

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -151,100 +151,9 @@ class Taxonomy:
         edge_list = list(edges)
         if not edge_list:
             raise TaxonomyError(f"{source}: the taxonomy is empty (no parent/child edges)")
-        where = (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
-        parent_of: dict[str, str] = {}
-        more_parents: dict[str, list[str]] = {}  # child -> its parents after the first (a polyhierarchy)
-        later: list[tuple[str, str, int]] = []  # (child, another parent, edge index) of those edges
-        first_seen: dict[tuple[str, str], int] = {}  # edge -> its first line/edge number
-        first_edge: dict[str, int] = {}  # child -> index of the edge that gave its parent
-        repeated: dict[tuple[str, str], list[int]] = {}  # duplicated edge -> its line/edge numbers
-        for i, (p, c) in enumerate(edge_list):
-            for name in (p, c):
-                if not name:
-                    raise TaxonomyError(f"{where(i)}: empty node name")
-                if name.endswith(SELF_SUFFIX):
-                    raise TaxonomyError(
-                        f"{where(i)}: node name {name!r} ends with the reserved suffix {SELF_SUFFIX!r}"
-                    )
-            if p == c:
-                raise TaxonomyError(f"{where(i)}: cycle: node {c!r} is its own parent")
-            if (p, c) in first_seen:
-                repeated.setdefault((p, c), [first_seen[(p, c)]]).append(lines[i] if lines else i + 1)
-                continue
-            first_seen[(p, c)] = lines[i] if lines else i + 1
-            if c in parent_of:
-                more_parents.setdefault(c, []).append(p)
-                later.append((c, p, i))
-                continue
-            parent_of[c] = p
-            first_edge[c] = i
-        if later:
-            # a cycle through a node with several parents: named with the lines of its edges (one search per
-            # such node that is not ordered by a topological sort, so a large acyclic polyhierarchy costs one sort)
-            stuck = _not_sorted(parent_of, more_parents)
-            for c, p, i in later:
-                cycle = _cycle_through(edge_list, c) if c in stuck else None
-                if cycle is not None:
-                    nodes, at = cycle
-                    others = [(q, j) for q, j in ((parent_of[c], first_edge[c]), (p, i)) if q != nodes[-2]]
-                    also = (f" (node {c!r} also has the parent {others[0][0]!r}, "
-                            f"{_numbered([others[0][1]], lines)})" if others else "")
-                    raise TaxonomyError(
-                        f"{source}, {_numbered(at, lines)}: cycle: {' -> '.join(nodes)}{also}"
-                    )
-        if repeated:
-            unit = "line" if lines else "edge"
-            shown = [f"{p!r} -> {c!r} ({unit}s {', '.join(map(str, at))})" for (p, c), at in list(repeated.items())[:10]]
-            more = f"; and {len(repeated) - 10} more" if len(repeated) > 10 else ""
-            log.warning("%s: %d duplicate edge(s), each used once: %s%s", source, len(repeated),
-                        "; ".join(shown), more)
-        parents = {p for p, _ in edge_list}
-        tops = sorted(p for p in parents if p not in parent_of)
-        if root is not None:
-            if root in parent_of:
-                raise TaxonomyError(
-                    f"{source}: the root {root!r} has a parent ({parent_of[root]!r})"
-                )
-            unknown = [p for p in tops if p != root]
-            if unknown:
-                i = next(i for i, (p, _) in enumerate(edge_list) if p == unknown[0])
-                raise TaxonomyError(
-                    f"{where(i)}: unknown parent {unknown[0]!r}: it is neither the root "
-                    f"{root!r} nor the child of any node"
-                )
-            tops = [root]
-        if not tops:
-            # every node has a parent: there is a cycle through all of them
-            cyc = _find_cycle(parent_of, next(iter(parent_of)))
-            raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} (no root)")
-        if len(tops) == 1:
-            root_name = tops[0]
-        else:
-            root_name = VIRTUAL_ROOT
-            if root_name in parent_of or root_name in parents:
-                raise TaxonomyError(f"{source}: node name {VIRTUAL_ROOT!r} is reserved")
-            for t in tops:
-                parent_of[t] = root_name
-        kids: dict[str, list[str]] = {}
-        for c, p in parent_of.items():
-            kids.setdefault(p, []).append(c)
-        names = [root_name]
-        par = [-1]
-        head = 0
-        while head < len(names):
-            p_name = names[head]
-            for c in sorted(kids.get(p_name, ())):
-                names.append(c)
-                par.append(head)
-            head += 1
-        if len(names) != len(parent_of) + 1:
-            reached = set(names)
-            stray = sorted(c for c in parent_of if c not in reached)
-            cyc = _find_cycle(parent_of, stray[0])
-            raise TaxonomyError(
-                f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
-                f"root {root_name!r})"
-            )
+        parent_of, more_parents = _parents(edge_list, source, lines)
+        root_name = _root_of(parent_of, edge_list, root, source, lines)
+        names, par = _breadth_first(parent_of, root_name, source)
         if not more_parents:
             return cls(names, par, source=source, concepts=layer)
         # a polyhierarchy: the tree of its paths (every cycle was reported above)
@@ -995,3 +904,109 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise TaxonomyError(f"{path}: not UTF-8 at byte {e.start}") from None
+
+
+def _where(source: str, lines: Sequence[int] | None) -> Callable[[int], str]:
+    """The place of edge ``i`` in error messages: its line, else its number."""
+    return (lambda i: f"{source}, line {lines[i]}") if lines else (lambda i: f"{source}, edge {i + 1}")
+
+
+def _parents(edge_list: list[tuple[str, str]], source: str,
+             lines: Sequence[int] | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """``(parent_of, more_parents)``: each child's first parent and its later ones (a
+    polyhierarchy). Names are checked; an identical edge given again is used once (a warning names
+    its lines); a cycle through a node with several parents is reported with the lines of its edges."""
+    where = _where(source, lines)
+    parent_of: dict[str, str] = {}
+    more_parents: dict[str, list[str]] = {}  # child -> its parents after the first (a polyhierarchy)
+    later: list[tuple[str, str, int]] = []  # (child, another parent, edge index) of those edges
+    first_seen: dict[tuple[str, str], int] = {}  # edge -> its first line/edge number
+    first_edge: dict[str, int] = {}  # child -> index of the edge that gave its parent
+    repeated: dict[tuple[str, str], list[int]] = {}  # duplicated edge -> its line/edge numbers
+    for i, (p, c) in enumerate(edge_list):
+        for name in (p, c):
+            if not name:
+                raise TaxonomyError(f"{where(i)}: empty node name")
+            if name.endswith(SELF_SUFFIX):
+                raise TaxonomyError(f"{where(i)}: node name {name!r} ends with the reserved suffix {SELF_SUFFIX!r}")
+        if p == c:
+            raise TaxonomyError(f"{where(i)}: cycle: node {c!r} is its own parent")
+        if (p, c) in first_seen:
+            repeated.setdefault((p, c), [first_seen[(p, c)]]).append(lines[i] if lines else i + 1)
+            continue
+        first_seen[(p, c)] = lines[i] if lines else i + 1
+        if c in parent_of:
+            more_parents.setdefault(c, []).append(p)
+            later.append((c, p, i))
+            continue
+        parent_of[c] = p
+        first_edge[c] = i
+    if later:
+        # a cycle through a node with several parents: named with the lines of its edges (one search per
+        # such node that is not ordered by a topological sort, so a large acyclic polyhierarchy costs one sort)
+        stuck = _not_sorted(parent_of, more_parents)
+        for c, p, i in later:
+            cycle = _cycle_through(edge_list, c) if c in stuck else None
+            if cycle is not None:
+                nodes, at = cycle
+                others = [(q, j) for q, j in ((parent_of[c], first_edge[c]), (p, i)) if q != nodes[-2]]
+                also = (f" (node {c!r} also has the parent {others[0][0]!r}, "
+                        f"{_numbered([others[0][1]], lines)})" if others else "")
+                raise TaxonomyError(f"{source}, {_numbered(at, lines)}: cycle: {' -> '.join(nodes)}{also}")
+    if repeated:
+        unit = "line" if lines else "edge"
+        shown = [f"{p!r} -> {c!r} ({unit}s {', '.join(map(str, at))})" for (p, c), at in list(repeated.items())[:10]]
+        more = f"; and {len(repeated) - 10} more" if len(repeated) > 10 else ""
+        log.warning("%s: %d duplicate edge(s), each used once: %s%s", source, len(repeated), "; ".join(shown), more)
+    return parent_of, more_parents
+
+
+def _root_of(parent_of: dict[str, str], edge_list: list[tuple[str, str]], root: str | None, source: str,
+             lines: Sequence[int] | None) -> str:
+    """The root's name: ``root`` (every other top node refused as an unknown parent), the one top
+    node, or :data:`VIRTUAL_ROOT` over several (added to ``parent_of``)."""
+    parents = {p for p, _ in edge_list}
+    tops = sorted(p for p in parents if p not in parent_of)
+    if root is not None:
+        if root in parent_of:
+            raise TaxonomyError(f"{source}: the root {root!r} has a parent ({parent_of[root]!r})")
+        unknown = [p for p in tops if p != root]
+        if unknown:
+            i = next(i for i, (p, _) in enumerate(edge_list) if p == unknown[0])
+            raise TaxonomyError(f"{_where(source, lines)(i)}: unknown parent {unknown[0]!r}: it is neither the root "
+                                f"{root!r} nor the child of any node")
+        tops = [root]
+    if not tops:
+        # every node has a parent: there is a cycle through all of them
+        cyc = _find_cycle(parent_of, next(iter(parent_of)))
+        raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} (no root)")
+    if len(tops) == 1:
+        return tops[0]
+    if VIRTUAL_ROOT in parent_of or VIRTUAL_ROOT in parents:
+        raise TaxonomyError(f"{source}: node name {VIRTUAL_ROOT!r} is reserved")
+    for t in tops:
+        parent_of[t] = VIRTUAL_ROOT
+    return VIRTUAL_ROOT
+
+
+def _breadth_first(parent_of: dict[str, str], root_name: str, source: str) -> tuple[list[str], list[int]]:
+    """``(names, parent index)`` in breadth-first order from the root, children sorted; a node not
+    reached lies on a cycle, reported."""
+    kids: dict[str, list[str]] = {}
+    for c, p in parent_of.items():
+        kids.setdefault(p, []).append(c)
+    names = [root_name]
+    par = [-1]
+    head = 0
+    while head < len(names):
+        for c in sorted(kids.get(names[head], ())):
+            names.append(c)
+            par.append(head)
+        head += 1
+    if len(names) != len(parent_of) + 1:
+        reached = set(names)
+        stray = sorted(c for c in parent_of if c not in reached)
+        cyc = _find_cycle(parent_of, stray[0])
+        raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
+                            f"root {root_name!r})")
+    return names, par

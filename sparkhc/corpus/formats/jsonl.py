@@ -385,25 +385,14 @@ def jsonl_clean_batch(
     does not ask). ``id_types``: the id column types to try first (the last that parsed, updated)."""
     import numpy as np
     import pyarrow.compute as pc
-    import pyarrow.json as pajson
 
     if sink.ancestors:
         return None
-    try:
-        text = lines.cast(pa.string())  # validates UTF-8
-    except pa.ArrowInvalid:
+    screened = _clean_lines(lines)
+    if screened is None:
         return None
-    records = np.asarray(pc.invert(pc.match_substring_regex(text, _BLANK)).to_numpy(zero_copy_only=False), bool)
-    n = int(records.sum())
-    if n == 0:
-        return None
-    text = text.filter(pa.array(records))
-    if pc.any(pc.match_substring_regex(text, _CLEAN_SCREEN)).as_py():
-        return None
-    if pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py() >= _CLEAN_MAX_BRACKETS:
-        return None
-    data = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text.cast(pa.binary())),
-                          b"\n")[0].as_buffer()
+    records, text = screened
+    n = len(text)
     id_names = (id_field,) if id_field is not None else (ID_ALIAS, DOC_ID)
     str_list = pa.list_(pa.string())
     fixed: list[tuple[str, pa.DataType]] = [(f, pa.string()) for f in text_fields]
@@ -414,6 +403,82 @@ def jsonl_clean_batch(
         fixed.append((split_field, pa.string()))
     if fold_field is not None and folds is None:
         fixed.append((fold_field, pa.int64()))
+    table = _clean_table(text, id_names, fixed, id_types)
+    if table is None:
+        return None
+
+    def col(name: str) -> pa.Array:
+        return table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], table.schema.field(name).type)
+
+    ids = _clean_ids([col(name) for name in id_names])
+    if ids is None:
+        return None
+    doc_text = _joined_text([col(f) for f in text_fields], n)
+    tokens = col(tokens_field) if tokens_field is not None else pa.nulls(n, str_list)
+    if pc.list_flatten(tokens).null_count:
+        return None
+    labels = col(labels_field)
+    if labels.null_count:
+        if require_labels:
+            return None
+        labels = labels.fill_null(pa.scalar([], str_list))
+    flat = pc.list_flatten(labels)
+    if flat.null_count or _any_true(pc.equal(flat, "")):
+        return None
+    split = col(split_field) if split_field is not None else pa.nulls(n, pa.string())
+    if split_values is not None and len(split):
+        enc = split.dictionary_encode()
+        mapped = pa.array([split_values.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
+        split = mapped.take(enc.indices)
+    fold = _clean_fold(ids, folds, col(fold_field) if fold_field is not None and folds is None else None, n)
+    if fold is None:
+        return None
+    lengths = pc.list_value_length(labels).to_numpy(zero_copy_only=False)
+    uniq = _clean_labels(sink, flat, lengths, n)
+    if uniq is None:
+        return None
+    has_tokens = pc.fill_null(pc.greater(pc.list_value_length(tokens), 0), False)
+    has_text = pc.fill_null(_not_blank(doc_text), False)
+    empty = int(pc.sum(pc.invert(pc.or_(has_tokens, has_text))).as_py() or 0)
+    if empty and sink.on_empty != "keep":
+        return None
+    batch = pa.RecordBatch.from_arrays([ids, doc_text, tokens.cast(str_list), labels.cast(str_list), split, fold],
+                                       schema=RAW_SCHEMA)
+    return CleanBatch(records, batch, empty, int(np.count_nonzero(lengths == 0)), uniq)
+
+
+def _clean_lines(lines: pa.Array) -> tuple[Any, pa.Array] | None:
+    """``(records, text)``: which lines hold a record (not blank) and their text, when all are
+    UTF-8 and none trips a screen of the clean path (None otherwise)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    try:
+        text = lines.cast(pa.string())  # validates UTF-8
+    except pa.ArrowInvalid:
+        return None
+    records = np.asarray(pc.invert(pc.match_substring_regex(text, _BLANK)).to_numpy(zero_copy_only=False), bool)
+    if int(records.sum()) == 0:
+        return None
+    text = text.filter(pa.array(records))
+    if pc.any(pc.match_substring_regex(text, _CLEAN_SCREEN)).as_py():
+        return None
+    if pc.max(pc.count_substring_regex(text, r"[\[{]")).as_py() >= _CLEAN_MAX_BRACKETS:
+        return None
+    return records, text
+
+
+def _clean_table(text: pa.Array, id_names: tuple[str, ...], fixed: list[tuple[str, pa.DataType]],
+                 id_types: list[pa.DataType]) -> pa.Table | None:
+    """The records parsed by pyarrow's JSON reader with the fields' types, the id columns' types
+    tried from the last that parsed (``id_types``, updated); None when no combination parses every
+    record."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
+    n = len(text)
+    data = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text.cast(pa.binary())),
+                          b"\n")[0].as_buffer()
     table = None
     if len(id_types) != len(id_names):
         id_types[:] = [pa.string()] * len(id_names)
@@ -434,107 +499,104 @@ def jsonl_clean_batch(
         break
     if table is None or table.num_rows != n:
         return None
-    table = table.combine_chunks()
+    return table.combine_chunks()
 
-    def col(name: str) -> pa.Array:
-        return table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], table.schema.field(name).type)
 
-    def any_true(mask: pa.Array) -> bool:
-        return bool(pc.any(pc.fill_null(mask, False)).as_py())
+def _any_true(mask: pa.Array) -> bool:
+    import pyarrow.compute as pc
 
-    def not_blank(values: pa.Array) -> pa.Array:
-        """str.strip() of each (non-null) value is not empty: an ASCII printable character, else exactly."""
-        keep = pc.match_substring_regex(values, _PRINTABLE)
-        unsure = pc.fill_null(pc.and_(pc.is_valid(values), pc.invert(keep)), False)
-        if any_true(unsure):
-            idx = np.flatnonzero(unsure.to_numpy(zero_copy_only=False))
-            exact = keep.to_numpy(zero_copy_only=False).astype(bool)
-            vals = values.take(pa.array(idx)).to_pylist()
-            exact[idx] = [bool(v.strip()) for v in vals]
-            keep = pa.array(exact)
-        return keep
+    return bool(pc.any(pc.fill_null(mask, False)).as_py())
 
-    # ids (_jsonl_record): each set field a non-blank string or an integer, the same value in all
+
+def _not_blank(values: pa.Array) -> pa.Array:
+    """str.strip() of each (non-null) value is not empty: an ASCII printable character, else exactly."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    keep = pc.match_substring_regex(values, _PRINTABLE)
+    unsure = pc.fill_null(pc.and_(pc.is_valid(values), pc.invert(keep)), False)
+    if _any_true(unsure):
+        idx = np.flatnonzero(unsure.to_numpy(zero_copy_only=False))
+        exact = keep.to_numpy(zero_copy_only=False).astype(bool)
+        vals = values.take(pa.array(idx)).to_pylist()
+        exact[idx] = [bool(v.strip()) for v in vals]
+        keep = pa.array(exact)
+    return keep
+
+
+def _clean_ids(columns: list[pa.Array]) -> pa.Array | None:
+    """The ids (:func:`_jsonl_record`): each set field a non-blank string or an integer, the same
+    value in all, none missing (None otherwise)."""
+    import pyarrow.compute as pc
+
     ids = None
-    for name in id_names:
-        c = col(name)
+    for c in columns:
         if pa.types.is_string(c.type):
-            if any_true(pc.and_(pc.is_valid(c), pc.invert(not_blank(c)))):
+            if _any_true(pc.and_(pc.is_valid(c), pc.invert(_not_blank(c)))):
                 return None
         else:
             c = c.cast(pa.string())
         if ids is None:
             ids = c
         else:
-            if any_true(pc.not_equal(ids, c)):
+            if _any_true(pc.not_equal(ids, c)):
                 return None
             ids = pc.coalesce(ids, c)
     assert ids is not None
-    if ids.null_count:
-        return None
-    # text: the set, non-empty text fields joined with "\n"
-    parts = [pc.if_else(pc.equal(col(f), ""), pa.scalar(None, pa.string()), col(f)) for f in text_fields]
+    return None if ids.null_count else ids
+
+
+def _joined_text(columns: list[pa.Array], n: int) -> pa.Array:
+    """A document's text: its set, non-empty text fields joined with "\\n" (null when none is)."""
+    import pyarrow.compute as pc
+
+    parts = [pc.if_else(pc.equal(c, ""), pa.scalar(None, pa.string()), c) for c in columns]
     if not parts:
-        doc_text = pa.nulls(n, pa.string())
-    elif len(parts) == 1:
-        doc_text = parts[0]
-    else:
-        present = pc.is_valid(parts[0])
-        for p in parts[1:]:
-            present = pc.or_(present, pc.is_valid(p))
-        joined = pc.binary_join_element_wise(*parts, "\n", null_handling="skip")
-        doc_text = pc.if_else(present, joined, pa.scalar(None, pa.string()))
-    tokens = col(tokens_field) if tokens_field is not None else pa.nulls(n, str_list)
-    if pc.list_flatten(tokens).null_count:
-        return None
-    labels = col(labels_field)
-    if labels.null_count:
-        if require_labels:
-            return None
-        labels = labels.fill_null(pa.scalar([], str_list))
-    flat = pc.list_flatten(labels)
-    if flat.null_count or any_true(pc.equal(flat, "")):
-        return None
-    split = col(split_field) if split_field is not None else pa.nulls(n, pa.string())
-    if split_values is not None and len(split):
-        enc = split.dictionary_encode()
-        mapped = pa.array([split_values.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
-        split = mapped.take(enc.indices)
+        return pa.nulls(n, pa.string())
+    if len(parts) == 1:
+        return parts[0]
+    present = pc.is_valid(parts[0])
+    for p in parts[1:]:
+        present = pc.or_(present, pc.is_valid(p))
+    joined = pc.binary_join_element_wise(*parts, "\n", null_handling="skip")
+    return pc.if_else(present, joined, pa.scalar(None, pa.string()))
+
+
+def _clean_fold(ids: pa.Array, folds: FoldTable | None, f64: pa.Array | None, n: int) -> pa.Array | None:
+    """Each record's fold: from ``folds`` by id (None when one is missing), from the fold field
+    ``f64`` (None when one is out of the int32 range), else null."""
+    import pyarrow.compute as pc
+
     if folds is not None:
         fold_values = [folds.get(i) for i in ids.to_pylist()]
         if None in fold_values:
             return None
-        fold = pa.array(fold_values, pa.int32())
-    elif fold_field is not None:
-        f64 = col(fold_field)
-        if any_true(pc.or_(pc.greater(f64, _INT32_MAX), pc.less(f64, -_INT32_MAX))):
+        return pa.array(fold_values, pa.int32())
+    if f64 is not None:
+        if _any_true(pc.or_(pc.greater(f64, _INT32_MAX), pc.less(f64, -_INT32_MAX))):
             return None
-        fold = f64.cast(pa.int32())
-    else:
-        fold = pa.nulls(n, pa.int32())
-    # _Sink.add: labels repeated in a list, restricted or unknown are the reference path's to count
-    lengths = pc.list_value_length(labels).to_numpy(zero_copy_only=False)
-    if len(flat):
-        enc = flat.dictionary_encode()
-        uniq = enc.dictionary.to_pylist()
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
-        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        if len(np.unique(rows * len(uniq) + codes)) != len(codes):
-            return None
-        if sink.allowed is not None and not sink.allowed.issuperset(uniq):
-            return None
-        if sink.taxonomy is not None and not sink.known_labels().issuperset(uniq):
-            return None
-    else:
-        uniq = []
-    has_tokens = pc.fill_null(pc.greater(pc.list_value_length(tokens), 0), False)
-    has_text = pc.fill_null(not_blank(doc_text), False)
-    empty = int(pc.sum(pc.invert(pc.or_(has_tokens, has_text))).as_py() or 0)
-    if empty and sink.on_empty != "keep":
+        return f64.cast(pa.int32())
+    return pa.nulls(n, pa.int32())
+
+
+def _clean_labels(sink: _Sink, flat: pa.Array, lengths: Any, n: int) -> list[str] | None:
+    """The distinct labels of the batch; None when one is repeated in a record, restricted or unknown
+    (:meth:`_Sink.add`: the reference path's to count)."""
+    import numpy as np
+
+    if not len(flat):
+        return []
+    enc = flat.dictionary_encode()
+    uniq: list[str] = enc.dictionary.to_pylist()
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    if len(np.unique(rows * len(uniq) + codes)) != len(codes):
         return None
-    batch = pa.RecordBatch.from_arrays([ids, doc_text, tokens.cast(str_list), labels.cast(str_list), split, fold],
-                                       schema=RAW_SCHEMA)
-    return CleanBatch(records, batch, empty, int(np.count_nonzero(lengths == 0)), uniq)
+    if sink.allowed is not None and not sink.allowed.issuperset(uniq):
+        return None
+    if sink.taxonomy is not None and not sink.known_labels().issuperset(uniq):
+        return None
+    return uniq
 
 
 def _id_type_combos(k: int) -> list[tuple[pa.DataType, ...]]:

@@ -1935,20 +1935,9 @@ class M3MDC(_OvOModel):
         if ma == 0:
             return np.zeros((d, 0)), np.zeros(0), G, 0.0, 0, 0, 0.0, False
         gap_tol = float(self.gap_tol) if target is None else max(float(target), float(self.gap_tol))
-        p_inc = np.inf  # the incumbent's value in this W step's objective Σ ξ + ½ tr(W Q Wᵀ)
-        if incumbent is not None:
-            W_inc = incumbent[0]
-            reg = float(self.lambda1) * float(np.sum(W_inc * W_inc))
-            if self.lambda2:
-                reg += float(self.lambda2) * cov.coupling(W_inc)
-            p_inc = float(incumbent[2]) + 0.5 * reg
+        p_inc = self._incumbent_value(incumbent, cov)
         stationary = False
-        if not self.lambda2:
-            M = np.eye(ma) / self.lambda1
-        else:
-            q = self.lambda1 + self.lambda2 / cov.c
-            M = (cov.U / q) @ cov.U.T
-            M = 0.5 * (M + M.T)
+        M = self._w_metric(cov, ma)
         Md = np.diag(M).copy()
         uncoupled = not np.any(M - np.diag(Md))  # independent pairs: no line search needed
         method = resolve_w_solver(self.w_solver, n_rows)
@@ -1957,18 +1946,11 @@ class M3MDC(_OvOModel):
         smo_tol = float(self.smo_tol)
         cap_name = "dcd_max_passes" if dcd else "smo_max_iter"
         cap = int(getattr(self, cap_name))
-        # the sub-problems' tolerance follows the relative duality gap of the W step, down to
-        # smo_tol: DCD's (its own relative duality gap, or KKT violation) at DCD_TIGHTEN x (the
-        # Jacobi step gains less than the blocks' remaining gaps: at 1x the sweeps stall at the
-        # gap they started from), SMO's (KKT violation) at 1e-2 x (its extra iterations are cheap)
-        tighten = DCD_TIGHTEN if dcd else 1e-2
+        tighten, sub_tol = self._sub_tolerance(method, exact, target is not None, gap_tol)
         smo_its = 0
         self._w_solves, self._w_capped, self._w_sweep_capped = 0, 0, False
         sweeps = 0
         gap = np.inf
-        sub_tol = smo_tol if exact else max(smo_tol, 1e-3)
-        if dcd and target is not None and self._adaptive(method):  # loose first sweeps when the target is loose
-            sub_tol = max(smo_tol, min(DCD_FIRST_TOL * gap_tol, 1e-1))
         W = G @ M
         b = np.zeros(ma)
         hinge_best = 0.0
@@ -1982,14 +1964,8 @@ class M3MDC(_OvOModel):
             # pair i's exact sub-problem with the other pairs fixed (the paper's Eq. 9), all in parallel
             use_momentum = momentum and not uncoupled
             order = SolveOrder(GM - G * Md, scales, sub_tol, cap, method, PLANE_RAYS if use_momentum else 0)
-            solved: list[SolveReport] = solver.run(order)
-            capped = [r.pair for r in solved if not r.converged]
+            solved = self._solve_sweep(solver, order, cap_name, sweeps)
             smo_its += sum(r.iterations for r in solved)
-            self._w_solves += len(solved)
-            self._w_capped += len(capped)
-            if capped:
-                logger.warning("M3MDC: %s hit %s=%d on %d pair(s) (%s) in W-step sweep %d", method, cap_name, cap,
-                               len(capped), ", ".join(map(str, capped[:10])), sweeps)
             dG = np.column_stack([r.dg for r in solved])
             d_sum = float(sum(r.delta_sum for r in solved))
             if uncoupled:
@@ -2044,16 +2020,55 @@ class M3MDC(_OvOModel):
             sub_tol = max(smo_tol, min(sub_tol, nxt))
         else:
             self._w_sweep_capped = True
-            logger.warning(
-                "M3MDC: W step stopped after max_inner_iter=%d sweeps (duality gap %.3g)",
-                self.max_inner_iter,
-                gap,
-            )
+            logger.warning("M3MDC: W step stopped after max_inner_iter=%d sweeps (duality gap %.3g)",
+                           self.max_inner_iter, gap)
         self._w_target = gap_tol  # the relative gap the step was asked for in the end
         if stationary and p_inc <= best:
             assert incumbent is not None
             W, b, hinge_best, gap = incumbent[0], incumbent[1], float(incumbent[2]), p_inc - dual
         return W.copy(), b, G, hinge_best, sweeps, smo_its, float(gap), stationary
+
+    def _sub_tolerance(self, method: str, exact: bool, targeted: bool, gap_tol: float) -> tuple[float, float]:
+        """``(tighten, first tolerance)`` of the sub-problems. Their tolerance follows the relative
+        duality gap of the W step, down to smo_tol: DCD's (its own relative duality gap, or KKT
+        violation) at DCD_TIGHTEN x (the Jacobi step gains less than the blocks' remaining gaps: at
+        1x the sweeps stall at the gap they started from), SMO's (KKT violation) at 1e-2 x (its
+        extra iterations are cheap). Loose first sweeps when the target is loose (adaptive DCD)."""
+        smo_tol = float(self.smo_tol)
+        dcd = method == "dcd"
+        sub_tol = smo_tol if exact else max(smo_tol, 1e-3)
+        if dcd and targeted and self._adaptive(method):
+            sub_tol = max(smo_tol, min(DCD_FIRST_TOL * gap_tol, 1e-1))
+        return (DCD_TIGHTEN if dcd else 1e-2), sub_tol
+
+    def _incumbent_value(self, incumbent: tuple[np.ndarray, np.ndarray, float] | None, cov: PairCovariance) -> float:
+        """The previous alternation's value in this W step's objective Σ ξ + ½ tr(W Q Wᵀ) (inf: none)."""
+        if incumbent is None:
+            return float(np.inf)
+        W_inc = incumbent[0]
+        reg = float(self.lambda1) * float(np.sum(W_inc * W_inc))
+        if self.lambda2:
+            reg += float(self.lambda2) * cov.coupling(W_inc)
+        return float(incumbent[2]) + 0.5 * reg
+
+    def _w_metric(self, cov: PairCovariance, ma: int) -> np.ndarray:
+        """``M = Q⁻¹`` of the W step (``W = G M``, the paper's Eq. 5): ``I / λ1`` without coupling."""
+        if not self.lambda2:
+            return np.eye(ma) / self.lambda1
+        q = self.lambda1 + self.lambda2 / cov.c
+        M = (cov.U / q) @ cov.U.T
+        return 0.5 * (M + M.T)
+
+    def _solve_sweep(self, solver: PairSolver, order: SolveOrder, cap_name: str, sweeps: int) -> list[SolveReport]:
+        """The sweep's sub-problems, solved; the pairs that hit the cap counted and named in a warning."""
+        solved: list[SolveReport] = solver.run(order)
+        capped = [r.pair for r in solved if not r.converged]
+        self._w_solves += len(solved)
+        self._w_capped += len(capped)
+        if capped:
+            logger.warning("M3MDC: %s hit %s=%d on %d pair(s) (%s) in W-step sweep %d", order.method, cap_name,
+                           order.max_iter, len(capped), ", ".join(map(str, capped[:10])), sweeps)
+        return solved
 
     @staticmethod
     def _line_search(

@@ -261,7 +261,7 @@ def select_epochs(
                      gain[0], gain[1], where)
     keep = keeps[i]
     if keep is not None and band_states is not None:
-        if not keep or epochs != fold_stoppers[i][0].best:  # pragma: no cover - the one curve is the pooled one
+        if not keep or epochs != fold_stoppers[i][0].best:  # the one curve is the pooled one
             raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
         band_states[:] = keep
     stoppers = fold_stoppers[i]

@@ -9,7 +9,7 @@ These tests tie them: the dataclasses list the TOML's keys with values of their 
 from the default configuration (``sparkhc train``'s path, :func:`sparkhc.spark.pipelines.new_model`);
 each registered model built with no arguments differs from that model only where the file or
 ``[train]`` says so, and its docstring says where the configured values come from; docs/api.md's
-Param defaults agree with the estimators' Params and the TOML.
+Param defaults are what ``scripts/api_defaults.py`` writes from the stages, and agree with the TOML.
 """
 
 from __future__ import annotations
@@ -205,3 +205,21 @@ def test_api_md_featurizer_param_defaults_are_the_toml_featurize_section() -> No
     for param, key in SparkhcFeaturizer.SPEC_PARAMS.items():
         ok, value = _literal(table[param])
         assert ok and _same(value, TOML["featurize"][key]), f"docs/api.md {param} = {table[param]}, featurize.{key}"
+
+
+def test_api_md_default_cells_are_what_the_writer_writes_from_the_stages() -> None:
+    """docs/api.md's default column is written by scripts/api_defaults.py from the stages' defaults
+    (those of configuration keys: defaults.toml); a stale cell is rewritten, the others left."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("api_defaults", ROOT / "scripts" / "api_defaults.py")
+    assert spec is not None and spec.loader is not None
+    writer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(writer)
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    assert writer.rewrite(text) == (text, []), "run: python scripts/api_defaults.py"
+    stale = text.replace("| `maxEpochs` | `100` |", "| `maxEpochs` | `50` |").replace(
+        "| `stopWords` | `true` |", "| `stopWords` | `false` |")
+    assert stale != text
+    assert writer.rewrite(stale) == (text, ["HierarchicalClassifier.maxEpochs: `50` -> `100`",
+                                            "SparkhcFeaturizer.stopWords: `false` -> `true`"])

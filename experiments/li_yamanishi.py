@@ -494,7 +494,7 @@ def plot_investigation(results: dict[str, Any], out_dir: Path) -> Path | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - optional dependency
+    except ImportError:  # optional dependency
         return None
     inv = {s: results["configs"]["lewis"][s].get("investigation") for s in SETTINGS}
     inv = {s: v for s, v in inv.items() if v}
@@ -866,7 +866,7 @@ def plot_curves(results: dict[str, Any], out_dir: Path, config: str = "lewis") -
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - optional dependency
+    except ImportError:  # optional dependency
         log.warning("matplotlib is not installed: no plots (pip install matplotlib)")
         return []
     paths = []

@@ -47,7 +47,7 @@ import numpy as np
 from sparkhc.errors import ConfigError, InputDataError, ModelError
 from sparkhc.taxonomy import Taxonomy
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:
     import pyarrow as pa
 
     from sparkhc.corpus.readers import ReadReport

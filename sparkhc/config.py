@@ -6,115 +6,95 @@ Unknown sections or keys and wrong types are rejected with an error that names t
 a parameter of that model (:func:`_check_model_keys`); the values are checked by the model class
 when it is built.
 
-Where a default lives: ``sparkhc/conf/defaults.toml`` is the configured default of every key, what
-``sparkhc train``, the ``pyspark.ml`` estimator and ``sparkhc tune`` use when nothing is set. The
-dataclasses below repeat the ``[featurize]``, ``[train]`` and ``[predict]`` values (a
-:class:`Config` built without the file, e.g. ``TrainConfig()``, has the same defaults), and a model
-class's own ``defaults`` are the paper's model, used by the experiments and by a model built
-directly; ``[model.<name>]`` sets the product's values on top of them.
-``tests/unit/test_defaults.py`` checks that the three agree where they must.
+Where a default lives: ``sparkhc/conf/defaults.toml`` writes the configured default of every key,
+what ``sparkhc train``, the ``pyspark.ml`` estimator and ``sparkhc tune`` use when nothing is set
+(read by :mod:`sparkhc.defaults`). The dataclasses below take their ``[featurize]``, ``[train]`` and
+``[predict]`` defaults from it (a :class:`Config` built without the file, e.g. ``TrainConfig()``, has
+its values), and the value rules of the keys are written once, in :data:`RULES` (the ``pyspark.ml``
+Params of the same keys check by them). A model class's own ``defaults`` are the model a directly
+built instance gets (for the paper's models, the paper's); ``[model.<name>]`` sets the product's
+values on top of them (:func:`model_params`, :meth:`sparkhc.models.base.HierModel.configured`).
+``tests/unit/test_defaults.py`` checks that the layers agree.
 Spark resources (memory, cores) stay in spark-submit flags and ``spark-defaults``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from sparkhc import defaults
+from sparkhc.defaults import DEFAULT_CONF
 from sparkhc.errors import ConfigError
-from sparkhc.polyhierarchy import DEFAULT_LABEL_LANGUAGE, DEFAULT_MAX_POSITIONS
 
-# a Traversable, not a Path: spark-submit --py-files imports the package from a zip
-DEFAULT_CONF: Traversable = resources.files("sparkhc") / "conf" / "defaults.toml"
+# the values (and what each key means) are written in defaults.toml only
+_FEATURIZE = defaults.section("featurize")
+_TRAIN = defaults.section("train")
+_PREDICT = defaults.section("predict")
 
 
 @dataclass(frozen=True)
 class FeaturizeConfig:
-    mode: str = "vocab"  # vocab | hashing
-    weighting: str = "log_tf_idf"  # tf | log_tf | log_tf_idf
-    min_df: int = 2
-    max_df: float = 0.5
-    stop_words: bool = True
-    l2_normalize: bool = True
-    hash_bits: int = 18
-    token_pattern: str = ""  # empty = the tokenizer's default
-    partitions: int = 4
-    # reading the raw documents (sparkhc.corpus.readers): what happens to records that cannot be used
-    on_empty: str = ""  # "" = the corpus's own default (error; keep for meka_imdb) | error | keep | quarantine
-    on_invalid: str = "error"  # error | quarantine (malformed, ill-typed or duplicate records)
-    unknown_labels: str = "error"  # error | drop | quarantine (labels not in the taxonomy)
-    require_labels: bool = True  # --input: false reads a record without labels as unlabelled
-    # taxonomy files (SKOS vocabularies, polyhierarchies: sparkhc.vocab, sparkhc.polyhierarchy)
-    label_language: str = DEFAULT_LABEL_LANGUAGE  # skos:prefLabel shown in reports and predictions (else a fallback)
-    max_positions: int = DEFAULT_MAX_POSITIONS  # a polyhierarchy expanding to more positions (paths) is refused
+    """``[featurize]`` of ``defaults.toml``: how documents become features and which records are read."""
+
+    mode: str = _FEATURIZE["mode"]
+    weighting: str = _FEATURIZE["weighting"]
+    min_df: int = _FEATURIZE["min_df"]
+    max_df: float = _FEATURIZE["max_df"]
+    stop_words: bool = _FEATURIZE["stop_words"]
+    l2_normalize: bool = _FEATURIZE["l2_normalize"]
+    hash_bits: int = _FEATURIZE["hash_bits"]
+    token_pattern: str = _FEATURIZE["token_pattern"]
+    partitions: int = _FEATURIZE["partitions"]
+    on_empty: str = _FEATURIZE["on_empty"]
+    on_invalid: str = _FEATURIZE["on_invalid"]
+    unknown_labels: str = _FEATURIZE["unknown_labels"]
+    require_labels: bool = _FEATURIZE["require_labels"]
+    label_language: str = _FEATURIZE["label_language"]
+    max_positions: int = _FEATURIZE["max_positions"]
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    model: str = "global"
-    # 0 = auto: chosen on a seeded validation slice of the training documents (models trained by mixing,
-    # early stopping after `patience` epochs without a better score, at most max_epochs; sparkhc.epochs),
-    # 10 for the other models and warm starts; N > 0: N epochs (with select_epochs: the most tried)
-    epochs: int = 0
-    max_epochs: int = 100  # epochs = 0: the most epochs tried on the validation slice
-    patience: int = 10  # epoch selection: stop after this many epochs without a better score (0 = never)
-    shards: int = 0  # 0 = auto: the task slots Spark reports (spark.default.parallelism)
-    seed: int = 0
-    # epochs = N > 0: choose the number of epochs (1..N) on the validation slice instead of training N
-    select_epochs: bool = False
-    validation_fraction: float = 0.1
-    # epoch (and C = "auto") selection: disjoint validation bands pooled; 0 = auto (sparkhc.epochs.inner_folds)
-    validation_folds: int = 0
-    self_leaves: bool = True  # virtual /_self leaves for labels that stop at an internal node
-    checkpoint: bool = True
-    # node-independent models (h_svm, svm, h_rls, ah_bay, perc, h_perc with mistake="node"):
-    # train each node in its own task (exact) instead of parameter mixing
-    node_parallel: bool = True
-    # iterative parameter mixing: "auto" (barrier stage in local mode), "barrier", "jobs"
-    mixing: str = "auto"
-    exchange_dir: str = ""  # barrier mixing: path or URI (hdfs/s3/gs) all executors reach ("" = a temp dir)
-    # per-edge score offsets of the global model fitted on out-of-fold scores (sparkhc.calibration):
-    # off | auto (the default: on the epoch selection's validation bands, applied only when their nested
-    # gain exceeds its standard error; skipped, and recorded, with fixed epochs or a model that cannot
-    # carry offsets) | on (always applied; with fixed epochs cross-fitted on calibration_folds)
-    calibrate: str = "auto"
-    calibration_folds: int = 4
-    # calibrate with an epoch selection: when the offsets pay on its validation bands, more bands are
-    # scored (one training each) until they hold this many documents (at most every band); 0 = never
-    calibration_documents: int = 5000
-    # an epoch selection on one validation band: true = train again on every training document for the
-    # chosen epochs | false = the band's model at the chosen epoch is the model (trained on the others)
-    refit: bool = True
-    # C = "auto" where the training part gets one validation band (large data): folds = C is the
-    # middle of the grid there (searched only on several inner folds) | always = searched on the one
-    # band too (3 validation trainings instead of 1; another C only beyond the jackknife's standard error)
-    c_search: str = "folds"
-    # where a small training runs: auto (the default: in the driver process for small inputs on a local
-    # master, sparkhc.spark.plan) | spark (always Spark jobs) | driver (in the driver wherever the model allows)
-    execution: str = "auto"
-    # opt-in seconds of wall-clock time for an epoch selection's training (0 = none, the default: no
-    # clock in a default training): the selection stops where its next epoch would not fit, and the
-    # final training runs only when it fits (else the band's model; sparkhc.epochs.TimeBudget); a
-    # fixed train.epochs is not cut by it
-    time_budget: float = 0.0
-    # parameter mixing over K shards: "shards" (CoCoA+'s adding: a shard's steps capped by C x K, so the
-    # mean of the shards adds up their steps) | "one" (Murawaki 2013 Alg. 6: each shard's steps capped by C)
-    step_scale: str = "shards"
-    # a model that certifies a duality gap (model.global.solver = "dcd"): stop once the relative gap
-    # (gap / primal) is at most this; 0 = run the epochs
-    gap_tol: float = 0.01
+    """``[train]`` of ``defaults.toml``: which model, and how it is trained."""
+
+    model: str = _TRAIN["model"]
+    epochs: int = _TRAIN["epochs"]
+    max_epochs: int = _TRAIN["max_epochs"]
+    patience: int = _TRAIN["patience"]
+    shards: int = _TRAIN["shards"]
+    seed: int = _TRAIN["seed"]
+    select_epochs: bool = _TRAIN["select_epochs"]
+    validation_fraction: float = _TRAIN["validation_fraction"]
+    validation_folds: int = _TRAIN["validation_folds"]
+    self_leaves: bool = _TRAIN["self_leaves"]
+    checkpoint: bool = _TRAIN["checkpoint"]
+    node_parallel: bool = _TRAIN["node_parallel"]
+    mixing: str = _TRAIN["mixing"]
+    exchange_dir: str = _TRAIN["exchange_dir"]
+    calibrate: str = _TRAIN["calibrate"]
+    calibration_folds: int = _TRAIN["calibration_folds"]
+    calibration_documents: int = _TRAIN["calibration_documents"]
+    refit: bool = _TRAIN["refit"]
+    c_search: str = _TRAIN["c_search"]
+    execution: str = _TRAIN["execution"]
+    time_budget: float = _TRAIN["time_budget"]
+    step_scale: str = _TRAIN["step_scale"]
+    gap_tol: float = _TRAIN["gap_tol"]
 
 
 @dataclass(frozen=True)
 class PredictConfig:
-    partitions: int = 0  # 0 = keep the input's partitioning
-    execution: str = "auto"  # auto | spark | driver: where predict and evaluate run (sparkhc.spark.smalljobs)
+    """``[predict]`` of ``defaults.toml``: how predict and evaluate run."""
+
+    partitions: int = _PREDICT["partitions"]
+    execution: str = _PREDICT["execution"]
 
 
 @dataclass(frozen=True)
@@ -135,33 +115,68 @@ class Config:
 
 
 _SECTIONS = {"featurize": FeaturizeConfig, "train": TrainConfig, "predict": PredictConfig}
-#: Smallest value of the integer keys that have one (other keys are checked where they are used).
-_MINIMUM = {
-    ("featurize", "partitions"): 1,
-    ("featurize", "max_positions"): 1,
-    ("train", "epochs"): 0,  # 0 = auto (chosen on validation data)
-    ("train", "max_epochs"): 1,
-    ("train", "patience"): 0,  # 0 = no early stopping
-    ("train", "shards"): 0,  # 0 = auto
-    ("train", "calibration_folds"): 3,
-    ("train", "calibration_documents"): 0,  # 0 = only the selection's bands
-    ("train", "validation_folds"): 0,  # 0 = auto
-    ("train", "time_budget"): 0,  # 0 = none
-    ("predict", "partitions"): 0,  # 0 = keep the input's partitioning
+#: a value check: (predicate on a value of the key's type, what a valid value is)
+Rule = tuple[Callable[[Any], bool], str]
+
+
+def is_int(v: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def int_at_least(low: int, note: str = "") -> Rule:
+    return (lambda v: is_int(v) and v >= low), f"an int >= {low}{note}"
+
+
+def number_at_least(low: float, note: str = "") -> Rule:
+    return (lambda v: isinstance(v, float) and math.isfinite(v) and v >= low), f"a finite number >= {low:g}{note}"
+
+
+def one_of(*values: str) -> Rule:
+    words = [repr(v) for v in values]
+    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
+    return (lambda v: v in values), text
+
+
+#: What a valid value of a key is, beyond its type: the one statement of each rule. The
+#: configuration files and ``--set`` (:func:`load_config`) and the ``pyspark.ml`` Params of the same
+#: keys (:mod:`sparkhc.ml._params`, by :func:`value_rule`) check by it.
+RULES: dict[tuple[str, str], Rule] = {
+    ("featurize", "partitions"): int_at_least(1),
+    ("featurize", "max_positions"): int_at_least(1),
+    ("featurize", "on_empty"): one_of("", "error", "keep", "quarantine"),
+    ("featurize", "on_invalid"): one_of("error", "quarantine"),
+    ("featurize", "unknown_labels"): one_of("error", "drop", "quarantine"),
+    ("train", "epochs"): int_at_least(0, " (0 = chosen on a validation slice)"),
+    ("train", "max_epochs"): int_at_least(1),
+    ("train", "patience"): int_at_least(0, " (0 = every epoch up to the cap)"),
+    ("train", "shards"): int_at_least(0, " (0 = the task slots Spark reports)"),
+    ("train", "validation_fraction"): ((lambda v: isinstance(v, float) and 0.0 < v < 1.0), "a float in (0, 1)"),
+    ("train", "validation_folds"): int_at_least(0, " (0 = automatic)"),
+    ("train", "mixing"): one_of("auto", "barrier", "jobs"),
+    ("train", "calibrate"): one_of("off", "auto", "on"),
+    ("train", "calibration_folds"): int_at_least(3),
+    ("train", "calibration_documents"): int_at_least(0, " (0 = only the selection's bands)"),
+    ("train", "c_search"): one_of("folds", "always"),
+    ("train", "execution"): one_of("auto", "spark", "driver"),
+    ("train", "time_budget"): number_at_least(0, " (0 = no budget)"),
+    ("train", "step_scale"): one_of("shards", "one"),
+    ("predict", "partitions"): int_at_least(0, " (0 = keep the input's partitioning)"),
+    ("predict", "execution"): one_of("auto", "spark", "driver"),
+}
+
+_TYPE_RULES: dict[type, Rule] = {
+    int: ((lambda v: is_int(v)), "an int"),
+    float: ((lambda v: isinstance(v, float)), "a float"),
+    bool: ((lambda v: isinstance(v, bool)), "a bool"),
+    str: ((lambda v: isinstance(v, str)), "a string"),
 }
 
 
-_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("train", "mixing"): ("auto", "barrier", "jobs"),
-    ("train", "calibrate"): ("off", "auto", "on"),
-    ("train", "execution"): ("auto", "spark", "driver"),
-    ("predict", "execution"): ("auto", "spark", "driver"),
-    ("train", "c_search"): ("folds", "always"),
-    ("train", "step_scale"): ("shards", "one"),
-    ("featurize", "on_empty"): ("", "error", "keep", "quarantine"),
-    ("featurize", "on_invalid"): ("error", "quarantine"),
-    ("featurize", "unknown_labels"): ("error", "drop", "quarantine"),
-}
+def value_rule(section: str, key: str) -> Rule:
+    """The check of a value of ``[section] key``, its type included (for the ``pyspark.ml`` Params,
+    whose converters give a value of the key's type)."""
+    return RULES.get((section, key)) or _TYPE_RULES[get_type_hints(_SECTIONS[section])[key]]
 
 
 def _check_section(cls: type, values: dict[str, Any], where: str, section: str = "") -> Any:
@@ -179,14 +194,9 @@ def _check_section(cls: type, values: dict[str, Any], where: str, section: str =
             raise ConfigError(
                 f"{where}: key {k!r} must be of type {want.__name__}, got {type(v).__name__} {v!r}"
             )
-        choices = _CHOICES.get((section, k))
-        if choices is not None and v not in choices:
-            raise ConfigError(f"{where}: key {k!r} must be one of {', '.join(map(repr, choices))}, got {v!r}")
-        if (section, k) == ("train", "validation_fraction") and not 0.0 < v < 1.0:
-            raise ConfigError(f"{where}: key {k!r} must be a float in (0, 1), got {v!r}")
-        low = _MINIMUM.get((section, k))
-        if low is not None and v < low:
-            raise ConfigError(f"{where}: key {k!r} must be {'a number' if want is float else 'an int'} >= {low}, got {v!r}")
+        rule = RULES.get((section, k))
+        if rule is not None and not rule[0](v):
+            raise ConfigError(f"{where}: key {k!r} must be {rule[1]}, got {v!r}")
         out[k] = v
     return cls(**out)
 
@@ -211,31 +221,23 @@ def _check_model_names(sections: dict[str, Any], where: str) -> None:
 _TRAIN_KEYS = ("epochs", "seed")
 
 
-@functools.cache
-def _documented_model_keys() -> dict[str, frozenset[str]]:
-    """The keys of each ``[model.<name>]`` section of ``defaults.toml`` (valid keys of that model:
-    ``tests/unit/test_defaults.py`` checks it), so that a configuration using only those needs no
-    model module imported."""
-    try:
-        data = tomllib.loads(DEFAULT_CONF.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):  # reported by load_config with the file's name
-        return {}
-    model = data.get("model", {})
-    return {k: frozenset(v) for k, v in model.items() if isinstance(v, dict)} if isinstance(model, dict) else {}
+def _train_key_error(where: str, name: str, key: str) -> ConfigError:
+    return ConfigError(f"{where}model.{name}.{key} is not a model setting: set train.{key} instead "
+                       "(one source for every model)")
 
 
 def _check_model_keys(sections: dict[str, dict[str, Any]], where: str) -> None:
     """Refuse a key of a ``[model.<name>]`` section that is not a parameter of the model (a
     misspelled key would otherwise fail only when the model is built, after the features were
     read), naming the valid keys; ``epochs`` and ``seed`` are ``[train]`` keys. The model class is
-    imported only for keys that ``defaults.toml`` does not list for it."""
-    documented = _documented_model_keys()
+    imported only for keys that ``defaults.toml`` does not list for it (those are its parameters:
+    ``tests/unit/test_defaults.py`` checks it)."""
+    documented = defaults.model_sections()
     for name, values in sections.items():
         for key in _TRAIN_KEYS:
             if key in values:
-                raise ConfigError(f"{where}: model.{name}.{key} is not a model setting: set train.{key} instead "
-                                  "(one source for every model)")
-        if set(values) <= documented.get(name, frozenset()):
+                raise _train_key_error(f"{where}: ", name, key)
+        if set(values) <= set(documented.get(name, {})):
             continue
         from sparkhc.models import get_model_class
 
@@ -329,3 +331,20 @@ def load_config(paths: list[str | Path] | None = None, overrides: list[str] | No
         data = _merge(data, d)
         sources.append(f"--set {item}")
     return from_dict(data, source=" + ".join(sources))
+
+
+def model_params(cls: Any, cfg: Config, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters of a model of class ``cls``: ``params`` (default: the configuration's
+    ``[model.<name>]``), plus ``epochs`` and ``seed`` from ``[train]`` where the model has them
+    (``train.epochs`` / ``train.seed`` are their one source: setting them per model is an error)."""
+    p = dict(cfg.model_params(cls.name) if params is None else params)
+    for key in _TRAIN_KEYS:
+        if key in p:
+            raise _train_key_error("", cls.name, key)
+        if key in cls.defaults:
+            p[key] = int(getattr(cfg.train, key))
+    if p.get("epochs") == 0:  # train.epochs = 0 (auto): the model's own fits (serial) use the fixed default
+        from sparkhc.epochs import FALLBACK_EPOCHS
+
+        p["epochs"] = FALLBACK_EPOCHS
+    return p

@@ -55,6 +55,7 @@ smallest ``k``); the tests check them against brute-force enumeration.
 from __future__ import annotations
 
 import heapq
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,7 +260,8 @@ def edge_scores(X: sp.spmatrix | np.ndarray, W: np.ndarray) -> np.ndarray:
 
 def _probe_matvecs() -> Any:
     """scipy's CSR x dense kernel (private ``_sparsetools.csr_matvecs``), if it behaves as
-    expected here; ``None`` otherwise (then :func:`row_scores` uses a public path)."""
+    expected here; ``None`` otherwise (then :func:`row_scores` uses a public path, slower, and a
+    :class:`RuntimeWarning` says so once)."""
     try:
         from scipy.sparse import _sparsetools
 
@@ -276,9 +278,14 @@ def _probe_matvecs() -> Any:
             W.reshape(-1),
             out,
         )
-        return fn if np.array_equal(out, 2 * W[1] + W[3]) else None
-    except Exception:  # pragma: no cover - depends on the scipy build
-        return None
+        if np.array_equal(out, 2 * W[1] + W[3]):
+            return fn
+        why = "it gave another result"
+    except Exception as e:  # a private kernel: a scipy build may lack it or change its signature
+        why = f"{type(e).__name__}: {e}"
+    warnings.warn(f"sparkhc: scipy's csr_matvecs kernel is not usable here ({why}); one document's scores take "
+                  "a slower public path", RuntimeWarning, stacklevel=1)
+    return None
 
 
 _MATVECS = _probe_matvecs()

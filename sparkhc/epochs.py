@@ -13,8 +13,8 @@ the smoothed rule scored best of the rules tried). The validation training stops
 far (the "patience increase" of Bengio's early-stopping recipe): a curve that climbs slowly, as
 iterative parameter mixing over many small shards does (each shard's update enters the mixture
 divided by the shard count), is not cut on a plateau it would leave, while a fast curve still stops
-``patience`` epochs after its best (docs/benchmarks.md, "mixing-shards-default": with a wait of
-10 epochs flat, 10 shards stopped 2.8 points of validation score short on rcv1v2_subset).
+``patience`` epochs after its best (what a flat wait costs many shards: docs/benchmarks.md,
+"mixing-shards-default").
 
 Pure numpy: the Spark and driver paths of :func:`sparkhc.spark.mixing.selection.select_epochs` share it.
 """
@@ -37,9 +37,9 @@ CRITERION = ("hF", "LBMaF")
 #: epochs of the trailing mean the selection compares (1 = the raw curve)
 WINDOW = 3
 #: the wait after the best epoch ``b`` so far is ``max(patience, ceil(PATIENCE_GROWTH * b))`` epochs
-#: (0 = a flat ``patience``); 0.5 chosen on validation curves only (docs/benchmarks.md,
-#: "mixing-shards-default": the smallest of 0 / 0.25 / 0.5 / 0.75 / 1 whose in-sample regret is
-#: below 0.05 points at 1, 2 and 10 shards on the three corpora)
+#: (0 = a flat ``patience``); chosen on validation curves only, as the smallest of the values tried
+#: whose in-sample regret is negligible at 1, 2 and 10 shards on the three development corpora
+#: (docs/benchmarks.md, "mixing-shards-default")
 PATIENCE_GROWTH = 0.5
 #: ``C = "auto"`` (the global model's default): the values of C compared on the inner folds
 AUTO_C_GRID = (0.1, 0.3, 1.0)

@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -353,14 +354,17 @@ class OutputFs:
         return h.hexdigest()
 
     def rmtree(self) -> None:
-        """Remove this folder, ignoring errors (cleanup after a failure)."""
-        if self.local:
-            shutil.rmtree(self.root, ignore_errors=True)
-            return
+        """Remove this folder (cleanup after a failure or a publish): an error is a warning, not raised."""
         try:
-            self._fs.delete_dir(self.root)
-        except Exception:  # noqa: S110 -- best effort cleanup
-            pass
+            if self.local:
+                shutil.rmtree(self.root)
+            else:
+                self._fs.delete_dir(self.root)
+        except FileNotFoundError:
+            return
+        except Exception as e:  # best effort: the failure being cleaned up after is the error raised
+            warnings.warn(f"sparkhc: could not remove the temporary folder {redact(self.root)} "
+                          f"({type(e).__name__}: {e}); remove it by hand", RuntimeWarning, stacklevel=2)
 
     def publish(self, dst: OutputFs) -> None:
         """Move this folder to ``dst``, replacing an existing ``dst`` with two renames

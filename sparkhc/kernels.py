@@ -28,26 +28,38 @@ The branching choice does not sort: the candidates ``k <= R`` need only the top 
 so ``R + 1`` max scans per node suffice.
 
 Set ``SPARKHC_KERNELS=0`` (or :data:`ENABLED` = False) to force the numpy reference. Compiled
-functions are cached on disk (numba ``cache=True``; ``NUMBA_CACHE_DIR`` to relocate).
+functions are cached on disk (numba ``cache=True``; ``NUMBA_CACHE_DIR`` to relocate). When numba
+cannot be imported and the kernels are not switched off, a :class:`RuntimeWarning` says so once per
+process, with the error: the numpy reference is several times slower.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 
-try:  # pragma: no cover - depends on the environment
+#: the kernels were switched off (``SPARKHC_KERNELS=0``): the numpy reference runs, without a warning
+_SWITCHED_OFF = os.environ.get("SPARKHC_KERNELS", "1").lower() in ("0", "false", "no", "off")
+
+try:
     import numba as _nb
 
     HAVE_NUMBA = True
-except Exception:  # pragma: no cover
+except Exception as e:  # not installed, or a broken install (e.g. a numpy it does not support)
     _nb = None  # type: ignore[assignment]
     HAVE_NUMBA = False
+    if not _SWITCHED_OFF:
+        how = ("numba is not installed (pip install 'sparkhc[fast]')" if isinstance(e, ModuleNotFoundError)
+               and e.name == "numba" else f"numba failed to import ({type(e).__name__}: {e})")
+        warnings.warn(f"sparkhc: the compiled kernels are off: {how}; the numpy reference runs instead, several "
+                      "times slower (SPARKHC_KERNELS=0 chooses it without this warning)", RuntimeWarning,
+                      stacklevel=1)
 
 #: dispatch to the compiled kernels (when numba is importable)
-ENABLED: bool = HAVE_NUMBA and os.environ.get("SPARKHC_KERNELS", "1").lower() not in ("0", "false", "no", "off")
+ENABLED: bool = HAVE_NUMBA and not _SWITCHED_OFF
 
 __all__ = ["HAVE_NUMBA", "ENABLED", "available", "dp_batch", "dp_one", "gt_epoch", "binary_epoch", "delta_encode",
            "delta_apply", "csr_scores", "csr_decode", "csr_union"]
@@ -59,7 +71,7 @@ def available() -> bool:
 
 
 def _njit(fn: Any) -> Any:
-    if _nb is None:  # pragma: no cover
+    if _nb is None:
         return fn
     return _nb.njit(cache=True, nogil=True)(fn)
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkhc.defaults import section
 from sparkhc.errors import TaxonomyError
 
 #: joins a concept's name and its parent position's name into the name of one of its positions
@@ -35,9 +36,9 @@ POSITION_SEP = "@"
 #: the prefix of the ``taxonomy.tsv`` lines that hold a :class:`ConceptLayer`
 DIRECTIVE = "#sparkhc:"
 #: the default of ``featurize.max_positions``: a polyhierarchy that expands to more positions is refused
-DEFAULT_MAX_POSITIONS = 100_000
+DEFAULT_MAX_POSITIONS: int = section("featurize")["max_positions"]
 #: the default of ``featurize.label_language``: the language of the labels shown (``skos:prefLabel``)
-DEFAULT_LABEL_LANGUAGE = "en"
+DEFAULT_LABEL_LANGUAGE: str = section("featurize")["label_language"]
 
 
 @dataclass(frozen=True)

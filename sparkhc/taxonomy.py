@@ -303,7 +303,7 @@ class Taxonomy:
     @property
     def is_leaf(self) -> np.ndarray:
         """Per node: it has no children (computed once, read-only: :meth:`to_leaf_set` asks for every
-        distinct label list, and a MeSH-sized tree made that 1.2 ms a call)."""
+        distinct label list, and computing it per call was slow on a MeSH-sized tree)."""
         if self._is_leaf is None:
             a = np.array([len(k) == 0 for k in self.children], dtype=bool)
             a.setflags(write=False)

@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         print_error_line("sparkhc: interrupted")
         code = 130
-    except Exception as e:  # pragma: no cover - the traceback is what a bug report needs
+    except Exception as e:  # the traceback is what a bug report needs
         msg = task_user_error(e)
         if msg is not None:  # bad input found inside a Spark task: a user error all the same
             print_error(msg)

@@ -83,4 +83,4 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         pointer = model_store.promote(_root(args), args.version)
         print(f"current -> {pointer['version']} (was {pointer['previous'] or 'unset'})")
         return 0
-    raise SparkhcError(f"unknown models command {cmd!r}")  # pragma: no cover - argparse rejects it
+    raise SparkhcError(f"unknown models command {cmd!r}")  # argparse rejects it

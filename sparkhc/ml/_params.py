@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
-from sparkhc.config import TrainConfig
+from sparkhc.config import Rule, TrainConfig, int_at_least, one_of, value_rule
 from sparkhc.errors import ConfigError, ParamError, TaxonomyError
 from sparkhc.taxonomy import Taxonomy
-
-#: a value check: (predicate on the converted value, what a valid value is)
-Rule = tuple[Callable[[Any], bool], str]
 
 
 def to_taxonomy_spec(value: Any) -> Any:
@@ -85,10 +82,6 @@ def load_taxonomy(spec: Any, who: str) -> Taxonomy:
     return tax
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 #: the estimator's Params that are ``[train]`` keys (:class:`sparkhc.config.TrainConfig` fields):
 #: their defaults and the training's configuration both come from this one table
 TRAIN_PARAMS: dict[str, str] = {
@@ -97,16 +90,6 @@ TRAIN_PARAMS: dict[str, str] = {
     "maxEpochs": "max_epochs", "patience": "patience", "validationFolds": "validation_folds", "refit": "refit",
     "cSearch": "c_search", "timeBudget": "time_budget",
 }
-
-
-def int_at_least(low: int, note: str = "") -> Rule:
-    return (lambda v: _is_int(v) and v >= low), f"an int >= {low}{note}"
-
-
-def one_of(*values: str) -> Rule:
-    words = [repr(v) for v in values]
-    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
-    return (lambda v: v in values), text
 
 
 class CheckedParams(Params):
@@ -345,24 +328,13 @@ class HasTrainingParams(CheckedParams):
 
     def __init__(self) -> None:
         super().__init__()
-        train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml; a test ties them)
+        train = TrainConfig()  # the CLI's defaults (sparkhc/conf/defaults.toml)
         self._setDefault(**{param: getattr(train, key) for param, key in TRAIN_PARAMS.items()}, modelParams={},
                          handleInvalid="error")
 
+    #: the Params of ``[train]`` keys check by the keys' rules (:data:`sparkhc.config.RULES`)
     _rules: ClassVar[dict[str, Rule]] = {
-        "epochs": int_at_least(0, " (0 = chosen on a validation slice)"),
-        "shards": int_at_least(0, " (0 = the task slots Spark reports)"),
-        "seed": ((lambda v: _is_int(v)), "an int"),
-        "calibrate": one_of("off", "auto", "on"),
-        "calibrationFolds": int_at_least(3),
-        "calibrationDocuments": int_at_least(0, " (0 = only the selection's bands)"),
-        "maxEpochs": int_at_least(1),
-        "patience": int_at_least(0, " (0 = every epoch up to maxEpochs)"),
-        "validationFolds": int_at_least(0, " (0 = automatic)"),
-        "refit": ((lambda v: isinstance(v, bool)), "a bool"),
-        "cSearch": one_of("folds", "always"),
-        "timeBudget": ((lambda v: isinstance(v, float) and math.isfinite(v) and v >= 0),
-                       "a finite float >= 0 (0 = no budget)"),
+        **{param: value_rule("train", key) for param, key in TRAIN_PARAMS.items()},
         "C": ((lambda v: isinstance(v, float) and math.isfinite(v) and v > 0), "a finite float > 0"),
         "handleInvalid": one_of("error", "drop"),
     }

@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkhc.batch import COUNTS, DOC_ID, FOLD, INDICES, LABELS, SPLIT, TEXT, TOKENS, VALUES
+from sparkhc.config import FeaturizeConfig
 from sparkhc.errors import ConfigError, InputDataError, ModelError, ParamError, SchemaError
 from sparkhc.ml._input import META_KEY
 from sparkhc.ml._params import CheckedParams
@@ -85,9 +86,7 @@ class _FeaturizerParams(CheckedParams):
 
     def __init__(self) -> None:
         super().__init__()
-        from sparkhc.config import load_config
-
-        fc = load_config().featurize  # the defaults of sparkhc featurize
+        fc = FeaturizeConfig()  # the defaults of sparkhc featurize (sparkhc/conf/defaults.toml)
         self._setDefault(inputCol=TEXT, tokensCol="", mode=fc.mode, weighting=fc.weighting, minDF=fc.min_df,
                          maxDF=fc.max_df, stopWords=fc.stop_words, l2Normalize=fc.l2_normalize,
                          hashBits=fc.hash_bits, tokenPattern=fc.token_pattern)

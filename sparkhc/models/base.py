@@ -247,7 +247,18 @@ class HierModel:
             return "node_parallel"
         return self.training
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not init.__doc__:  # help() of every model says where its parameters come from
+            init.__doc__ = HierModel.__init__.__doc__
+
     def __init__(self, taxonomy: Taxonomy, n_features: int, **params: Any) -> None:
+        """A model of ``taxonomy`` over ``n_features`` features: ``params``, and the class's
+        :attr:`defaults` for every parameter they do not set (for a published model, the paper's).
+        Built so with no parameters, it is not always the model ``sparkhc train`` trains: that one
+        also takes ``[model.<name>]`` of ``sparkhc/conf/defaults.toml`` and ``epochs`` and ``seed``
+        of ``[train]``; :meth:`configured` builds it."""
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise ConfigError(
@@ -257,6 +268,18 @@ class HierModel:
         self.n_features = int(n_features)
         self.params: dict[str, Any] = {**self.defaults, **params}
         self.state_: ModelState | None = None
+
+    @classmethod
+    def configured(cls, taxonomy: Taxonomy, n_features: int, **params: Any) -> Any:
+        """The model ``sparkhc train``, the ``pyspark.ml`` estimator and ``sparkhc tune`` build when
+        nothing is configured: the class's :attr:`defaults`, then ``[model.<name>]`` of
+        ``sparkhc/conf/defaults.toml``, then ``epochs`` and ``seed`` of ``[train]``
+        (:func:`sparkhc.config.model_params`), then ``params``. How it is trained (the epoch and
+        ``C = "auto"`` selection, calibration, mixing) is ``sparkhc train``'s; a direct :meth:`fit`
+        needs a number for ``C``."""
+        from sparkhc.config import load_config, model_params
+
+        return cls(taxonomy, n_features, **{**model_params(cls, load_config()), **params})
 
     # -- parameters --------------------------------------------------------------------------
     def _check_param(self, key: str, ok: bool, expected: str) -> None:

@@ -726,11 +726,9 @@ class FlatPA(_PAModel):
     ``taxonomy.leaves[j]``. Decoding: every leaf with positive score, else the single best.
 
     Defaults: the class defaults (the Parameters above) are the paper's FLAT, the model the
-    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
-    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.flat]`` of
-    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
-    ``normalize = "l2"``
-    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
+    runners in ``experiments/`` and a directly built model get. The configured default, what ``sparkhc train``,
+    the ``pyspark.ml`` estimator, ``sparkhc tune`` and :meth:`configured` build, sets
+    ``[model.flat]`` of ``sparkhc/conf/defaults.toml`` on top of them.
     """
 
     name: ClassVar[str] = "flat"
@@ -787,11 +785,9 @@ class TreePA(_PAModel):
     Alg. 1 run in the shared shuffled order (the paper trains them in parallel).
 
     Defaults: the class defaults (the Parameters above) are the paper's TREE, the model the
-    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
-    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.tree]`` of
-    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
-    ``normalize = "l2"``
-    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
+    runners in ``experiments/`` and a directly built model get. The configured default, what ``sparkhc train``,
+    the ``pyspark.ml`` estimator, ``sparkhc tune`` and :meth:`configured` build, sets
+    ``[model.tree]`` of ``sparkhc/conf/defaults.toml`` on top of them.
     """
 
     name: ClassVar[str] = "tree"
@@ -950,12 +946,9 @@ class GlobalPA(_PAModel):
     In the sparse layout ``W`` and ``Wa`` are scipy CSR matrices of that shape, on one pattern.
 
     Defaults: the class defaults (the Parameters above) are the paper's GT (Alg. 5, C = 1), the model the
-    runners in ``experiments/`` and a directly built model get. ``sparkhc train``, the
-    ``pyspark.ml`` estimator and ``sparkhc tune`` build it with ``[model.global]`` of
-    ``sparkhc/conf/defaults.toml`` on top of them, the configured default, which sets
-    ``C = "auto"`` (chosen on inner validation folds by ``sparkhc train``), ``branching``,
-    ``update = "cost_augmented"``, ``margin_rare``, ``bias``, ``normalize = "l2"`` and ``layout = "auto"``
-    (``tests/unit/test_defaults.py`` checks that the file's values are what those build).
+    runners in ``experiments/`` and a directly built model get. The configured default, what ``sparkhc train``,
+    the ``pyspark.ml`` estimator, ``sparkhc tune`` and :meth:`configured` build, sets
+    ``[model.global]`` of ``sparkhc/conf/defaults.toml`` on top of them.
     """
 
     name: ClassVar[str] = "global"

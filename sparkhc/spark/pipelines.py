@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from sparkhc import fsio
 from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
-from sparkhc.config import Config
+from sparkhc.config import Config, model_params
 from sparkhc.epochs import TimeBudget
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
 from sparkhc.features import (
@@ -699,24 +699,6 @@ def new_model(name: str, cfg: Config, taxonomy: Taxonomy, n_features: int, df: D
     if mtax is not taxonomy:
         log.info("virtual /_self leaves for %d internal labels", int(mtax.virtual.sum()))
     return cls(mtax, n_features, **model_params(cls, cfg, params))
-
-
-def model_params(cls: Any, cfg: Config, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The parameters of a model of class ``cls``: ``params`` (default: the configuration's
-    ``[model.<name>]``), plus ``epochs`` and ``seed`` from ``[train]`` where the model has them
-    (``train.epochs`` / ``train.seed`` are their one source: setting them per model is an error)."""
-    p = dict(cfg.model_params(cls.name) if params is None else params)
-    for key in ("epochs", "seed"):
-        if key in p:
-            raise ConfigError(f"model.{cls.name}.{key} is not a model setting: set train.{key} instead "
-                              f"(one source for every model)")
-        if key in cls.defaults:
-            p[key] = int(getattr(cfg.train, key))
-    if p.get("epochs") == 0:  # train.epochs = 0 (auto): the model's own fits (serial) use the fixed default
-        from sparkhc.epochs import FALLBACK_EPOCHS
-
-        p["epochs"] = FALLBACK_EPOCHS
-    return p
 
 
 def training_metadata(result: TrainingResult, cfg: Config, selection: Selection,

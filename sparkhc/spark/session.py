@@ -82,7 +82,8 @@ def _spark_defaults() -> dict[str, str]:
                 from pyspark.find_spark_home import _find_spark_home
 
                 home = _find_spark_home()
-            except Exception:  # no Spark home: nothing to keep
+            except Exception as e:  # no Spark home: no installation settings to keep
+                log.debug("no Spark home found (%s: %s): no spark-defaults.conf read", type(e).__name__, e)
                 return {}
         conf_dir = os.path.join(home, "conf")
     path = Path(conf_dir) / "spark-defaults.conf"
@@ -240,7 +241,7 @@ def usable_cpus() -> int:
     """The CPUs this process may use (affinity, capped by a cgroup v2 quota, as the JVM counts)."""
     try:
         n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
+    except AttributeError:  # not Linux
         n = os.cpu_count() or 1
     quota = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2 quota, which the JVM honours
     try:

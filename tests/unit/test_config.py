@@ -39,9 +39,12 @@ def test_file_then_overrides(tmp_path):
                                       ("train.epochs=-1", "must be an int >= 0"),
                                       ("train.max_epochs=0", "must be an int >= 1"),
                                       ("train.patience=-2", "must be an int >= 0"),
-                                      ("train.calibrate=yes", "must be one of 'off', 'auto', 'on'"),
+                                      ("train.calibrate=yes", "must be 'off', 'auto' or 'on', got 'yes'"),
                                       ("train.calibration_folds=2", "must be an int >= 3"),
-                                      ("train.execution=fast", "must be one of 'auto', 'spark', 'driver'")])
+                                      ("train.execution=fast", "must be 'auto', 'spark' or 'driver', got 'fast'"),
+                                      # one rule for the key and the Param timeBudget: a finite number
+                                      ("train.time_budget=inf", "must be a finite number >= 0"),
+                                      ("train.time_budget=-1", "must be a finite number >= 0")])
 def test_training_ranges(item, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, [item])

@@ -518,10 +518,8 @@ FACE_STEPS = 8
 #: and ``d`` features, ``|F| d²`` when ``|F| > d``: :func:`_face_step`) ...
 FACE_MAX_FREE = 400
 #: ... after this many passes of a solve, and then every this many passes. With the projected path
-#: the steps pay on dense numeric data: 16 / 8 (against 32 / 4) took the fit CPU time of folds 0-2
-#: of yeast from 5.4 / 6.0 / 7.2 s to 2.7 / 2.7 / 3.9 s and cost scene 2.9 / 2.7 / 2.6 -> 3.5 /
-#: 3.1 / 3.1 s (its d = 294 makes a step dearer); 8 / 4, 16 / 4, 8 / 8, 16 / 16 and 32 / 8 were
-#: slower on yeast (speed only: every fit is certified to the same gap)
+#: the steps pay on dense numeric data: FACE_EVERY / FACE_STEPS were chosen for the fit time of
+#: yeast and scene among a few pairs (speed only: every fit is certified to the same gap)
 FACE_EVERY = 16
 
 

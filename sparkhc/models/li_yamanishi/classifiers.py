@@ -424,13 +424,13 @@ class _Base:
         self._build_scoring()
         return self
 
-    def _validate_params(self) -> None:  # pragma: no cover - overridden
+    def _validate_params(self) -> None:  # overridden
         pass
 
-    def _fit_stats(self, F: np.ndarray, T: np.ndarray) -> None:  # pragma: no cover - overridden
+    def _fit_stats(self, F: np.ndarray, T: np.ndarray) -> None:  # overridden
         raise NotImplementedError
 
-    def _build_scoring(self) -> None:  # pragma: no cover - overridden
+    def _build_scoring(self) -> None:  # overridden
         raise NotImplementedError
 
     # -- scoring ---------------------------------------------------------------------------
@@ -484,7 +484,7 @@ class _Base:
     def _params(self) -> dict[str, Any]:
         return {"empty_score": float(self.empty_score)}
 
-    def _arrays(self) -> dict[str, np.ndarray]:  # pragma: no cover - overridden
+    def _arrays(self) -> dict[str, np.ndarray]:  # overridden
         raise NotImplementedError
 
     def get_state(self) -> dict[str, Any]:
@@ -512,7 +512,7 @@ class _Base:
         self._build_scoring()
         return self
 
-    def _restore(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - overridden
+    def _restore(self, state: Mapping[str, Any]) -> None:  # overridden
         raise NotImplementedError
 
 

@@ -7,15 +7,30 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkhc.batch import DOC_ID, SparseBatch
-from sparkhc.epochs import TimeBudget
+from sparkhc.batch import DOC_ID, SparseBatch, label_matrix, leaf_matrix
+from sparkhc.epochs import (
+    JACKKNIFE_GROUPS,
+    WINDOW,
+    EarlyStopping,
+    PooledCurve,
+    TimeBudget,
+    choose,
+    choose_on_common_epochs,
+    jackknife_gain,
+    outlook,
+    paired_gain,
+    prefer_default,
+    validation_score,
+)
+from sparkhc.metrics import MetricCounts
 from sparkhc.models.base import HierModel, ModelState
 from sparkhc.spark.hashing import validation_bands, validation_cut, validation_ids
 from sparkhc.spark.mixing.settings import MixingSettings
@@ -99,34 +114,55 @@ def select_epochs(
     training when no band's model is kept (several bands); the output then has ``"time_budget"``
     (:meth:`TimeBudget.summary`) and, when the budget ended a curve before its stopping rule did, a
     warning says so. A budget that ends nothing changes nothing: the same epochs, the same states."""
-    from sparkhc.batch import label_matrix, leaf_matrix
-    from sparkhc.epochs import (
-        JACKKNIFE_GROUPS,
-        WINDOW,
-        EarlyStopping,
-        PooledCurve,
-        choose,
-        choose_on_common_epochs,
-        jackknife_gain,
-        outlook,
-        paired_gain,
-        prefer_default,
-        validation_score,
-    )
-    from sparkhc.metrics import MetricCounts
-    from sparkhc.models import get_model_class
     from sparkhc.spark.mixing.train import train_ipm
 
-    max_epochs, seed, with_counts = int(settings.epochs), int(settings.seed), settings.with_counts
     folds = int(folds)
     if not 1 <= folds <= validation_bands(fraction):
         raise ValueError(f"select_epochs: {folds} inner folds of {fraction} each do not fit in the training part")
-    tax = model.taxonomy
-    cls = get_model_class(model.name)
     cands: list[dict[str, Any]] = [{}] if c_grid is None else [{"C": float(c)} for c in c_grid]
     if not cands:
         raise ValueError("select_epochs: an empty C grid")
-    splits: list[tuple[SparseBatch | None, DataFrame | None, SparseBatch]] = []
+    splits = _validation_splits(features, rows, model, fraction, int(settings.seed), folds, settings.with_counts)
+    if budget is not None:  # one band with its model kept: no room to leave for the final training
+        budget.start_selection(1.0 / (1.0 - float(fraction)),
+                               reserve_final=not (folds == 1 and band_states is not None))
+    from sparkhc import epochs as _epochs
+    from sparkhc.models import get_model_class
+
+    clock = _epochs._monotonic  # the budget's clock (tests replace it); the log's outlook: seconds an epoch so far
+    search = _Search(model=model, cls=get_model_class(model.name), splits=splits, cands=cands, patience=int(patience),
+                     max_epochs=int(settings.epochs), budget=budget,
+                     c_j=list(c_grid).index(c_default) if c_grid is not None and c_default is not None else None,
+                     keeps=[[] if band_states is not None and folds == 1 else None for _ in cands],
+                     groups=np.arange(len(splits[0].val)) % JACKKNIFE_GROUPS if folds == 1 and len(cands) > 1 else None,
+                     snaps=[[] for _ in cands], clock=clock, t_sel=clock())
+    for ci in range(len(cands)):
+        search.run_candidate(ci, lambda fit_df, fresh, score, fit_rows, plan_stage: train_ipm(
+            spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows, progress=search.trained,
+            stop_chunk=int(patience),  # barrier mixing: stages of `patience` epochs
+            stage_epochs=plan_stage))
+    i, epochs, gain = search.choice(c_grid, c_default)
+    keep = search.keeps[i]
+    if keep is not None and band_states is not None:
+        if not keep or epochs != search.fold_stoppers[i][0].best:  # the one curve is the pooled one
+            raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
+        band_states[:] = keep
+    return search.summary(i, epochs, gain, fraction, c_grid, c_default)
+
+
+class _Split(NamedTuple):
+    """One validation band: the fitting part (rows in this process, or a DataFrame) and the band."""
+
+    fit_rows: SparseBatch | None
+    fit_df: DataFrame | None
+    val: SparseBatch
+
+
+def _validation_splits(features: DataFrame | None, rows: SparseBatch | None, model: HierModel, fraction: float,
+                       seed: int, folds: int, with_counts: bool) -> list[_Split]:
+    """The ``folds`` disjoint validation bands of the training documents, each with its fitting part
+    (read in this process from ``rows``, or cut from ``features`` on Spark: the same documents)."""
+    splits: list[_Split] = []
     for band in range(folds):
         if rows is not None:
             held = validation_ids(rows.doc_ids, fraction, seed, band)
@@ -141,164 +177,218 @@ def select_epochs(
         if len(val) == 0:
             raise ValueError(f"select_epochs: the validation fraction {fraction} holds out no document"
                              + (f" in band {band}" if folds > 1 else ""))
-        splits.append((fit_rows, fit_df, val))
-    n_val = sum(len(v) for _, _, v in splits)
-    # one band: each candidate's state at its chosen epoch (kept while it may still be chosen)
-    keeps: list[list[ModelState] | None] = [[] if band_states is not None and folds == 1 else None for _ in cands]
-    # one band and a grid: per-group counts of the smoothing window at each candidate's best epoch
-    # (the jackknife of the one-standard-error rule: jackknife_gain)
-    jack = folds == 1 and len(cands) > 1
-    groups = np.arange(len(splits[0][2])) % JACKKNIFE_GROUPS if jack else None
-    snaps: list[list[np.ndarray]] = [[] for _ in cands]
-    curves: list[PooledCurve] = []
-    fold_stoppers: list[list[EarlyStopping]] = []  # per candidate, one per fold
-    c_j = list(c_grid).index(c_default) if c_grid is not None and c_default is not None else None
-    if budget is not None:  # one band with its model kept: no room to leave for the final training
-        budget.start_selection(1.0 / (1.0 - float(fraction)),
-                               reserve_final=not (folds == 1 and band_states is not None))
-    from sparkhc import epochs as _epochs
+        splits.append(_Split(fit_rows, fit_df, val))
+    return splits
 
-    clock = _epochs._monotonic  # the budget's clock (tests replace it); the log's outlook: seconds an epoch so far
-    # epochs trained and scored so far: a barrier stage trains all its epochs before the first is scored
-    t_sel, epochs_scored, epochs_trained = clock(), [0], [0]
 
-    def trained(_info: dict[str, Any]) -> None:
-        epochs_trained[0] += 1
-    for ci, cand in enumerate(cands):
-        keep = keeps[ci]
+@dataclass
+class _Search:
+    """The state of one epoch (and C) selection across its candidates and folds: the pooled curves,
+    the stopping rules, the kept band states and jackknife windows, and the clock of the log's
+    outlook. :func:`select_epochs` builds it, then runs :meth:`run_candidate` per candidate,
+    :meth:`choice` and :meth:`summary`."""
+
+    model: HierModel
+    cls: Any
+    splits: list[_Split]
+    cands: list[dict[str, Any]]
+    patience: int
+    max_epochs: int
+    c_j: int | None
+    budget: TimeBudget | None
+    #: one band: each candidate's state at its chosen epoch (kept while it may still be chosen)
+    keeps: list[list[ModelState] | None]
+    #: one band and a grid: the jackknife group of each validation document (else None), and per
+    #: candidate the per-group counts of the smoothing window at its best epoch (:func:`jackknife_gain`)
+    groups: np.ndarray | None
+    snaps: list[list[np.ndarray]]
+    #: the clock of the log's outlook (the budget's) and the selection's start on it
+    clock: Callable[[], float]
+    t_sel: float
+    curves: list[PooledCurve] = field(default_factory=list)
+    fold_stoppers: list[list[EarlyStopping]] = field(default_factory=list)  # per candidate, one per fold
+    #: epochs trained and scored so far: a barrier stage trains all its epochs before the first is scored
+    epochs_scored: int = 0
+    epochs_trained: int = 0
+    #: the epochs the candidates were compared on when the budget cut a C search (else None)
+    compared_epochs: int | None = None
+
+    @property
+    def jackknife(self) -> bool:
+        return self.groups is not None
+
+    def trained(self, _info: dict[str, Any]) -> None:
+        self.epochs_trained += 1
+
+    def run_candidate(self, ci: int, train: Callable[..., Any]) -> None:
+        """Train candidate ``ci`` on every fold (``train(fit_df, fresh, score, fit_rows, plan_stage)``:
+        the mixing of the real training), scoring each band after every epoch; then drop the kept
+        states of the candidates that can no longer be chosen."""
+        cand, folds = self.cands[ci], len(self.splits)
         window: list[np.ndarray] = []
-        params = {**model.params, **cand}
+        params = {**self.model.params, **cand}
         pooled = PooledCurve()
         stoppers: list[EarlyStopping] = []
-        for band, (fit_rows, fit_df, val) in enumerate(splits):
-            gold = label_matrix(val.labels or [], tax)
-            probe = cls(tax, model.n_features, **params)
+        tax, n_features = self.model.taxonomy, self.model.n_features
+        for band, split in enumerate(self.splits):
+            probe = self.cls(tax, n_features, **params)
             probe.decode_threads = usable_cpus()  # scored in the driver while no training runs
-            stopper = EarlyStopping(int(patience))
+            stopper = EarlyStopping(int(self.patience))
             stoppers.append(stopper)
-
-            later = (len(cands) - 1 - ci) * folds + (folds - 1 - band)  # validation trainings after this one
+            later = (len(self.cands) - 1 - ci) * folds + (folds - 1 - band)  # validation trainings after this one
             tag = "".join(f"{k}={v:g} " for k, v in cand.items()) + (f"fold {band + 1}/{folds}, " if folds > 1 else "")
-
-            def score(epoch: int, state: ModelState, probe: Any = probe, gold: Any = gold, val: SparseBatch = val,
-                      stopper: EarlyStopping = stopper, pooled: PooledCurve = pooled, tag: str = tag,
-                      keep: list[ModelState] | None = keep, window: list[np.ndarray] = window, ci: int = ci,
-                      later: int = later) -> bool:
-                probe.set_state(state)
-                counts = MetricCounts(tax)
-                pred = leaf_matrix(probe.decode(val, return_scores=False)[0], tax)
-                counts.add(gold, pred)
-                pooled.add(epoch, counts)
-                m = counts.compute_selection()
-                stop = stopper.add(validation_score(m))
-                if groups is not None:
-                    window.append(_group_counts(tax, gold, pred, groups))
-                    del window[:-WINDOW]
-                if stopper.best == epoch + 1:  # a new maximum: this epoch's state (and window)
-                    if keep is not None:
-                        keep[:] = [state.copy()]
-                    if groups is not None:
-                        snaps[ci] = list(window)
-                cut = False
-                if budget is not None:  # this epoch's cost ends here; does another fit?
-                    budget.epoch_done()
-                    if not stop and not budget.staged and not budget.another_epoch(epoch + 1, later):
-                        stop = cut = True
-                epochs_scored[0] += 1
-                ahead = "" if stop else outlook(stopper.least_more(max_epochs), later,
-                                                (clock() - t_sel) / max(epochs_scored[0], epochs_trained[0]),
-                                                None if budget is None else budget.left())
-                log.debug("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", tag, epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(val),
-                         "; stopping: the next epoch does not fit in train.time_budget" if cut
-                         else f"; stopping: no better score in {stopper.wait()} epochs" if stop
-                         else f"; best {stopper.best}, {ahead}" if ahead else "")
-                return stop
-
+            score = _EpochScorer(self, ci, probe, label_matrix(split.val.labels or [], tax), split.val, stopper,
+                                 pooled, tag, window, later)
             plan_stage = None
-            if budget is not None:
-                plan_stage = functools.partial(budget.stage_epochs, later=later)
-            fresh = cls(tax, model.n_features, **params)
-            train_ipm(spark, fit_df, fresh, settings, on_epoch_state=score, rows=fit_rows,
-                      progress=trained,
-                      stop_chunk=int(patience),  # barrier mixing: stages of `patience` epochs
-                      stage_epochs=plan_stage)
-            if budget is not None:
-                budget.close_stage()
+            if self.budget is not None:
+                plan_stage = functools.partial(self.budget.stage_epochs, later=later)
+            train(split.fit_df, self.cls(tax, n_features, **params), score, split.fit_rows, plan_stage)
+            if self.budget is not None:
+                self.budget.close_stage()
             pooled.end_fold()
-        curves.append(pooled)
-        fold_stoppers.append(stoppers)
-        if len(cands) > 1:  # drop the kept states no longer choosable: all but the default's and the best so far
-            lead = choose([[validation_score(m) for m in c.metrics()] for c in curves])[0]
-            for k in range(len(curves)):
-                if k not in (lead, c_j) and keeps[k]:
-                    keeps[k] = []
-    metrics = [c.metrics() for c in curves]
-    scores = [[validation_score(m) for m in ms] for ms in metrics]
-    common: int | None = None
-    if budget is not None and budget.cut and len(scores) > 1:  # C never won on epochs others were not given
-        i, epochs, common = choose_on_common_epochs(scores)
-        log.info("select_epochs: train.time_budget ended a validation training early: the C candidates are "
-                 "compared on the %d epoch(s) each of them ran", common)
-    else:
-        i, epochs, _ = choose(scores)
-    gain: tuple[float, float] | None = None
-    if c_grid is not None and c_j is not None and i != c_j:
-        j = c_j
-        e_j = choose([scores[j]])[1]
-        if jack:  # one band: the delete-a-group jackknife over its documents
-            scratch = MetricCounts(tax)
-            gain = jackknife_gain(snaps[i], snaps[j], lambda c: _selection_score(scratch, c))
+        self.curves.append(pooled)
+        self.fold_stoppers.append(stoppers)
+        if len(self.cands) > 1:  # drop the kept states no longer choosable: all but the default's and the best so far
+            lead = choose([[validation_score(m) for m in c.metrics()] for c in self.curves])[0]
+            for k in range(len(self.curves)):
+                if k not in (lead, self.c_j) and self.keeps[k]:
+                    self.keeps[k] = []
+
+    def scores(self) -> list[list[float]]:
+        return [[validation_score(m) for m in c.metrics()] for c in self.curves]
+
+    def choice(self, c_grid: Sequence[float] | None,
+               c_default: float | None) -> tuple[int, int, tuple[float, float] | None]:
+        """(candidate, epochs, the gain over the default C or None): the best smoothed pooled score
+        (compared on the epochs every candidate ran when the budget ended a validation training:
+        :attr:`compared_epochs`), the default C kept unless another beats it beyond the standard
+        error (the one-standard-error rule: over the folds, or the jackknife over the one band's
+        documents)."""
+        scores = self.scores()
+        if self.budget is not None and self.budget.cut and len(scores) > 1:  # C never won on epochs others were not given
+            i, epochs, self.compared_epochs = choose_on_common_epochs(scores)
+            log.info("select_epochs: train.time_budget ended a validation training early: the C candidates are "
+                     "compared on the %d epoch(s) each of them ran", self.compared_epochs)
         else:
-            gain = paired_gain([s.smoothed for s in fold_stoppers[i]], epochs,
-                               [s.smoothed for s in fold_stoppers[j]], e_j)
-        where = "the validation band (jackknife)" if jack else "the inner folds"
+            i, epochs, _ = choose(scores)
+        gain: tuple[float, float] | None = None
+        if c_grid is None or self.c_j is None or i == self.c_j:
+            return i, epochs, gain
+        j = self.c_j
+        e_j = choose([scores[j]])[1]
+        if self.jackknife:  # one band: the delete-a-group jackknife over its documents
+            scratch = MetricCounts(self.model.taxonomy)
+            gain = jackknife_gain(self.snaps[i], self.snaps[j], lambda c: _selection_score(scratch, c))
+        else:
+            gain = paired_gain([s.smoothed for s in self.fold_stoppers[i]], epochs,
+                               [s.smoothed for s in self.fold_stoppers[j]], e_j)
+        where = "the validation band (jackknife)" if self.jackknife else "the inner folds"
         if prefer_default(gain):
             log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on %s: within the noise, C=%g kept",
                      c_grid[i], c_default, gain[0], gain[1], where, c_default)
-            i, epochs = j, e_j
-        else:
-            log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on %s", c_grid[i], c_default,
-                     gain[0], gain[1], where)
-    keep = keeps[i]
-    if keep is not None and band_states is not None:
-        if not keep or epochs != fold_stoppers[i][0].best:  # pragma: no cover - the one curve is the pooled one
-            raise RuntimeError("select_epochs: the kept state is not the chosen epoch's")
-        band_states[:] = keep
-    stoppers = fold_stoppers[i]
-    # the cap cut a curve that its stopping rule had not stopped: the score may still have been rising
-    capped = int(patience) > 0 and any(len(s.curve) >= max_epochs and not s.should_stop() for s in stoppers)
-    if budget is not None and budget.cut:
-        log.warning("select_epochs: train.time_budget (%g s) ended the validation training before its stopping rule "
-                    "(best at epoch %d of %d run): more epochs may score higher; a larger budget trains them",
-                    budget.seconds, epochs, max(curves[i].epochs_run))
-    if capped:
-        log.warning("select_epochs: the validation training reached train.max_epochs = %d before its stopping rule "
-                    "(%d epochs without a better score) ended it; best at epoch %d: more epochs may score higher, "
-                    "raise train.max_epochs", max_epochs, max(s.wait() for s in stoppers), epochs)
-    summary = {**(stoppers[0].summary() if folds == 1 else {}),
-               "epochs": int(epochs), "epochs_run": max(curves[i].epochs_run),
-               "patience": int(patience), "stopped_early": any(s.should_stop() for s in stoppers),
-               "reached_max_epochs": capped}
-    if budget is not None:
-        summary["time_budget"] = budget.summary()
-    if folds > 1:
-        sm = EarlyStopping(0)
-        for v in scores[i]:
-            sm.add(v)
-        summary.update({"patience_growth": stoppers[0].growth, "window": stoppers[0].window,
-                        "criterion": stoppers[0].summary()["criterion"], "smoothed_score": sm.smoothed,
-                        "fold_epochs_run": curves[i].epochs_run})
-    out = {**summary, "validation_score": scores[i], "validation_hF": [float(m["hF"]) for m in metrics[i]],
-           "validation_macro_F1": [float(m["LBMaF"]) for m in metrics[i]], "validation_documents": n_val,
-           "fraction": float(fraction), "folds": folds, "max_epochs": int(max_epochs)}
-    if c_grid is not None:
-        out.update({"C": float(cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
-                    "C_scores": [float(choose([s])[2]) for s in scores],
-                    "C_epochs": [int(choose([s])[1]) for s in scores],
-                    "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]],
-                    "C_gain_se": "jackknife over the band's documents" if jack else "over the inner folds",
-                    "C_curves": [[float(v) for v in s] for s in scores], "C_compared_epochs": common})
-    return out
+            return j, e_j, gain
+        log.info("select_epochs: C=%g beats C=%g by %.4f +- %.4f (se) on %s", c_grid[i], c_default,
+                 gain[0], gain[1], where)
+        return i, epochs, gain
+
+    def summary(self, i: int, epochs: int, gain: tuple[float, float] | None, fraction: float,
+                c_grid: Sequence[float] | None, c_default: float | None) -> dict[str, Any]:
+        """The selection's record (:func:`select_epochs` lists its keys), with the warnings of a
+        curve the budget or the cap cut before its stopping rule."""
+        stoppers, budget, max_epochs, folds = self.fold_stoppers[i], self.budget, self.max_epochs, len(self.splits)
+        # the cap cut a curve that its stopping rule had not stopped: the score may still have been rising
+        capped = self.patience > 0 and any(len(s.curve) >= max_epochs and not s.should_stop() for s in stoppers)
+        if budget is not None and budget.cut:
+            log.warning("select_epochs: train.time_budget (%g s) ended the validation training before its stopping "
+                        "rule (best at epoch %d of %d run): more epochs may score higher; a larger budget trains them",
+                        budget.seconds, epochs, max(self.curves[i].epochs_run))
+        if capped:
+            log.warning("select_epochs: the validation training reached train.max_epochs = %d before its stopping rule "
+                        "(%d epochs without a better score) ended it; best at epoch %d: more epochs may score higher, "
+                        "raise train.max_epochs", max_epochs, max(s.wait() for s in stoppers), epochs)
+        scores = self.scores()
+        metrics = self.curves[i].metrics()
+        summary = {**(stoppers[0].summary() if folds == 1 else {}),
+                   "epochs": int(epochs), "epochs_run": max(self.curves[i].epochs_run),
+                   "patience": int(self.patience), "stopped_early": any(s.should_stop() for s in stoppers),
+                   "reached_max_epochs": capped}
+        if budget is not None:
+            summary["time_budget"] = budget.summary()
+        if folds > 1:
+            sm = EarlyStopping(0)
+            for v in scores[i]:
+                sm.add(v)
+            summary.update({"patience_growth": stoppers[0].growth, "window": stoppers[0].window,
+                            "criterion": stoppers[0].summary()["criterion"], "smoothed_score": sm.smoothed,
+                            "fold_epochs_run": self.curves[i].epochs_run})
+        out = {**summary, "validation_score": scores[i], "validation_hF": [float(m["hF"]) for m in metrics],
+               "validation_macro_F1": [float(m["LBMaF"]) for m in metrics],
+               "validation_documents": sum(len(s.val) for s in self.splits),
+               "fraction": float(fraction), "folds": folds, "max_epochs": int(max_epochs)}
+        if c_grid is not None:
+            out.update({"C": float(self.cands[i]["C"]), "C_grid": [float(c) for c in c_grid],
+                        "C_scores": [float(choose([s])[2]) for s in scores],
+                        "C_epochs": [int(choose([s])[1]) for s in scores],
+                        "C_default": c_default, "C_gain": None if gain is None else [gain[0], gain[1]],
+                        "C_gain_se": "jackknife over the band's documents" if self.jackknife
+                        else "over the inner folds",
+                        "C_curves": [[float(v) for v in s] for s in scores], "C_compared_epochs": self.compared_epochs})
+        return out
+
+
+@dataclass
+class _EpochScorer:
+    """The ``on_epoch_state`` callback of one validation training (one candidate, one fold): scores
+    the band after every epoch, feeds the pooled curve and the stopping rule, keeps the state (and
+    the jackknife window) of a new best, asks the budget whether another epoch fits, logs the epoch;
+    returns whether the training stops."""
+
+    search: _Search
+    ci: int
+    probe: Any  # a model of the candidate's parameters, its state set to each epoch's
+    gold: Any
+    val: SparseBatch
+    stopper: EarlyStopping
+    pooled: PooledCurve
+    tag: str
+    window: list[np.ndarray]
+    later: int
+
+    def __call__(self, epoch: int, state: ModelState) -> bool:
+        search, stopper, tax = self.search, self.stopper, self.search.model.taxonomy
+        self.probe.set_state(state)
+        counts = MetricCounts(tax)
+        pred = leaf_matrix(self.probe.decode(self.val, return_scores=False)[0], tax)
+        counts.add(self.gold, pred)
+        self.pooled.add(epoch, counts)
+        m = counts.compute_selection()
+        stop = stopper.add(validation_score(m))
+        if search.groups is not None:
+            self.window.append(_group_counts(tax, self.gold, pred, search.groups))
+            del self.window[:-WINDOW]
+        if stopper.best == epoch + 1:  # a new maximum: this epoch's state (and window)
+            keep = search.keeps[self.ci]
+            if keep is not None:
+                keep[:] = [state.copy()]
+            if search.groups is not None:
+                search.snaps[self.ci] = list(self.window)
+        cut = False
+        budget = search.budget
+        if budget is not None:  # this epoch's cost ends here; does another fit?
+            budget.epoch_done()
+            if not stop and not budget.staged and not budget.another_epoch(epoch + 1, self.later):
+                stop = cut = True
+        search.epochs_scored += 1
+        ahead = "" if stop else outlook(stopper.least_more(search.max_epochs), self.later,
+                                        (search.clock() - search.t_sel)
+                                        / max(search.epochs_scored, search.epochs_trained),
+                                        None if budget is None else budget.left())
+        log.debug("select_epochs: %sepoch %d, validation hF %.4f, macro-F1 %.4f (%d documents)%s", self.tag,
+                  epoch + 1, float(m["hF"]), float(m["LBMaF"]), len(self.val),
+                  "; stopping: the next epoch does not fit in train.time_budget" if cut
+                  else f"; stopping: no better score in {stopper.wait()} epochs" if stop
+                  else f"; best {stopper.best}, {ahead}" if ahead else "")
+        return stop
 
 
 def _group_counts(tax: Any, gold: Any, pred: Any, groups: np.ndarray) -> np.ndarray:

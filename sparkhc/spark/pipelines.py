@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkhc import fsio
-from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT
+from sparkhc.batch import DOC_ID, FOLD, LABELS, SPLIT, SparseBatch
 from sparkhc.config import Config, model_params
 from sparkhc.epochs import TimeBudget
 from sparkhc.errors import ConfigError, InputDataError, ModelError, SchemaError, SparkhcError
@@ -526,8 +526,8 @@ def train(
     ``spark`` may be a :class:`~sparkhc.spark.session.DeferredSession` (the CLI's): a training in the
     driver (``train.execution``) then never starts Spark.
     """
-    from sparkhc.spark.plan import label_combinations_of, plan_training, read_rows
-    from sparkhc.spark.session import active, startup_seconds
+    from sparkhc.spark.plan import plan_training
+    from sparkhc.spark.session import startup_seconds
 
     t0 = time.perf_counter()
     # train.time_budget counts from the start of the job (reading the rows included)
@@ -535,78 +535,24 @@ def train(
     if _exists(out) and not overwrite:
         raise ModelError(f"{fsio.redact(out)} already exists; pass --overwrite to replace it")
     selection = Selection(split, fold, exclude_fold)
-    name = model_name or cfg.train.model
-    if warm_start is not None:
-        name = read_metadata(warm_start)["model"]
-        if model_name is not None and model_name != name:
-            raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
-    # small inputs: the selected rows read here, and trained here when the model allows (train.execution)
-    read = read_rows(spark, cfg.train, features, selection, get_model_class(name).needs_counts)
-    frames: list[DataFrame] = []  # (all rows, selected rows) on Spark, made only when needed
-
-    def spark_rows() -> tuple[DataFrame, DataFrame]:
-        if not frames:
-            from sparkhc.spark.io import read_features  # pandas: only with Spark
-
-            df_all, spec_ = read_features(active(spark), str(features))
-            frames.extend([df_all, select_rows(df_all, selection)])
-            specs.append(spec_)
-        return frames[0], frames[1]
-
-    specs: list[Any] = []
-    if read is None:
-        spark_rows()
-        spec, rows = specs[0], None
-    else:
-        rows, spec = read
-        if len(rows) == 0:
-            raise selection_error(spark_rows()[0], features, selection, "training documents")
-    taxonomy = features_taxonomy(features)
-    combos = label_combinations_of(rows) if rows is not None else label_combinations(spark_rows()[1])
-    skipped = 0
-    if get_model_class(name).requires_labels and [] in combos:  # documents without labels: skipped, named
-        if rows is not None:
-            empty = np.array([not labs for labs in (rows.labels or [])], dtype=bool)
-            skipped, sample = int(empty.sum()), sorted(map(str, rows.doc_ids[empty]))[:UNLABELLED_SAMPLE]
-            rows = rows.subset(np.flatnonzero(~empty))
-        else:
-            no_label = F.size(F.coalesce(F.col(LABELS), F.array())) == 0
-            bad = spark_rows()[1].where(no_label)
-            skipped = int(bad.count())
-            sample = [r[0] for r in bad.select(DOC_ID).orderBy(DOC_ID).limit(UNLABELLED_SAMPLE).collect()]
-            frames[1] = frames[1].where(~no_label)
-        combos = [c for c in combos if c]
-        if not combos:
-            raise InputDataError(f"{features}: none of the {skipped} training documents of the selection "
-                                 f"({selection.describe()}) has a label, e.g. {', '.join(map(repr, sample))}: nothing "
-                                 f"to train the {name!r} model on")
-        log.warning("train: %d training document(s) without labels skipped, e.g. %s (the %r model needs at least "
-                    "one label per document)", skipped, ", ".join(map(repr, sample)), name)
-    if warm_start is not None:
-        model, _ = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-        if rows is None and spark_rows()[1].isEmpty():
-            raise selection_error(spark_rows()[0], features, selection, "training documents")
-    else:
-        try:
-            model = new_model(name, cfg, taxonomy, spec.n_features, None, source=str(features), selection=selection,
-                              combos=combos)
-        except EmptySelectionError:
-            raise selection_error(spark_rows()[0], features, selection, "training documents") from None
-    plan = plan_training(spark, model, cfg.train, rows=rows, warm_start=warm_start is not None)
-    if plan.place != "driver":
-        rows = None
+    name = _model_name(cfg, model_name, warm_start)
+    data = _TrainingRows.read(spark, cfg, features, selection, name)
+    skipped = data.skip_unlabelled(name)
+    model = data.model(name, cfg, warm_start)
+    plan = plan_training(spark, model, cfg.train, rows=data.rows, warm_start=warm_start is not None)
     ckpt = checkpoint_dir
     if ckpt is None and cfg.train.checkpoint:
         ckpt = _default_checkpoints(out)
     from sparkhc.progress import epoch_progress
 
+    spec = data.spec
     with epoch_progress(log) as progress:  # the epochs done and the time left, every few seconds
         result = fit_model(
-            spark, spark_rows()[1] if plan.spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
+            spark, data.on_spark()[1] if plan.spark_needed else None, model, cfg.train, checkpoint_dir=ckpt,
             warm_start=warm_start is not None,
             checkpoint_key={"features": spec.fingerprint, "selection": [split, fold, exclude_fold],
                             "warm_start": str(warm_start) if warm_start is not None else None},
-            fault_hook=fault_hook, rows=rows, plan=plan, budget=budget,
+            fault_hook=fault_hook, rows=data.rows if plan.place == "driver" else None, plan=plan, budget=budget,
             progress=progress.final_epoch if progress is not None else None,
         )
     if "epochs" in model.params and result.epochs:  # the record says what was trained, not the fallback
@@ -629,6 +575,100 @@ def train(
             "documents": result.documents, "seconds": round(time.perf_counter() - t0, 2), **outcome,
             # a deferred session started inside this training (the Spark path of the CLI): its start-up, in "seconds"
             "session_start_seconds": round(startup_seconds(spark), 2)}
+
+
+def _model_name(cfg: Config, model_name: str | None, warm_start: str | Path | None) -> str:
+    """The model to train: ``model_name``, else ``train.model``; a warm start's own (a different
+    ``model_name`` refused)."""
+    name = model_name or cfg.train.model
+    if warm_start is not None:
+        name = read_metadata(warm_start)["model"]
+        if model_name is not None and model_name != name:
+            raise ModelError(f"--warm-start model {warm_start} is a {name!r} model, not {model_name!r}")
+    return name
+
+
+class _TrainingRows:
+    """The selected training documents: read in the driver (small inputs, ``train.execution``) or
+    on Spark, where the frames are made only when needed."""
+
+    def __init__(self, spark: SessionLike, features: str | Path, selection: Selection) -> None:
+        self.spark, self.features, self.selection = spark, features, selection
+        self.rows: SparseBatch | None = None
+        self._frames: list[DataFrame] = []  # (all rows, selected rows) on Spark
+        self._spec: Any = None
+        self.combos: list[list[str]] = []
+
+    @classmethod
+    def read(cls, spark: SessionLike, cfg: Config, features: str | Path, selection: Selection,
+             name: str) -> _TrainingRows:
+        from sparkhc.spark.plan import label_combinations_of, read_rows
+
+        data = cls(spark, features, selection)
+        read = read_rows(spark, cfg.train, features, selection, get_model_class(name).needs_counts)
+        if read is None:
+            data.on_spark()
+        else:
+            data.rows, data._spec = read
+            if len(data.rows) == 0:
+                raise selection_error(data.on_spark()[0], features, selection, "training documents")
+        data.combos = (label_combinations_of(data.rows) if data.rows is not None
+                       else label_combinations(data.on_spark()[1]))
+        return data
+
+    @property
+    def spec(self) -> Any:
+        return self._spec
+
+    def on_spark(self) -> tuple[DataFrame, DataFrame]:
+        """(all rows, selected rows) as Spark frames, read on first use."""
+        if not self._frames:
+            from sparkhc.spark.io import read_features  # pandas: only with Spark
+            from sparkhc.spark.session import active
+
+            df_all, spec = read_features(active(self.spark), str(self.features))
+            self._frames.extend([df_all, select_rows(df_all, self.selection)])
+            if self._spec is None:
+                self._spec = spec
+        return self._frames[0], self._frames[1]
+
+    def skip_unlabelled(self, name: str) -> int:
+        """Documents without labels, skipped (named in a warning) for a model that needs a label;
+        refused when no document has one. Returns how many were skipped."""
+        if not (get_model_class(name).requires_labels and [] in self.combos):
+            return 0
+        if self.rows is not None:
+            empty = np.array([not labs for labs in (self.rows.labels or [])], dtype=bool)
+            skipped, sample = int(empty.sum()), sorted(map(str, self.rows.doc_ids[empty]))[:UNLABELLED_SAMPLE]
+            self.rows = self.rows.subset(np.flatnonzero(~empty))
+        else:
+            no_label = F.size(F.coalesce(F.col(LABELS), F.array())) == 0
+            bad = self.on_spark()[1].where(no_label)
+            skipped = int(bad.count())
+            sample = [r[0] for r in bad.select(DOC_ID).orderBy(DOC_ID).limit(UNLABELLED_SAMPLE).collect()]
+            self._frames[1] = self._frames[1].where(~no_label)
+        self.combos = [c for c in self.combos if c]
+        if not self.combos:
+            raise InputDataError(f"{self.features}: none of the {skipped} training documents of the selection "
+                                 f"({self.selection.describe()}) has a label, e.g. {', '.join(map(repr, sample))}: "
+                                 f"nothing to train the {name!r} model on")
+        log.warning("train: %d training document(s) without labels skipped, e.g. %s (the %r model needs at least "
+                    "one label per document)", skipped, ", ".join(map(repr, sample)), name)
+        return skipped
+
+    def model(self, name: str, cfg: Config, warm_start: str | Path | None) -> HierModel:
+        """The model to train: the warm start's, or a new one on the features' taxonomy."""
+        taxonomy = features_taxonomy(self.features)
+        if warm_start is not None:
+            model, _ = load_model(warm_start, taxonomy=taxonomy, feature_spec_fingerprint=self.spec.fingerprint)
+            if self.rows is None and self.on_spark()[1].isEmpty():
+                raise selection_error(self.on_spark()[0], self.features, self.selection, "training documents")
+            return model
+        try:
+            return new_model(name, cfg, taxonomy, self.spec.n_features, None, source=str(self.features),
+                             selection=self.selection, combos=self.combos)
+        except EmptySelectionError:
+            raise selection_error(self.on_spark()[0], self.features, self.selection, "training documents") from None
 
 
 def training_outcome(result: TrainingResult, model: HierModel) -> dict[str, Any]:

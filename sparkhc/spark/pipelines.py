@@ -130,36 +130,17 @@ def featurize(
     the ``[featurize]`` keys of ``cfg``) are the reader options of
     :func:`sparkhc.corpus.readers.read_jsonl`.
     """
-    import numpy as np
-    import pyarrow.compute as pc
-
-    from sparkhc.corpus import readers, registry
     from sparkhc.spark.featurize import featurize as featurize_df
 
     t0 = time.perf_counter()
     fcfg = cfg.featurize
-    read_opts: dict[str, Any] = {"unknown_labels": unknown_labels or fcfg.unknown_labels,
-                                 "on_invalid": on_invalid or fcfg.on_invalid}
-    if on_empty or fcfg.on_empty:  # else the corpus's default (error for --input)
-        read_opts["on_empty"] = on_empty or fcfg.on_empty
-    corpus_meta: dict[str, Any] = {}
+    read_opts = _read_options(fcfg, unknown_labels, on_invalid, on_empty)
     spaces = None
     if class_spaces is not None:
         from sparkhc.class_spaces import ClassSpaces
 
         spaces = ClassSpaces.load(class_spaces)
-    fc = cfg.featurize
-    params: dict[str, Any] = {
-        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
-        "stop_words": fc.stop_words,
-        "fit_exclude_folds": [int(fit_exclude_fold)] if fit_exclude_fold is not None else None,
-    }
-    if fc.mode == "vocab":
-        params.update(min_df=fc.min_df, max_df=fc.max_df)
-    else:
-        params.update(hash_bits=fc.hash_bits)
-    if fc.token_pattern:
-        params["token_pattern"] = fc.token_pattern
+    params = _weighting_params(fcfg, fit_exclude_fold)
     fitted, like_tax = _like_model(like, spaces, fit_exclude_fold)
     if fitted is not None:
         params = {**fitted.params(), "fit_on": None}
@@ -172,6 +153,65 @@ def featurize(
             return _featurize_on_executors(spark, cfg, out, spark_read, params, read_opts, taxonomy_path,
                                            require_labels, overwrite, t0, spaces, fit_exclude_fold, fitted=fitted,
                                            like_tax=like_tax, progress=progress)
+    if input_path is not None and corpus is None and not (
+            fcfg.require_labels if require_labels is None else require_labels):
+        read_opts["require_labels"] = False
+    table, report, taxonomy, fit_on, corpus_meta = _read_on_driver(
+        corpus, input_path, data_dir, cache_dir, read_opts, spaces,
+        load_taxonomy(taxonomy_path, fcfg) if corpus is None and taxonomy_path is not None else like_tax)
+    if spaces is not None:
+        table, taxonomy = _apply_class_spaces(spaces, table, report, fit_on, fit_exclude_fold, corpus_meta)
+    assert taxonomy is not None
+    _check_like(like_tax, taxonomy)
+    report_dict = report.to_dict()
+    log.info("read %s", report.summary())
+    params["fit_on"] = list(fit_on) if fit_on else None
+    raw_df = spark.createDataFrame(table)
+    extra_files = _featurize_extra_files(taxonomy, corpus_meta, report_dict)
+    summary = featurize_df(
+        spark, raw_df, out, fitted if fitted is not None else params, taxonomy=taxonomy, num_partitions=fcfg.partitions,
+        overwrite=overwrite, extra_files=extra_files,
+    )
+    summary["read_report"] = report_dict
+    _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
+    summary["total_seconds"] = round(time.perf_counter() - t0, 2)
+    return summary
+
+
+def _read_options(fcfg: Any, unknown_labels: str | None, on_invalid: str | None, on_empty: str | None
+                  ) -> dict[str, Any]:
+    """The reader options: the arguments, else the ``[featurize]`` keys (``on_empty`` unset: the
+    corpus's default, an error for ``--input``)."""
+    read_opts: dict[str, Any] = {"unknown_labels": unknown_labels or fcfg.unknown_labels,
+                                 "on_invalid": on_invalid or fcfg.on_invalid}
+    if on_empty or fcfg.on_empty:
+        read_opts["on_empty"] = on_empty or fcfg.on_empty
+    return read_opts
+
+
+def _weighting_params(fc: Any, fit_exclude_fold: int | None) -> dict[str, Any]:
+    """The feature spec's parameters from the ``[featurize]`` keys."""
+    params: dict[str, Any] = {
+        "mode": fc.mode, "weighting": fc.weighting, "l2_normalize": fc.l2_normalize,
+        "stop_words": fc.stop_words,
+        "fit_exclude_folds": [int(fit_exclude_fold)] if fit_exclude_fold is not None else None,
+    }
+    if fc.mode == "vocab":
+        params.update(min_df=fc.min_df, max_df=fc.max_df)
+    else:
+        params.update(hash_bits=fc.hash_bits)
+    if fc.token_pattern:
+        params["token_pattern"] = fc.token_pattern
+    return params
+
+
+def _read_on_driver(corpus: str | None, input_path: str | None, data_dir: str | None, cache_dir: str | None,
+                    read_opts: dict[str, Any], spaces: Any, taxonomy: Taxonomy | None
+                    ) -> tuple[pa.Table, Any, Taxonomy | None, Any, dict[str, Any]]:
+    """``(table, report, taxonomy, fit_on, corpus_meta)`` of a registered corpus or of ``--input``
+    (``taxonomy``: the given one), read by the driver's readers."""
+    from sparkhc.corpus import readers, registry
+
     derive = spaces.candidate_labels if spaces is not None else None
     if corpus is not None:
         info = registry.get_corpus(corpus)
@@ -181,43 +221,30 @@ def featurize(
         table = readers.to_table(batches)
         scored = info.scored_labels(taxonomy, table) if taxonomy is not None else None
         fit_on: Any = ("train",) if info.splits else None
-        corpus_meta = {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
-    else:
-        assert input_path is not None
-        taxonomy = load_taxonomy(taxonomy_path, fcfg) if taxonomy_path is not None else like_tax
-        if not (fcfg.require_labels if require_labels is None else require_labels):
-            read_opts["require_labels"] = False
-        batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
-        table = readers.to_table(batches)
-        splits = set(table.column(SPLIT).to_pylist())
-        fit_on = ("train",) if "train" in splits else None
-        corpus_meta = {"corpus": str(input_path), "protocol": None, "scored_labels": None}
-    if spaces is not None:
-        fit_rows = np.ones(table.num_rows, dtype=bool)
-        if fit_on:
-            fit_rows &= np.asarray(pc.fill_null(pc.is_in(table.column(SPLIT), value_set=pa.array(list(fit_on))),
-                                                False).to_numpy(zero_copy_only=False), dtype=bool)
-        if fit_exclude_fold is not None:
-            fit_rows &= np.asarray(pc.fill_null(pc.not_equal(table.column(FOLD), int(fit_exclude_fold)),
-                                                True).to_numpy(zero_copy_only=False), dtype=bool)
-        spaces_fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
-        table = spaces_fitted.apply_table(table, report)
-        taxonomy = _declare_class_spaces(spaces_fitted, corpus_meta)
-    assert taxonomy is not None
-    _check_like(like_tax, taxonomy)
-    report_dict = report.to_dict()
-    log.info("read %s", report.summary())
-    params["fit_on"] = list(fit_on) if fit_on else None
-    raw_df = spark.createDataFrame(table)
-    extra_files = _featurize_extra_files(taxonomy, corpus_meta, report_dict)
-    summary = featurize_df(
-        spark, raw_df, out, fitted if fitted is not None else params, taxonomy=taxonomy, num_partitions=fc.partitions, overwrite=overwrite,
-        extra_files=extra_files,
-    )
-    summary["read_report"] = report_dict
-    _name_unlabelled(spark, out, summary, int(report_dict.get("no_labels", 0)))
-    summary["total_seconds"] = round(time.perf_counter() - t0, 2)
-    return summary
+        return table, report, taxonomy, fit_on, {"corpus": info.name, "protocol": info.protocol, "scored_labels": scored}
+    assert input_path is not None
+    batches, report = readers.read_any(input_path, taxonomy=taxonomy, labels_from=derive, **read_opts)
+    table = readers.to_table(batches)
+    fit_on = ("train",) if "train" in set(table.column(SPLIT).to_pylist()) else None
+    return table, report, taxonomy, fit_on, {"corpus": str(input_path), "protocol": None, "scored_labels": None}
+
+
+def _apply_class_spaces(spaces: Any, table: pa.Table, report: Any, fit_on: Any, fit_exclude_fold: int | None,
+                        corpus_meta: dict[str, Any]) -> tuple[pa.Table, Taxonomy]:
+    """The class spaces fitted on the fitting documents and applied to every record (the records
+    set aside counted in ``report``); the MDC taxonomy they declare."""
+    import pyarrow.compute as pc
+
+    fit_rows = np.ones(table.num_rows, dtype=bool)
+    if fit_on:
+        fit_rows &= np.asarray(pc.fill_null(pc.is_in(table.column(SPLIT), value_set=pa.array(list(fit_on))),
+                                            False).to_numpy(zero_copy_only=False), dtype=bool)
+    if fit_exclude_fold is not None:
+        fit_rows &= np.asarray(pc.fill_null(pc.not_equal(table.column(FOLD), int(fit_exclude_fold)),
+                                            True).to_numpy(zero_copy_only=False), dtype=bool)
+    spaces_fitted = spaces.fit(table.column(LABELS).to_pylist(), fit_rows)
+    table = spaces_fitted.apply_table(table, report)
+    return table, _declare_class_spaces(spaces_fitted, corpus_meta)
 
 
 def load_taxonomy(path: str | Path, fcfg: Any) -> Taxonomy:

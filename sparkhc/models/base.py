@@ -229,6 +229,17 @@ class HierModel:
         :meth:`supports_edge_offsets` is True implement it)."""
         raise ModelError(f"model {self.name!r} cannot carry per-edge score offsets (train.calibrate)")
 
+    def supports_explanations(self) -> bool:
+        """Whether this model's node scores are linear in the features (``feature_contributions``
+        implemented: ``predict --explain``)."""
+        return False
+
+    def feature_contributions(self, batch: SparseBatch, nodes: list[np.ndarray]
+                              ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per document ``i`` and node ``c`` of ``nodes[i]``: the feature indices and contributions whose
+        sum is the score of ``c`` the decoder uses (models whose :meth:`supports_explanations` is True)."""
+        raise ModelError(f"model {self.name!r} has no per-feature contributions (predict --explain)")
+
     def fit_open(self, counts: list[np.ndarray], open_blocks: Any) -> HierModel:
         """The exact fit where the rows never come to this process (models with :attr:`fits_open`):
         ``counts`` are the class counts, ``open_blocks(solver, active)`` opens the model's pair

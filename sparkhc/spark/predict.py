@@ -54,11 +54,11 @@ PRED_DDL = (
 SUGGESTIONS = "suggestions"
 PRED_CALIBRATED = "pred_calibrated"
 EXPLANATIONS = "explanations"
-SUGGESTION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float32()), ("margin", pa.float32())]))
+SUGGESTION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("margin", pa.float32())]))
 EXPLANATION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("bias", pa.float64()),
                                        ("features", pa.list_(pa.string())),
                                        ("contributions", pa.list_(pa.float64()))]))
-SUGGESTION_DDL = f"{SUGGESTIONS} array<struct<label:string,score:float,margin:float>>"
+SUGGESTION_DDL = f"{SUGGESTIONS} array<struct<label:string,score:double,margin:float>>"
 EXPLANATION_DDL = (f"{EXPLANATIONS} array<struct<label:string,score:double,bias:double,features:array<string>,"
                    "contributions:array<double>>>")
 
@@ -82,7 +82,7 @@ def pred_schema(extras: PredictExtras | None = None) -> pa.Schema:
     schema = PRED_SCHEMA
     if extras is not None and extras.top > 0:
         schema = schema.append(pa.field(SUGGESTIONS, SUGGESTION_TYPE)).append(
-            pa.field(PRED_CALIBRATED, pa.list_(pa.float32())))
+            pa.field(PRED_CALIBRATED, pa.list_(pa.float64())))
     if extras is not None and extras.explain > 0:
         schema = schema.append(pa.field(EXPLANATIONS, EXPLANATION_TYPE))
     return schema
@@ -92,7 +92,7 @@ def pred_ddl(extras: PredictExtras | None = None) -> str:
     """:data:`PRED_DDL` with the columns ``extras`` adds (the order of :func:`pred_schema`)."""
     parts = [PRED_DDL]
     if extras is not None and extras.top > 0:
-        parts += [SUGGESTION_DDL, f"{PRED_CALIBRATED} array<float>"]
+        parts += [SUGGESTION_DDL, f"{PRED_CALIBRATED} array<double>"]
     if extras is not None and extras.explain > 0:
         parts.append(EXPLANATION_DDL)
     return ", ".join(parts)
@@ -125,7 +125,7 @@ def predict_extras(model: HierModel, meta: dict[str, Any], top: int = 0, explain
     return PredictExtras(int(top), int(explain), calib, vocabulary if explain > 0 else None)
 
 
-def _decoded(model: HierModel, batch: SparseBatch
+def decoded_batch(model: HierModel, batch: SparseBatch
              ) -> tuple[list[np.ndarray], list[list[str]], list[list[float]]]:
     """The decoded leaf sets (ids, in label order), label names and aligned scores of ``batch``."""
     leaf_sets, picked = model.decode_picked(batch)
@@ -144,7 +144,7 @@ def _decoded(model: HierModel, batch: SparseBatch
 
 def decode_batch(model: HierModel, batch: SparseBatch) -> tuple[list[list[str]], list[list[float]]]:
     """Label names and aligned scores for every document of ``batch``."""
-    _, labels, scores = _decoded(model, batch)
+    _, labels, scores = decoded_batch(model, batch)
     return labels, scores
 
 
@@ -226,7 +226,7 @@ def predict_batches(model: HierModel, version: str, batches: Iterable[pa.RecordB
         if rb.num_rows == 0:
             continue
         batch = SparseBatch.from_arrow(rb, n_features, with_counts=with_counts, extra_columns=(SPLIT, FOLD))
-        leaves, pos_labels, pos_scores = _decoded(model, batch)
+        leaves, pos_labels, pos_scores = decoded_batch(model, batch)
         names = rb.schema.names
         tax = model.taxonomy  # positions -> concepts (a polyhierarchy), and the labels shown
         labels, scores = tax.concept_predictions(pos_labels, pos_scores)

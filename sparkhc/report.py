@@ -474,14 +474,20 @@ def plot_pr(data: ReportData, path: Path) -> None:
     rec, prec = data.pr["recall"], data.pr["precision"]
     ax.step(rec, prec, where="post", color="#3b6ea5", label="predictions above a score threshold")
     ax.plot([rec[-1]], [prec[-1]], "o", color="#c0392b", label="all predictions (no threshold)")
+    _unit_square(ax, "recall (of gold deepest labels)", "precision", "Precision-recall by prediction score",
+                 "lower left")
+    _save(fig, path)
+
+
+def _unit_square(ax: Any, xlabel: str, ylabel: str, title: str, legend: str) -> None:
+    """The axes of a plot of two shares (0 to 1), labelled, with a legend and a grid."""
     ax.set_xlim(0, 1.0)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("recall (of gold deepest labels)")
-    ax.set_ylabel("precision")
-    ax.set_title("Precision-recall by prediction score")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize=8)
     ax.grid(alpha=0.3)
-    _save(fig, path)
 
 
 def plot_reliability(data: ReportData, path: Path) -> None:
@@ -494,13 +500,8 @@ def plot_reliability(data: ReportData, path: Path) -> None:
     ax.plot([0, 1], [0, 1], color="#999999", lw=1, ls="--", label="threshold = precision")
     ax.step(cal["thresholds"], cal["precision"], where="post", color="#3b6ea5",
             label="labels scored >= threshold (predicted and suggested)")
-    ax.set_xlim(0, 1.0)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("calibrated score threshold")
-    ax.set_ylabel("precision of the labels kept")
-    ax.set_title("Reliability of the calibrated scores")
-    ax.legend(loc="upper left", fontsize=8)
-    ax.grid(alpha=0.3)
+    _unit_square(ax, "calibrated score threshold", "precision of the labels kept", "Reliability of the calibrated scores",
+                 "upper left")
     _save(fig, path)
 
 

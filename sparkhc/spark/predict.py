@@ -152,7 +152,7 @@ def suggestion_rows(model: HierModel, batch: SparseBatch, leaves: list[np.ndarra
                     extras: PredictExtras) -> tuple[list[list[dict[str, Any]]], list[list[float]]]:
     """The ``suggestions`` of every document (the ``extras.top`` concepts not in its decoded tree,
     ``leaves``, with the highest margins, and their calibrated scores) and the calibrated scores of
-    its predicted labels (``labels``, aligned)."""
+    its predicted labels (``labels``, aligned: concept names, or node names of the model taxonomy)."""
     from sparkhc.decoding import tree_index
     from sparkhc.suggestions import concept_margins, top_candidates
 
@@ -169,7 +169,8 @@ def suggestion_rows(model: HierModel, batch: SparseBatch, leaves: list[np.ndarra
         scores = extras.calibration.score([m for _, m in row])
         sugg.append([{"label": cc.names[j], "score": float(q), "margin": float(m)}
                      for (j, m), q in zip(row, scores, strict=True)])
-        conf.append([float(q) for q in extras.calibration.score(margins[i, [col[n] for n in labels[i]]])])
+        js = [col[n] if n in col else col[tax.concept_name(tax.id(n))] for n in labels[i]]  # concepts or positions
+        conf.append([float(q) for q in extras.calibration.score(margins[i, js])])
     return sugg, conf
 
 

@@ -407,6 +407,12 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         """The taxonomy the model was trained on (virtual ``/_self`` leaves included)."""
         return self.hierModel.taxonomy
 
+    def getSuggestionsCol(self) -> str:
+        return str(self.getOrDefault(self.suggestionsCol))
+
+    def getNumSuggestions(self) -> int:
+        return int(self.getOrDefault(self.numSuggestions))
+
     def setSuggestionsCol(self, value: str) -> HierarchicalClassificationModel:
         return self._set(suggestionsCol=value)
 
@@ -417,9 +423,9 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         """The suggestions ``transform`` adds (``suggestionsCol``), checked before Spark runs anything."""
         from sparkhc.spark.predict import predict_extras
 
-        if not self.getOrDefault(self.suggestionsCol):
+        if not self.getSuggestionsCol():
             return None
-        k = int(self.getOrDefault(self.numSuggestions))
+        k = self.getNumSuggestions()
         if k < 1:
             raise ParamError(f"HierarchicalClassificationModel: Param numSuggestions must be >= 1, not {k}")
         return predict_extras(self.hierModel, self._meta, top=k)
@@ -500,7 +506,7 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         if with_scores:
             out = out.withColumn(scores_col, F.col(tmp)["scores"])
         if extras is not None:
-            out = out.withColumn(self.getOrDefault(self.suggestionsCol), F.col(tmp)["suggestions"])
+            out = out.withColumn(self.getSuggestionsCol(), F.col(tmp)["suggestions"])
         return out.drop(tmp)
 
     # -- persistence -----------------------------------------------------------------------------

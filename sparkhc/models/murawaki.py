@@ -401,6 +401,7 @@ class _PAModel(HierModel):
     defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0,
                                           "normalize": "off"}
     requires_labels: ClassVar[bool] = True
+    explains: ClassVar[bool] = True
     #: the compiled epochs mark the rows of ``W`` they write in ``touched_rows_``; the averaged
     #: weights ``Wa`` are written in the same rows
     touched_arrays: ClassVar[tuple[str, ...]] = ("W", "Wa")
@@ -650,9 +651,6 @@ class _PAModel(HierModel):
     def _node_columns(self, nodes: np.ndarray) -> np.ndarray:
         """The columns of ``W`` scoring ``nodes``: the edge into each node (FLAT: the leaf's column)."""
         return np.asarray(nodes, dtype=np.int64) - 1
-
-    def supports_explanations(self) -> bool:
-        return True
 
     def feature_contributions(self, batch: SparseBatch, nodes: list[np.ndarray]
                               ) -> list[list[tuple[np.ndarray, np.ndarray]]]:

@@ -98,16 +98,15 @@ def pred_ddl(extras: PredictExtras | None = None) -> str:
     return ", ".join(parts)
 
 
-def predict_extras(model: HierModel, meta: dict[str, Any], top: int = 0, explain: int = 0,
-                   vocabulary: tuple[str, ...] | None = None, where: str = "") -> PredictExtras:
-    """The :class:`PredictExtras` of ``--top`` / ``--explain`` for a loaded model and its metadata;
-    a model that cannot give them is refused in one line (``where``: the model's location)."""
-    from sparkhc import suggestions
+def check_extras(model_name: str, meta: dict[str, Any], top: int = 0, explain: int = 0, where: str = "") -> None:
+    """Refuse, in one line, ``--top`` / ``--explain`` that a model (its registry name and metadata)
+    cannot give: read before any document is (``where``: the model's location). A taxonomy too large
+    for suggestions has no calibration record but the reason (:func:`sparkhc.suggestions.too_large`)."""
+    from sparkhc.models import get_model_class
 
     if top < 0 or explain < 0:
         raise ModelError(f"--top and --explain take a count >= 0, not {top if top < 0 else explain}")
-    name = f"model {where}" if where else f"model {model.name!r}"
-    calib = None
+    name = f"model {where}" if where else f"model {model_name!r}"
     if top > 0:
         rec = ((meta.get("training") or {}).get("calibration") or {}).get("suggestions")
         if not isinstance(rec, dict) or "margins" not in rec:
@@ -115,13 +114,24 @@ def predict_extras(model: HierModel, meta: dict[str, Any], top: int = 0, explain
                 "it was trained without suggestion calibration (the global model with train.calibrate = auto and an "
                 "epoch selection, or train.calibrate = on, fits it)")
             raise ModelError(f"predict --top: {name} has no calibrated suggestion scores: {why}")
+    if explain > 0 and not get_model_class(model_name).explains:
+        raise ModelError(f"predict --explain: {name} ({model_name!r}) has no per-feature contributions; the "
+                         "linear models flat, tree and global do")
+
+
+def predict_extras(model: HierModel, meta: dict[str, Any], top: int = 0, explain: int = 0,
+                   vocabulary: tuple[str, ...] | None = None, where: str = "") -> PredictExtras:
+    """The :class:`PredictExtras` of ``--top`` / ``--explain`` for a loaded model and its metadata;
+    a model that cannot give them is refused in one line (:func:`check_extras`)."""
+    from sparkhc import suggestions
+
+    check_extras(model.name, meta, top, explain, where)
+    calib = None
+    if top > 0:
         why = suggestions.too_large(model.taxonomy.n_edges)
         if why:
-            raise ModelError(f"predict --top: {name}: {why}")
-        calib = SuggestionCalibration.from_dict(rec)
-    if explain > 0 and not model.supports_explanations():
-        raise ModelError(f"predict --explain: {name} ({model.name!r}) has no per-feature contributions; the "
-                         "linear models flat, tree and global do")
+            raise ModelError(f"predict --top: {f'model {where}' if where else model.name}: {why}")
+        calib = SuggestionCalibration.from_dict(meta["training"]["calibration"]["suggestions"])
     return PredictExtras(int(top), int(explain), calib, vocabulary if explain > 0 else None)
 
 

@@ -155,3 +155,16 @@ def test_reclassify_and_the_ml_model_add_the_same_suggestions(spark, corpus):
     for doc_id, ref in rows.items():
         assert [s["label"] for s in got[doc_id]["suggested"]] == [s["label"] for s in ref["suggestions"]]
         assert [s["score"] for s in got[doc_id]["suggested"]] == pytest.approx([s["score"] for s in ref["suggestions"]])
+
+
+def test_a_model_that_cannot_explain_is_refused_before_spark(corpus, tmp_path, capsys):
+    from sparkhc.cli import main
+
+    flat = corpus["base"] / "model-majority"
+    assert run(["train", "--features", str(corpus["features"]), "--out", str(flat), "--model", "majority"]) == 0
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--model", str(flat), "--features", str(corpus["features"]), "--out", str(tmp_path / "p"),
+              "--explain", "2", "--set", "predict.execution=spark"])
+    assert e.value.code == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sparkhc: error:")]
+    assert len(err) == 1 and "has no per-feature contributions" in err[0] and "flat, tree and global" in err[0]

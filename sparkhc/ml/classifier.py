@@ -491,7 +491,7 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         rtype = "struct<labels: array<string>, scores: array<float>>" if with_scores else "array<string>"
         if extras is not None:
             rtype = ("struct<labels: array<string>, scores: array<float>, "
-                     "suggestions: array<struct<label: string, score: double, margin: float>>>")
+                     "suggestions: array<struct<label: string, score: double, margin: float, pref_label: string>>>")
         with warnings.catch_warnings():  # the iterator form is given explicitly (the hints are strings here)
             warnings.simplefilter("ignore", UserWarning)
             udf = arrow_udf(fn, rtype, ArrowUDFType.SCALAR_ITER)

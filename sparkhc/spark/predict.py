@@ -54,11 +54,12 @@ PRED_DDL = (
 SUGGESTIONS = "suggestions"
 PRED_CALIBRATED = "pred_calibrated"
 EXPLANATIONS = "explanations"
-SUGGESTION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("margin", pa.float32())]))
+SUGGESTION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("margin", pa.float32()),
+                                      ("pref_label", pa.string())]))
 EXPLANATION_TYPE = pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("bias", pa.float64()),
                                        ("features", pa.list_(pa.string())),
                                        ("contributions", pa.list_(pa.float64()))]))
-SUGGESTION_DDL = f"{SUGGESTIONS} array<struct<label:string,score:double,margin:float>>"
+SUGGESTION_DDL = f"{SUGGESTIONS} array<struct<label:string,score:double,margin:float,pref_label:string>>"
 EXPLANATION_DDL = (f"{EXPLANATIONS} array<struct<label:string,score:double,bias:double,features:array<string>,"
                    "contributions:array<double>>>")
 
@@ -177,7 +178,8 @@ def suggestion_rows(model: HierModel, batch: SparseBatch, leaves: list[np.ndarra
     sugg, conf = [], []
     for i, row in enumerate(top_candidates(margins, is_chosen, extras.top)):
         scores = extras.calibration.score([m for _, m in row])
-        sugg.append([{"label": cc.names[j], "score": float(q), "margin": float(m)}
+        sugg.append([{"label": cc.names[j], "score": float(q), "margin": float(m),
+                      "pref_label": tax.display_name(cc.names[j]) if tax.has_display_names else None}
                      for (j, m), q in zip(row, scores, strict=True)])
         js = [col[n] if n in col else col[tax.concept_name(tax.id(n))] for n in labels[i]]  # concepts or positions
         conf.append([float(q) for q in extras.calibration.score(margins[i, js])])

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkhc.report import build_report, collect
+from sparkhc.spark.predict import SUGGESTION_TYPE
 from tests.unit.test_report import make_predictions
 
 # per document (tests.unit.test_report.DOCS order): calibrated scores of the predicted labels and the
@@ -30,8 +31,8 @@ def preds(tmp_path):
     for f in files:
         f.unlink()
     ids = t.column("doc_id").to_pylist()
-    sugg = pa.array([[{"label": lab, "score": q, "margin": -1.0} for lab, q in CALIBRATED[i][1]] for i in ids],
-                    pa.list_(pa.struct([("label", pa.string()), ("score", pa.float64()), ("margin", pa.float32())])))
+    sugg = pa.array([[{"label": lab, "score": q, "margin": -1.0, "pref_label": None} for lab, q in CALIBRATED[i][1]]
+                     for i in ids], SUGGESTION_TYPE)
     t = t.append_column("suggestions", sugg).append_column(
         "pred_calibrated", pa.array([CALIBRATED[i][0] for i in ids], pa.list_(pa.float64())))
     expl = [[{"label": lab, "score": 1.5, "bias": 0.25, "features": ["goal", "pitch"], "contributions": [1.0, 0.25]}

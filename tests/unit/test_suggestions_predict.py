@@ -51,3 +51,27 @@ def test_rows_name_concepts_and_score_margins():
         assert [e["label"] for e in r["explanations"]] == r["pred_labels"]
         for e in r["explanations"]:
             assert len(e["features"]) <= 2 and all(f.startswith("w") for f in e["features"])
+
+
+def test_a_skos_vocabularys_suggestions_carry_preferred_labels(tmp_path):
+    from tests.conftest import DATA_DIR
+    from tests.skos20ng import label_en, uri, write_vocabulary
+
+    tsv = DATA_DIR / "20newsgroups" / "taxonomy.tsv"
+    if not tsv.is_file():
+        pytest.skip(f"20 Newsgroups taxonomy not found at {tsv}")
+    tax = Taxonomy.load(write_vocabulary(tmp_path / "20ng.ttl", tsv))
+    rng = np.random.default_rng(2)
+    n, v = 24, 6
+    X = sp.csr_matrix(rng.random((n, v)))
+    leaves = [tax.names[c] for c in tax.leaves[:4]]
+    batch = SparseBatch(X, np.array([f"d{i:02d}" for i in range(n)]), [[leaves[i % 4]] for i in range(n)])
+    model = GlobalPA(tax, v, epochs=1, bias=0.3, normalize="l2").fit(batch)
+    cal = SuggestionCalibration(np.array([0.0]), np.array([0.5]), 1, 1, 1)
+    rb = pa.RecordBatch.from_pydict({"doc_id": batch.doc_ids.tolist(), "indices": [X[i].indices.tolist() for i in range(n)],
+                                     "values": [X[i].data.tolist() for i in range(n)]})
+    rows = pa.Table.from_batches(list(predict_batches(model, "v", [rb], extras=PredictExtras(top=3, calibration=cal))))
+    for r in rows.to_pylist():
+        for s in r["suggestions"]:
+            name = s["label"].removeprefix(uri(""))
+            assert s["label"].startswith(uri("")) and s["pref_label"] == label_en(name)

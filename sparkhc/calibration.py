@@ -129,6 +129,9 @@ class Calibration:
     bands: int = 0
     #: what was left out and why ("" when nothing): the per-edge offsets above :data:`MAX_EDGE_FIT_CELLS`
     note: str = ""
+    #: the suggestions' margin -> precision calibration fitted on the same folds
+    #: (:meth:`sparkhc.suggestions.SuggestionCalibration.to_dict`; None when not fitted)
+    suggestions: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able record (model metadata, logs)."""
@@ -144,6 +147,8 @@ class Calibration:
             out["bands"] = int(self.bands)
         if self.note:
             out["note"] = self.note
+        if self.suggestions is not None:
+            out["suggestions"] = self.suggestions
         return {**out, "source": self.source} if self.source else out
 
 

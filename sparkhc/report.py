@@ -19,7 +19,12 @@ Output folder::
                   scale down), no external resources
     report.md     the same tables and plots in Markdown
     plots/*.png   per-level F1, per-label F1, precision-recall by score threshold (when the
-                  predictions carry scores), branching-feature weights (models with ``bf``)
+                  predictions carry scores), branching-feature weights (models with ``bf``), the
+                  reliability of the calibrated scores (``predict --top``)
+
+With ``predict --top`` the report checks the calibrated scores: the labels shown (predicted and
+suggested) kept at a score threshold, and the share of them that are correct. With ``predict
+--explain`` it lists the words behind the labels of a sample of documents (the first by id).
 
 Plots need matplotlib (``pip install matplotlib``); without it the report has the tables and a
 note instead of the plots.
@@ -55,6 +60,9 @@ __all__ = ["ReportData", "build_report", "collect", "write_html", "write_markdow
 
 METRICS_FILE = "metrics.json"
 GOLD, PRED, SCORES = "labels", "pred_labels", "pred_scores"
+SUGGESTIONS, CALIBRATED, EXPLANATIONS = "suggestions", "pred_calibrated", "explanations"
+#: score thresholds of the calibration table
+CALIBRATION_THRESHOLDS: tuple[float, ...] = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
 
 #: Metric groups of the summary table (keys of MetricCounts.compute).
 METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -95,6 +103,8 @@ class ReportData:
     bf: dict[str, Any] | None  # rows, buckets, shared, per-node weights
     notes: list[str] = field(default_factory=list)
     evaluation: dict[str, Any] | None = None
+    calibrated: dict[str, Any] | None = None  # thresholds, precision, kept (predict --top)
+    explanations: list[dict[str, Any]] | None = None  # a sample of documents' words behind labels
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -277,6 +287,52 @@ def _pr_data(table: pa.Table, taxonomy: Taxonomy, gold: sp.csr_matrix, scored: n
             "correct": int(correct.sum())}
 
 
+def _calibrated_data(table: pa.Table, taxonomy: Taxonomy, gold: sp.csr_matrix) -> dict[str, Any] | None:
+    """The calibrated scores of the labels shown (predicted ones, ``pred_calibrated``, and suggested
+    ones) and whether each is correct (in the document's gold set, ancestors included): the share of
+    correct labels among those scored at least ``t`` for every distinct score ``t``. None without
+    ``predict --top``."""
+    if SUGGESTIONS not in table.column_names or CALIBRATED not in table.column_names:
+        return None
+    g = gold.tocsr()
+    index = {n: i for i, n in enumerate(taxonomy.names)}
+    scores: list[float] = []
+    correct: list[bool] = []
+    for row, (labs, cal, sugg) in enumerate(zip(table.column(PRED).to_pylist(), table.column(CALIBRATED).to_pylist(),
+                                                 table.column(SUGGESTIONS).to_pylist(), strict=True)):
+        items = [*zip(labs or [], cal or [], strict=True), *((x["label"], x["score"]) for x in sugg or [])]
+        for lab, q in items:
+            scores.append(float(q))
+            correct.append(bool(g[row, index[lab]]) if lab in index else False)
+    if not scores:
+        return None
+    sc, ok = np.array(scores), np.array(correct)
+    order = np.argsort(-sc, kind="stable")
+    hits = np.cumsum(ok[order])
+    last = np.flatnonzero(np.r_[sc[order][1:] != sc[order][:-1], True])
+    return {"thresholds": sc[order][last], "precision": hits[last] / (last + 1), "kept": last + 1,
+            "labels": int(sc.size), "correct": int(ok.sum()),
+            "table": [{"threshold": t, "kept": int((sc >= t).sum()),
+                       "precision": float(ok[sc >= t].mean()) if (sc >= t).any() else None}
+                      for t in CALIBRATION_THRESHOLDS]}
+
+
+def _explanation_sample(table: pa.Table, n_docs: int = 10, n_words: int = 6) -> list[dict[str, Any]] | None:
+    """The words behind the predicted labels of the first ``n_docs`` documents by id (``predict
+    --explain``); None without explanations."""
+    if EXPLANATIONS not in table.column_names:
+        return None
+    ids = table.column("doc_id").to_pylist()
+    ex = table.column(EXPLANATIONS).to_pylist()
+    out = []
+    for i in sorted(range(len(ids)), key=lambda j: ids[j])[:n_docs]:
+        for e in ex[i] or []:
+            words = ", ".join(f"{w} ({c:+.3f})" for w, c in zip(e["features"][:n_words], e["contributions"][:n_words],
+                                                                strict=True))
+            out.append({"doc_id": ids[i], "label": e["label"], "score": e["score"], "bias": e["bias"], "words": words})
+    return out
+
+
 def _bf_data(model_dir: Path | None) -> dict[str, Any] | None:
     if model_dir is None or not (model_dir / "state.npz").is_file():
         return None
@@ -356,6 +412,8 @@ def collect(predictions: str | Path, model_dir: str | Path | None = None,
         bf=_bf_data(mdir),
         notes=notes,
         evaluation=evaluation,
+        calibrated=_calibrated_data(table, taxonomy, gold),
+        explanations=_explanation_sample(table),
     )
 
 
@@ -416,13 +474,34 @@ def plot_pr(data: ReportData, path: Path) -> None:
     rec, prec = data.pr["recall"], data.pr["precision"]
     ax.step(rec, prec, where="post", color="#3b6ea5", label="predictions above a score threshold")
     ax.plot([rec[-1]], [prec[-1]], "o", color="#c0392b", label="all predictions (no threshold)")
+    _unit_square(ax, "recall (of gold deepest labels)", "precision", "Precision-recall by prediction score",
+                 "lower left")
+    _save(fig, path)
+
+
+def _unit_square(ax: Any, xlabel: str, ylabel: str, title: str, legend: str) -> None:
+    """The axes of a plot of two shares (0 to 1), labelled, with a legend and a grid."""
     ax.set_xlim(0, 1.0)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("recall (of gold deepest labels)")
-    ax.set_ylabel("precision")
-    ax.set_title("Precision-recall by prediction score")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize=8)
     ax.grid(alpha=0.3)
+
+
+def plot_reliability(data: ReportData, path: Path) -> None:
+    """Observed precision of the labels kept at each calibrated-score threshold against the threshold:
+    on the diagonal when a threshold means the precision it says."""
+    assert data.calibrated is not None
+    cal = data.calibrated
+    fig = _figure(6, 4.2)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], color="#999999", lw=1, ls="--", label="threshold = precision")
+    ax.step(cal["thresholds"], cal["precision"], where="post", color="#3b6ea5",
+            label="labels scored >= threshold (predicted and suggested)")
+    _unit_square(ax, "calibrated score threshold", "precision of the labels kept", "Reliability of the calibrated scores",
+                 "upper left")
     _save(fig, path)
 
 
@@ -475,6 +554,13 @@ def make_plots(data: ReportData, plot_dir: Path) -> list[dict[str, str]]:
                                   "labels); the dot is the model's own decision.")})
     else:
         data.notes.append("no precision-recall curve: the predictions carry no finite scores")
+    if data.calibrated is not None:
+        plot_reliability(data, plot_dir / "reliability.png")
+        plots.append({"file": "reliability.png", "title": "Reliability of the calibrated scores",
+                      "caption": (f"The labels shown ({data.calibrated['labels']} predicted and suggested labels, "
+                                  f"{data.calibrated['correct']} correct) kept when their calibrated score is at least "
+                                  "a threshold, and the share of them that are correct; the dashed line is where a "
+                                  "threshold means that precision.")})
     if data.bf is not None:
         plot_bf(data, plot_dir / "bf_weights.png")
         plots.append({"file": "bf_weights.png", "title": "Branching features",
@@ -550,6 +636,20 @@ def _bf_table(data: ReportData, max_rows: int = 60) -> Table | None:
     rows: list[list[Any]] = [["(shared)", *data.bf["shared"]]]
     rows += [[n, *w] for n, w in zip(data.bf["nodes"], data.bf["node_weights"], strict=True)]
     return head, rows, [True] + [False] * len(data.bf["buckets"])
+
+
+def _calibration_table(data: ReportData) -> Table | None:
+    if data.calibrated is None:
+        return None
+    rows = [[r["threshold"], r["kept"], r["precision"]] for r in data.calibrated["table"]]
+    return ["score threshold", "labels kept", "precision"], rows, [False, False, False]
+
+
+def _explanation_table(data: ReportData) -> Table | None:
+    if not data.explanations:
+        return None
+    rows = [[r["doc_id"], r["label"], r["score"], r["bias"], r["words"]] for r in data.explanations]
+    return ["document", "label", "score", "bias", "words (contribution)"], rows, [True, True, False, False, True]
 
 
 def _overview(data: ReportData) -> list[tuple[str, str]]:
@@ -630,6 +730,15 @@ def _sections(data: ReportData, top: int) -> list[tuple[str, str, Table | None]]
           f"(top {top})." if data.confusions else "No sibling confusions."),
          _confusion_table(data, top) if data.confusions else None),
     ]
+    cal = _calibration_table(data)
+    if cal is not None:
+        out.append(("Calibrated scores", "The labels shown (predicted and suggested, predict --top) whose calibrated "
+                    "score is at least a threshold, and the share of them that are correct.", cal))
+    ext = _explanation_table(data)
+    if ext is not None:
+        out.append(("The words behind the labels", "The features that contributed most to each predicted label's "
+                    "score (predict --explain), for the first documents by id; score = the contributions of every "
+                    "feature plus the bias.", ext))
     bft = _bf_table(data)
     if bft is not None:
         out.append(("Branching-feature weights", "Weights by number of children chosen (k).", bft))

@@ -34,6 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "model was trained from)")
     p.add_argument("--out", required=True, help="predictions folder to write (Parquet, written atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing predictions folder")
+    p.add_argument("--top", type=int, default=0, metavar="K",
+                   help="add per document the K best labels not predicted, each with a score calibrated on the "
+                        "training's validation documents: keeping the suggestions scored >= t keeps a set whose "
+                        "precision on validation was t (column suggestions; docs/suggestions.md)")
+    p.add_argument("--explain", type=int, default=0, metavar="N",
+                   help="add for each predicted label the N features that contributed most to its score, with "
+                        "their contributions (column explanations)")
     selection_flags(p, None, "default 'test' with --features, every document with --input")
     reader_flags(p)
     common_flags(p)
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
         read_options={"unknown_labels": args.unknown_labels or cfg.featurize.unknown_labels,
                       "on_empty": args.on_empty or cfg.featurize.on_empty or None,
                       "on_invalid": args.on_invalid or cfg.featurize.on_invalid},
-        **selection_of(args),
+        top=args.top, explain=args.explain, **selection_of(args),
     )
     print_json(result)
     return 0

@@ -277,6 +277,12 @@ def run(args: argparse.Namespace) -> None:
             model(args.warm_start)
     elif verb == "predict":
         model(args.model)
+        if args.top or args.explain:  # a model that cannot give them: refused before any document is read
+            from sparkhc.persistence import read_metadata
+            from sparkhc.spark.predict import check_extras
+
+            meta = read_metadata(args.model)
+            check_extras(str(meta["model"]), meta, args.top, args.explain, fsio.redact(args.model))
         if args.input is not None:
             from sparkhc.persistence import model_feature_spec
 

@@ -58,6 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-partitions", type=int, default=8, metavar="N",
                    help="partitions classified per Spark job (default 8)")
     p.add_argument("--dry-run", action="store_true", help="show what would be classified; write nothing")
+    p.add_argument("--top", type=int, default=None, metavar="K",
+                   help="as predict --top: the K best labels not predicted with calibrated scores (columns suggestions "
+                        "and pred_calibrated); default: the output's recorded value, else 0")
+    p.add_argument("--explain", type=int, default=None, metavar="N",
+                   help="as predict --explain: the N largest feature contributions of each predicted label (column "
+                        "explanations); default: the output's recorded value, else 0")
     p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
                    help="records that cannot be classified (malformed JSON line, no doc_id/id, duplicate id): "
                         "fail the partition naming file and line, or classify the others and set "
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> int:
             model_dir=args.model, partition_column=args.partition_column, input_format=args.input_format,
             all_partitions=args.all_partitions, partitions=args.partitions, dry_run=args.dry_run,
             batch_partitions=args.batch_partitions, master=args.master, on_invalid=args.on_invalid,
+            top=args.top, explain=args.explain,
         )
     except Terminated as e:  # the run summary of what was done (OUT/_runs/ has it when a partition was planned)
         if e.summary is None:

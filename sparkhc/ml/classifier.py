@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.ml import Estimator, Model
+from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.util import (
     DefaultParamsReadable,
     DefaultParamsReader,
@@ -315,35 +316,43 @@ def _text_batch(text: pa.Array, ids: pa.Array, spec: Any, n_features: int, with_
 
 
 def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_features: int, state_bc: Any,
-               column: str, with_counts: bool, with_scores: bool, spec_bc: Any = None) -> Any:
+               column: str, with_counts: bool, with_scores: bool, spec_bc: Any = None, extras: Any = None) -> Any:
     """The decoding UDF of ``transform``: over (features, document id) structs, or with ``spec_bc`` (the
-    model's fitted FeatureSpec, broadcast) over (raw text, document id) structs."""
+    model's fitted FeatureSpec, broadcast) over (raw text, document id) structs. With ``extras`` (a
+    :class:`sparkhc.spark.predict.PredictExtras` with ``top``) a struct that also holds the suggestions."""
 
     def run(arrays: Iterator[pa.Array]) -> Iterator[pa.Array]:
         from sparkhc.ml._input import struct_to_batch
         from sparkhc.models import get_model_class
         from sparkhc.persistence import state_from_bytes
-        from sparkhc.spark.predict import decode_batch
+        from sparkhc.spark.predict import SUGGESTION_TYPE, decoded_batch, suggestion_rows
 
         model = get_model_class(model_name)(taxonomy, n_features, **params)
         model.set_state(state_from_bytes(state_bc.value))
         spec = spec_bc.value if spec_bc is not None else None
         for arr in arrays:
-            if len(arr) == 0:
-                labels: list[list[str]] = []
-                scores: list[list[float]] = []
-            elif spec is not None:  # (raw text, document id)
-                text, ids = arr.flatten()
-                labels, scores = decode_batch(model, _text_batch(text, ids, spec, n_features, with_counts))
-            else:  # (features, document id): the id names the document in an error
-                feats, ids = arr.flatten()
-                batch = struct_to_batch(feats, n_features, column, with_counts, ids,
-                                        "HierarchicalClassificationModel.transform",
-                                        " (the model's number of features: use the feature pipeline it was "
-                                        "trained with)")
-                labels, scores = decode_batch(model, batch)
+            labels: list[list[str]] = []
+            scores: list[list[float]] = []
+            sugg: list[list[dict[str, Any]]] = []
+            if len(arr):
+                if spec is not None:  # (raw text, document id)
+                    text, ids = arr.flatten()
+                    batch = _text_batch(text, ids, spec, n_features, with_counts)
+                else:  # (features, document id): the id names the document in an error
+                    feats, ids = arr.flatten()
+                    batch = struct_to_batch(feats, n_features, column, with_counts, ids,
+                                            "HierarchicalClassificationModel.transform",
+                                            " (the model's number of features: use the feature pipeline it was "
+                                            "trained with)")
+                leaves, labels, scores = decoded_batch(model, batch)
+                if extras is not None:
+                    sugg, _ = suggestion_rows(model, batch, leaves, labels, extras)
             lab = pa.array(labels, type=pa.list_(pa.string()))
-            if with_scores:
+            if extras is not None:
+                yield pa.StructArray.from_arrays([lab, pa.array(scores, type=pa.list_(pa.float32())),
+                                                  pa.array(sugg, type=SUGGESTION_TYPE)],
+                                                 names=["labels", "scores", "suggestions"])
+            elif with_scores:
                 yield pa.StructArray.from_arrays([lab, pa.array(scores, type=pa.list_(pa.float32()))],
                                                  names=["labels", "scores"])
             else:
@@ -355,10 +364,20 @@ def _decode_fn(model_name: str, params: dict[str, Any], taxonomy: Taxonomy, n_fe
 class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParams, MLReadable, MLWritable):
     """A fitted sparkhc model: ``transform`` adds ``predictionCol`` (the predicted label set,
     array<string>: the deepest labels, internal nodes reported as ``sparkhc predict`` does) and,
-    when ``scoresCol`` is set, the score of each predicted label."""
+    when ``scoresCol`` is set, the score of each predicted label; when ``suggestionsCol`` is set, the
+    ``numSuggestions`` best labels not predicted with their calibrated scores (``sparkhc predict --top``)."""
+
+    suggestionsCol: Param[str] = Param(
+        Params._dummy(), "suggestionsCol",
+        "output: the numSuggestions best labels not predicted, array<struct<label, score, margin>> with scores "
+        "calibrated on the training's validation documents (predict --top; '' = none)",
+        typeConverter=TypeConverters.toString)
+    numSuggestions: Param[int] = Param(Params._dummy(), "numSuggestions", "suggestions per document (>= 1)",
+                                       typeConverter=TypeConverters.toInt)
 
     def __init__(self) -> None:
         super().__init__()
+        self._setDefault(suggestionsCol="", numSuggestions=5)
         self._hier: HierModel | None = None
         self._meta: dict[str, Any] = {}
         self._spec_json: str | None = None
@@ -387,6 +406,29 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
     def modelTaxonomy(self) -> Taxonomy:
         """The taxonomy the model was trained on (virtual ``/_self`` leaves included)."""
         return self.hierModel.taxonomy
+
+    def getSuggestionsCol(self) -> str:
+        return str(self.getOrDefault(self.suggestionsCol))
+
+    def getNumSuggestions(self) -> int:
+        return int(self.getOrDefault(self.numSuggestions))
+
+    def setSuggestionsCol(self, value: str) -> HierarchicalClassificationModel:
+        return self._set(suggestionsCol=value)
+
+    def setNumSuggestions(self, value: int) -> HierarchicalClassificationModel:
+        return self._set(numSuggestions=value)
+
+    def _extras(self) -> Any:
+        """The suggestions ``transform`` adds (``suggestionsCol``), checked before Spark runs anything."""
+        from sparkhc.spark.predict import predict_extras
+
+        if not self.getSuggestionsCol():
+            return None
+        k = self.getNumSuggestions()
+        if k < 1:
+            raise ParamError(f"HierarchicalClassificationModel: Param numSuggestions must be >= 1, not {k}")
+        return predict_extras(self.hierModel, self._meta, top=k)
 
     def _broadcast(self, df: DataFrame) -> Any:
         if self._bc is None:
@@ -443,9 +485,13 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         else:
             inp = detect_features(dataset, self.getFeaturesCol(), self.getNumFeatures(), who, expected=hm.n_features)
             spec_bc, source, column = None, inp.struct(), inp.column
+        extras = self._extras()
         fn = _decode_fn(hm.name, hm.params, hm.taxonomy, hm.n_features, self._broadcast(dataset), column,
-                        bool(hm.needs_counts), with_scores, spec_bc)
+                        bool(hm.needs_counts), with_scores, spec_bc, extras)
         rtype = "struct<labels: array<string>, scores: array<float>>" if with_scores else "array<string>"
+        if extras is not None:
+            rtype = ("struct<labels: array<string>, scores: array<float>, "
+                     "suggestions: array<struct<label: string, score: double, margin: float, pref_label: string>>>")
         with warnings.catch_warnings():  # the iterator form is given explicitly (the hints are strings here)
             warnings.simplefilter("ignore", UserWarning)
             udf = arrow_udf(fn, rtype, ArrowUDFType.SCALAR_ITER)
@@ -453,12 +499,15 @@ class HierarchicalClassificationModel(Model, HasSparkhcColumns, HasTrainingParam
         doc_col = self.getDocIdCol()
         ids = F.col(doc_col).cast("string") if doc_col in dataset.columns else F.lit(None).cast("string")
         arg = F.struct(source.alias("features"), ids.alias("doc_id"))
-        if not with_scores:
+        if not with_scores and extras is None:
             return dataset.withColumn(pred, udf(arg).alias(pred, metadata=md))
         tmp = f"__sparkhc_{uuid.uuid4().hex[:8]}"
-        out = dataset.withColumn(tmp, udf(arg))
-        return (out.withColumn(pred, F.col(tmp)["labels"].alias(pred, metadata=md))
-                .withColumn(scores_col, F.col(tmp)["scores"]).drop(tmp))
+        out = dataset.withColumn(tmp, udf(arg)).withColumn(pred, F.col(tmp)["labels"].alias(pred, metadata=md))
+        if with_scores:
+            out = out.withColumn(scores_col, F.col(tmp)["scores"])
+        if extras is not None:
+            out = out.withColumn(self.getSuggestionsCol(), F.col(tmp)["suggestions"])
+        return out.drop(tmp)
 
     # -- persistence -----------------------------------------------------------------------------
     def write(self) -> MLWriter:

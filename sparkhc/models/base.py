@@ -165,6 +165,8 @@ class HierModel:
     native_partial_paths: ClassVar[bool] = False
     #: one class per class space (multi-dimensional classification: evaluate adds MDC metrics)
     multi_dimensional: ClassVar[bool] = False
+    #: node scores are linear in the features: :meth:`feature_contributions` (``predict --explain``)
+    explains: ClassVar[bool] = False
     #: trains and decodes on the tree of paths of a polyhierarchy (a concept with several parents:
     #: one position per path, :mod:`sparkhc.polyhierarchy`); every model over a tree taxonomy can, a
     #: model whose taxonomy must have another shape (the class spaces of MDC) declares False and
@@ -228,6 +230,12 @@ class HierModel:
         """Add ``offsets[e]`` to the score of edge ``e`` for every document (models whose
         :meth:`supports_edge_offsets` is True implement it)."""
         raise ModelError(f"model {self.name!r} cannot carry per-edge score offsets (train.calibrate)")
+
+    def feature_contributions(self, batch: SparseBatch, nodes: list[np.ndarray]
+                              ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per document ``i`` and node ``c`` of ``nodes[i]``: the feature indices and contributions whose
+        sum is the score of ``c`` the decoder uses (models whose :attr:`explains` is True)."""
+        raise ModelError(f"model {self.name!r} has no per-feature contributions (predict --explain)")
 
     def fit_open(self, counts: list[np.ndarray], open_blocks: Any) -> HierModel:
         """The exact fit where the rows never come to this process (models with :attr:`fits_open`):

@@ -401,6 +401,7 @@ class _PAModel(HierModel):
     defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "epochs": 10, "dtype": "float32", "seed": 0, "bias": 0.0,
                                           "normalize": "off"}
     requires_labels: ClassVar[bool] = True
+    explains: ClassVar[bool] = True
     #: the compiled epochs mark the rows of ``W`` they write in ``touched_rows_``; the averaged
     #: weights ``Wa`` are written in the same rows
     touched_arrays: ClassVar[tuple[str, ...]] = ("W", "Wa")
@@ -638,6 +639,39 @@ class _PAModel(HierModel):
         assert sc is not None
         return part, [sc[i, np.asarray(m, dtype=np.int64)] for i, m in enumerate(part)]
 
+    # -- explanations (predict --explain) -----------------------------------------------------------
+    @contextmanager
+    def _predicting(self) -> Iterator[None]:
+        """Within it :meth:`_decode_W` gives the weights the model predicts with (GlobalPA: averaged)."""
+        yield
+
+    def _decode_W(self) -> Any:
+        return self._weights("W", (self._n_rows, self._n_columns()))
+
+    def _node_columns(self, nodes: np.ndarray) -> np.ndarray:
+        """The columns of ``W`` scoring ``nodes``: the edge into each node (FLAT: the leaf's column)."""
+        return np.asarray(nodes, dtype=np.int64) - 1
+
+    def feature_contributions(self, batch: SparseBatch, nodes: list[np.ndarray]
+                              ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per document ``i`` and node ``c`` of ``nodes[i]``: ``(features, contributions)``, the features
+        of the document as the model sees them (normalised; the bias feature is index ``n_features``)
+        and ``x_f * W[f, column of c]`` in float64, whose sum is the node's score (the edge score the
+        decoder uses)."""
+        with self._predicting():
+            X = self._prepare(batch)
+            W = self._decode_W()
+            out: list[list[tuple[np.ndarray, np.ndarray]]] = []
+            for i, ns in enumerate(nodes):
+                a, b = int(X.indptr[i]), int(X.indptr[i + 1])
+                fi, fv = X.indices[a:b].astype(np.int64), X.data[a:b].astype(np.float64)
+                cols = self._node_columns(ns)
+                block = W[fi][:, cols]
+                block = block.toarray() if sp.issparse(block) else np.asarray(block)
+                contrib = fv[:, None] * block.astype(np.float64)
+                out.append([(fi, contrib[:, j]) for j in range(len(cols))])
+        return out
+
     # -- local (binary) training shared by FLAT and TREE --------------------------------------------
     def _binary_epoch(
         self,
@@ -735,6 +769,9 @@ class FlatPA(_PAModel):
 
     def _n_columns(self) -> int:
         return len(self._index.leaves)
+
+    def _node_columns(self, nodes: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._index.leaves, np.asarray(nodes, dtype=np.int64))
 
     def partial_fit(self, batch: SparseBatch, seed: int = 0, epoch: int = 0) -> dict[str, float]:
         """One PA-I epoch (Alg. 1) of every leaf classifier over ``batch`` in the order

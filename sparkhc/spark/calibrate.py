@@ -177,6 +177,7 @@ def cross_fit_offsets(
                                     threads=usable_cpus())  # fitted in the driver while no training runs
         out.source = "calibration folds" if bands is None else "validation bands"
         out.bands = len(scores) if bands is not None else 0
+        out.suggestions = suggestion_record(tax, folds, out, R)
         return out
 
     for f in range(n):
@@ -196,6 +197,26 @@ def cross_fit_offsets(
     log.info("%s", calibration_sentence(result))
     log.debug("calibrate: %s", result.summary())
     return result
+
+
+def suggestion_record(tax: Any, folds: Sequence[calibration.FoldScores], result: calibration.Calibration,
+                      R: int) -> dict[str, Any]:
+    """The suggestions' calibration (:func:`sparkhc.suggestions.fit_on_folds`) on the folds the offsets
+    were fitted on, each decoded with the offsets fitted without it (:attr:`Calibration.fold_offsets`,
+    fold ``i`` in group ``i mod g`` as :func:`sparkhc.calibration.cross_fit` deals them) when offsets are
+    applied; a record of why not when the taxonomy is too large for suggestions."""
+    from sparkhc import suggestions
+
+    n_docs = sum(len(f.S) for f in folds)
+    why = suggestions.too_large(tax.n_edges)
+    if not why and n_docs * float(tax.n_edges) ** 2 > calibration.MAX_EDGE_FIT_CELLS:
+        why = (f"{n_docs:,} validation documents x {tax.n_edges:,}^2 edges exceed "
+               f"sparkhc.calibration.MAX_EDGE_FIT_CELLS = {calibration.MAX_EDGE_FIT_CELLS:.2g} DP cells")
+    if why:
+        return {"skipped": why}
+    g = result.fold_offsets.shape[0]
+    offsets = [result.fold_offsets[i % g] if result.applied else np.zeros(tax.n_edges) for i in range(len(folds))]
+    return suggestions.fit_on_folds(tax, folds, offsets, R).to_dict()
 
 
 def calibration_sentence(result: Any) -> str:

@@ -800,8 +800,14 @@ def predict(
     exclude_fold: int | None = None,
     input_path: str | Path | None = None,
     read_options: dict[str, Any] | None = None,
+    top: int = 0,
+    explain: int = 0,
 ) -> dict[str, Any]:
     """Decode the selected documents and write predictions Parquet atomically.
+
+    ``top``: the ``top`` best labels not predicted per document, with calibrated scores (a
+    ``suggestions`` column); ``explain``: the ``explain`` largest feature contributions of every
+    predicted label (an ``explanations`` column) (:mod:`sparkhc.spark.predict`).
 
     The documents are a features folder (``features``, made with the model's feature spec) or raw
     documents (``input_path``: any format ``featurize --input`` reads; the model's own
@@ -854,19 +860,24 @@ def predict(
             df, spec = read_features(active(spark), str(features))
         model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
         groups = selection_groups(features)  # type: ignore[arg-type]  # (the split and fold columns only)
+    from sparkhc.spark.predict import predict_extras
+
+    extras = predict_extras(model, meta, top, explain, spec.vocabulary if spec is not None else None,
+                            fsio.redact(str(model_dir)))
     version = weights_hash(model_dir)
     if groups is not None and selected_count(groups, selection) == 0:
         raise InputDataError(empty_selection_message(source, selection, "document", groups))
     tmp = target.sibling(f".tmp-{uuid.uuid4().hex[:12]}")
     try:
         if table is not None:
-            from sparkhc.spark.predict import PRED_SCHEMA, predict_batches
+            from sparkhc.spark.predict import pred_schema, predict_batches
 
             rows = smalljobs.select_table(table, selection)
             log.info("predict: decoding %d documents (%s) with the %s model %s in this process ...", rows.num_rows,
                      selection.describe(), meta["model"], version)
             preds = pa.Table.from_batches(list(predict_batches(model, version, smalljobs.batches_of(rows),
-                                                               model.needs_counts)), schema=PRED_SCHEMA)
+                                                               model.needs_counts, extras)),
+                                          schema=pred_schema(extras))
             tmp.makedirs()
             local = fsio.local_path(tmp.child_uri(PRED_DATA_DIR))
             assert local is not None
@@ -887,7 +898,7 @@ def predict(
 
             total = selected_count(groups, selection) if groups is not None else None
             with stage_progress(active(spark), "predict: decoding", total=total or None):
-                predict_df(df, model, version).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
+                predict_df(df, model, version, extras).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
             n = active(spark).read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
             if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
                 raise selection_error(all_rows, source, selection, "document")

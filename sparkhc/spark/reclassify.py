@@ -101,7 +101,17 @@ from sparkhc.corpus.records import RECLASSIFY_RULES, ScanReport, SetAside
 from sparkhc.errors import InputDataError, ModelError, SchemaError, SparkhcError, Terminated
 from sparkhc.persistence import load_model, read_metadata, replace_dir, state_to_bytes, write_json_atomic
 from sparkhc.spark.featurize import features_from_raw_partition, id_columns, normalize_raw
-from sparkhc.spark.predict import PRED_DDL, PRED_LABELS, PRED_SCORES, make_predict_fn
+from sparkhc.spark.predict import (
+    EXPLANATIONS,
+    PRED_CALIBRATED,
+    PRED_LABELS,
+    PRED_SCORES,
+    SUGGESTIONS,
+    PredictExtras,
+    make_predict_fn,
+    pred_ddl,
+    predict_extras,
+)
 from sparkhc.spark.schemas import DOC_ID, FEATURES_SCHEMA, LABELS, RAW_SCHEMA, SPLIT
 from sparkhc.text.spec import FeatureSpec
 
@@ -370,6 +380,8 @@ def reclassify(
     on_invalid: str | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     master: str | None = None,
+    top: int | None = None,
+    explain: int | None = None,
 ) -> dict[str, Any]:
     """Classify the partitions of ``input_dir`` not yet classified by the model; return the run
     summary (also written to ``<out>/_runs/<run_id>.json``).
@@ -411,12 +423,16 @@ def reclassify(
         Fault injection for tests: ``fault_hook(where, partition_value)`` (see the module docstring).
     progress : callable, optional
         Called with a dict after each batch (for progress bars); logging happens anyway.
+    top, explain : int, optional
+        ``predict --top`` / ``--explain`` (:mod:`sparkhc.spark.predict`): the columns ``suggestions`` and
+        ``pred_calibrated``, and ``explanations``. None: the value of the run that created ``out``, else 0;
+        recorded with the output's options like ``on_invalid`` (one output, one schema).
     """
     if on_invalid not in (None, "error", "quarantine"):
         raise SparkhcError(f"on_invalid must be 'error' or 'quarantine', got {on_invalid!r}")
     t0 = time.perf_counter()
-    given = {"on_invalid": on_invalid}
-    options = output_options(out, given, {"on_invalid": "error"})
+    given = {"on_invalid": on_invalid, "top": top, "explain": explain}
+    options = output_options(out, given, {"on_invalid": "error", "top": 0, "explain": 0})
     on_invalid = str(options["on_invalid"])
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
@@ -431,6 +447,8 @@ def reclassify(
     if meta.get("feature_spec_fingerprint") not in (None, spec.fingerprint):
         raise ModelError(f"{resolved.path}: feature_spec.json does not match metadata.json (corrupt model directory)")
     tax_fp = str(meta["taxonomy_fingerprint"])
+    extras = predict_extras(model, meta, int(options["top"]), int(options["explain"]), spec.vocabulary,
+                            str(resolved.path))
     version = resolved.version
     found = discover_partitions(input_dir, partition_column, input_format)
     if partitions:
@@ -509,9 +527,10 @@ def reclassify(
                 # one broadcast of the weights and of the spec for all partitions of the run
                 state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
                 spec_bc = spark.sparkContext.broadcast(spec)
+                extras_bc = spark.sparkContext.broadcast(extras) if extras else None
                 job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
-                                                       state_bc, version),
-                           spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid)
+                                                       state_bc, version, extras_bc=extras_bc),
+                           spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid, extras)
                 reasons = {p.name: r for p, r in todo}
                 size = max(1, int(batch_partitions))
                 batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
@@ -693,6 +712,7 @@ class _Job:
     classified_at: _dt.datetime
     fault_hook: FaultHook | None
     on_invalid: str = "error"
+    extras: PredictExtras | None = None
     _n: int = 0
     _bad: dict[str, list[BadRecord]] = field(default_factory=dict)  # partition name -> records set aside
 
@@ -740,11 +760,13 @@ class _Job:
         fn = self.predict_fn
         if self.fault_hook is not None:
             fn = functools.partial(_with_task_hook, fn, self.fault_hook, {str(i): p.value for i, p in enumerate(parts)})
-        preds = feats.mapInArrow(fn, PRED_DDL)
+        preds = feats.mapInArrow(fn, pred_ddl(self.extras))
+        added = [F.col(c) for c in (SUGGESTIONS, PRED_CALIBRATED, EXPLANATIONS) if c in preds.columns]
         result = preds.select(
             F.col(DOC_ID),
             F.col(PRED_LABELS).alias(LABELS),
             F.col(PRED_SCORES).alias(SCORES),
+            *added,
             F.lit(self.version).alias(MODEL_VERSION),
             F.lit(self.tax_fp).alias(TAXONOMY_FINGERPRINT),
             F.lit(self.run_id).alias(RUN_ID),

@@ -37,7 +37,7 @@ JOB_FLAGS = {
     "featurize": ["--input", "--taxonomy", "--corpus", "--unknown-labels", "--on-empty", "--on-invalid",
                   "--allow-unlabelled", "--fit-exclude-fold", "--like", "--out"],
     "train": ["--features", "--out", "--model", "--checkpoint-dir", "--exclude-fold"],
-    "predict": ["--model", "--features", "--input", "--out", "--split", "--fold", "--on-invalid"],
+    "predict": ["--model", "--features", "--input", "--out", "--split", "--fold", "--on-invalid", "--top", "--explain"],
     "evaluate": ["--predictions", "--features", "--out"],
 }
 
@@ -61,7 +61,7 @@ def test_reclassify_job_flags(capsys, monkeypatch):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: sparkhc reclassify")
-    for flag in ("--input", "--out", "--models", "--model", "--on-invalid", "--summary-json"):
+    for flag in ("--input", "--out", "--models", "--model", "--on-invalid", "--summary-json", "--top", "--explain"):
         assert flag in out, f"reclassify: {flag} missing from --help"
 
 
@@ -97,12 +97,16 @@ def run_chain(python: str | Path, docs: Path, taxonomy: Path, work: Path) -> dic
     assert meta["model"] == "global" and meta["params"]["branching"] is True
     assert meta["training"]["epochs"] == 2 and meta["training"]["shards"] == 2
 
-    out = spark_submit("predict", ["--model", model, "--features", feats, "--out", pred, *conf], logs,
+    out = spark_submit("predict", ["--model", model, "--features", feats, "--out", pred, "--explain", "2", *conf], logs,
                        python=python)
     assert last_json(out.stdout)["documents"] == N_DOCS - N_TRAIN
     rows = pq.read_table(pred / "data")
     assert rows.num_rows == N_DOCS - N_TRAIN
     assert all(len(p) >= 1 for p in rows.column("pred_labels").to_pylist())
+    for labels, scores, expl in zip(*(rows.column(c).to_pylist() for c in ("pred_labels", "pred_scores",
+                                                                          "explanations")), strict=True):
+        assert [e["label"] for e in expl] == labels and all(len(e["features"]) <= 2 for e in expl)
+        assert [e["score"] for e in expl] == pytest.approx(scores, abs=1e-5)
 
     out = spark_submit("evaluate", ["--predictions", pred], logs, python=python)
     result = json.loads((pred / "metrics.json").read_text())

@@ -32,7 +32,7 @@ def _serial(batch: SparseBatch, tax, epochs: int, seed: int):
 def test_one_shard_calibration_equals_serial(spark, mode, path):
     """On Spark, and in the driver on the same rows (the inner folds cut by fold_ids, trained by
     train_on_driver, no Spark DataFrame given): the offsets and weights of the serial reference."""
-    from sparkhc.spark.calibrate import fold_column, fold_ids
+    from sparkhc.spark.calibrate import fold_column, fold_ids, suggestion_record
     from sparkhc.spark.training import fit_model
 
     tax, table = _data(n=160, seed=4)
@@ -60,6 +60,7 @@ def test_one_shard_calibration_equals_serial(spark, mode, path):
     scores = [calibration.fold_scores(_serial(part(f_of != f), tax, 3, 5), part(f_of == f)) for f in range(3)]
     ref = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), 3, mode=mode)
     ref.source = "calibration folds"
+    ref.suggestions = suggestion_record(tax, scores, ref, 3)  # the label scores' calibration, on the same folds
     assert result.calibration == ref.summary()
     expect = _serial(part(np.ones(len(ids), bool)), tax, 3, 5)
     if ref.applied:
@@ -100,7 +101,7 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
     are applied and ``calibration_documents`` asks for more documents than the bands hold, more
     bands are scored (at most all 5 of fraction 0.2) and the offsets fitted again on all of them;
     the final model is the serial training on every document plus those offsets."""
-    from sparkhc.spark.calibrate import fold_ids
+    from sparkhc.spark.calibrate import fold_ids, suggestion_record
     from sparkhc.spark.hashing import validation_ids
     from sparkhc.spark.training import fit_model
 
@@ -132,6 +133,7 @@ def test_auto_fits_offsets_on_the_epoch_selections_validation_bands(spark, path,
             assert len(scores) >= 3
         out = calibration.cross_fit(tree_index(tax), scores, calibration.scored_columns(tax), 3, mode="auto")
         out.source, out.bands = "validation bands", bands
+        out.suggestions = suggestion_record(tax, scores, out, 3)
         return out
 
     ref = reference(folds)

@@ -114,7 +114,7 @@ def test_getters_return_the_defaults_and_none_when_unset():
 # Params transform reads (a setEpochs on a fitted model would change nothing).
 MODEL_SETTERS = {
     HierarchicalClassificationModel: {"featuresCol", "labelsCol", "predictionCol", "scoresCol", "docIdCol",
-                                      "numFeatures", "textCol"},
+                                      "numFeatures", "textCol", "suggestionsCol", "numSuggestions"},
     SparkhcFeaturizerModel: {"inputCol", "tokensCol"},
 }
 

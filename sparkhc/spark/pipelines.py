@@ -6,6 +6,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -816,9 +817,7 @@ def predict(
     ``on_invalid``). Small local inputs on a local master are decoded in this process without
     starting Spark (``predict.execution``, :mod:`sparkhc.spark.smalljobs`); ``spark`` may be a
     :class:`~sparkhc.spark.session.DeferredSession`."""
-    from sparkhc.persistence import model_feature_spec
     from sparkhc.spark import smalljobs
-    from sparkhc.spark.session import active
 
     t0 = time.perf_counter()
     target = OutputFs(out)
@@ -833,78 +832,25 @@ def predict(
     log.info("predict: reading %s %s and model %s (%s)", "features" if features is not None else "raw documents",
              fsio.redact(source), fsio.redact(model_dir), "in this process" if where == "driver" else "on Spark")
     log.debug("predict: %s", why)
-    extra_files: dict[str, str] = {}
-    table: pa.Table | None = None
-    df: DataFrame | None = None
-    release: Any = None
-    if input_path is not None:
-        model, meta = load_model(model_dir)
-        spec = model_feature_spec(model_dir)
-        taxonomy = model.taxonomy.base()
-        extra_files[TAXONOMY_FILE] = taxonomy.to_tsv()  # the gold labels' taxonomy, for evaluate
-        opts = {k: v for k, v in (read_options or {}).items() if v is not None}
-        if where == "driver":
-            table, report = smalljobs.raw_features_table(input_path, spec, taxonomy,
-                                                         {**opts, "require_labels": False})
-        else:
-            df, report, release = _raw_features_df(active(spark), str(input_path), spec, taxonomy, opts)
-        log.info("predict: read %s", report.summary())
-        groups = smalljobs.groups_of(table) if table is not None else None
-    else:
-        taxonomy = features_taxonomy(features)  # type: ignore[arg-type]
-        if where == "driver":
-            table, spec = smalljobs.read_features_table(features)  # type: ignore[arg-type]
-        else:
-            from sparkhc.spark.io import read_features
-
-            df, spec = read_features(active(spark), str(features))
-        model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
-        groups = selection_groups(features)  # type: ignore[arg-type]  # (the split and fold columns only)
+    src = _PredictSource.read(spark, where, model_dir, features, input_path, read_options)
     from sparkhc.spark.predict import predict_extras
 
-    extras = predict_extras(model, meta, top, explain, spec.vocabulary if spec is not None else None,
+    model, meta = src.model, src.meta
+    extras = predict_extras(model, meta, top, explain, src.spec.vocabulary if src.spec is not None else None,
                             fsio.redact(str(model_dir)))
     version = weights_hash(model_dir)
-    if groups is not None and selected_count(groups, selection) == 0:
-        raise InputDataError(empty_selection_message(source, selection, "document", groups))
+    if src.groups is not None and selected_count(src.groups, selection) == 0:
+        raise InputDataError(empty_selection_message(source, selection, "document", src.groups))
     tmp = target.sibling(f".tmp-{uuid.uuid4().hex[:12]}")
     try:
-        if table is not None:
-            from sparkhc.spark.predict import pred_schema, predict_batches
-
-            rows = smalljobs.select_table(table, selection)
-            log.info("predict: decoding %d documents (%s) with the %s model %s in this process ...", rows.num_rows,
-                     selection.describe(), meta["model"], version)
-            preds = pa.Table.from_batches(list(predict_batches(model, version, smalljobs.batches_of(rows),
-                                                               model.needs_counts, extras)),
-                                          schema=pred_schema(extras))
-            tmp.makedirs()
-            local = fsio.local_path(tmp.child_uri(PRED_DATA_DIR))
-            assert local is not None
-            local.mkdir(parents=True)
-            pq.write_table(preds, local / smalljobs.LOCAL_PART)
-            n = preds.num_rows
+        if src.table is not None:
+            n = _decode_in_process(tmp, src.table, selection, model, version, meta, extras)
         else:
-            from sparkhc.spark.predict import predict_df
-
-            assert df is not None
-            log.info("predict: decoding the documents (%s) with the %s model %s on Spark ...", selection.describe(),
-                     meta["model"], version)
-            all_rows, df = df, select_rows(df, selection)
-            if cfg.predict.partitions:
-                df = df.repartition(cfg.predict.partitions)
-            tmp.makedirs()
-            from sparkhc.spark.progress import stage_progress
-
-            total = selected_count(groups, selection) if groups is not None else None
-            with stage_progress(active(spark), "predict: decoding", total=total or None):
-                predict_df(df, model, version, extras).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
-            n = active(spark).read.parquet(tmp.child_uri(PRED_DATA_DIR)).count()
-            if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
-                raise selection_error(all_rows, source, selection, "document")
+            assert src.df is not None
+            n = _decode_on_spark(spark, cfg, tmp, src, selection, version, extras, source)
         if n == 0:
             raise InputDataError(f"{fsio.redact(source)}: no document to predict")
-        for name, text in extra_files.items():
+        for name, text in src.extra_files.items():
             tmp.write_bytes(tmp.child(name), text.encode("utf-8"))
         tmp.write_bytes(tmp.child(PRED_META_FILE), json_text(prediction_meta(
             model_dir=model_dir, model_version=version, model_meta=meta, features=features, input_path=input_path,
@@ -917,12 +863,105 @@ def predict(
         tmp.rmtree()
         raise
     finally:
-        if release is not None:
-            release()
+        if src.release is not None:
+            src.release()
     secs = round(time.perf_counter() - t0, 2)
     log.info("predict: wrote %d predictions to %s (%.1f s)", n, fsio.redact(out), secs)
     return {"predictions": fsio.redact(out), "documents": n, "model_version": version, "seconds": secs,
             "execution": "driver" if where == "driver" else "spark"}
+
+
+@dataclass
+class _PredictSource:
+    """What ``predict`` decodes: the model and the documents, a table in this process or a frame on
+    Spark (``release``: frees what reading raw documents on Spark holds)."""
+
+    model: HierModel
+    meta: dict[str, Any]
+    spec: Any
+    table: pa.Table | None = None
+    df: DataFrame | None = None
+    groups: Any = None
+    release: Any = None
+    extra_files: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, spark: SessionLike, where: str, model_dir: str | Path, features: str | Path | None,
+             input_path: str | Path | None, read_options: dict[str, Any] | None) -> _PredictSource:
+        """Raw documents (``input_path``: the model's feature spec applied, the gold labels checked
+        against its taxonomy) or a features folder (made with the model's spec)."""
+        from sparkhc.persistence import model_feature_spec
+        from sparkhc.spark import smalljobs
+        from sparkhc.spark.session import active
+
+        if input_path is None:
+            taxonomy = features_taxonomy(features)  # type: ignore[arg-type]
+            table, df = None, None
+            if where == "driver":
+                table, spec = smalljobs.read_features_table(features)  # type: ignore[arg-type]
+            else:
+                from sparkhc.spark.io import read_features
+
+                df, spec = read_features(active(spark), str(features))
+            model, meta = load_model(model_dir, taxonomy=taxonomy, feature_spec_fingerprint=spec.fingerprint)
+            # (the split and fold columns only)
+            return cls(model, meta, spec, table, df, selection_groups(features))  # type: ignore[arg-type]
+        model, meta = load_model(model_dir)
+        spec = model_feature_spec(model_dir)
+        taxonomy = model.taxonomy.base()
+        src = cls(model, meta, spec, extra_files={TAXONOMY_FILE: taxonomy.to_tsv()})  # the gold's, for evaluate
+        opts = {k: v for k, v in (read_options or {}).items() if v is not None}
+        if where == "driver":
+            src.table, report = smalljobs.raw_features_table(input_path, spec, taxonomy, {**opts, "require_labels": False})
+            src.groups = smalljobs.groups_of(src.table)
+        else:
+            src.df, report, src.release = _raw_features_df(active(spark), str(input_path), spec, taxonomy, opts)
+        log.info("predict: read %s", report.summary())
+        return src
+
+
+def _decode_in_process(tmp: OutputFs, table: pa.Table, selection: Selection, model: HierModel, version: str,
+                       meta: dict[str, Any], extras: Any) -> int:
+    """The selected rows of ``table`` decoded here, written as one Parquet part; their count."""
+    from sparkhc.spark import smalljobs
+    from sparkhc.spark.predict import pred_schema, predict_batches
+
+    rows = smalljobs.select_table(table, selection)
+    log.info("predict: decoding %d documents (%s) with the %s model %s in this process ...", rows.num_rows,
+             selection.describe(), meta["model"], version)
+    preds = pa.Table.from_batches(list(predict_batches(model, version, smalljobs.batches_of(rows),
+                                                       model.needs_counts, extras)),
+                                  schema=pred_schema(extras))
+    tmp.makedirs()
+    local = fsio.local_path(tmp.child_uri(PRED_DATA_DIR))
+    assert local is not None
+    local.mkdir(parents=True)
+    pq.write_table(preds, local / smalljobs.LOCAL_PART)
+    return int(preds.num_rows)
+
+
+def _decode_on_spark(spark: SessionLike, cfg: Config, tmp: OutputFs, src: _PredictSource, selection: Selection,
+                     version: str, extras: Any, source: str) -> int:
+    """The selected rows of ``src.df`` decoded on the executors into ``tmp``; their count (none
+    selected: refused, naming the selection)."""
+    from sparkhc.spark.predict import predict_df
+    from sparkhc.spark.progress import stage_progress
+    from sparkhc.spark.session import active
+
+    assert src.df is not None
+    log.info("predict: decoding the documents (%s) with the %s model %s on Spark ...", selection.describe(),
+             src.meta["model"], version)
+    df = select_rows(src.df, selection)
+    if cfg.predict.partitions:
+        df = df.repartition(cfg.predict.partitions)
+    tmp.makedirs()
+    total = selected_count(src.groups, selection) if src.groups is not None else None
+    with stage_progress(active(spark), "predict: decoding", total=total or None):
+        predict_df(df, src.model, version, extras).write.mode("overwrite").parquet(tmp.child_uri(PRED_DATA_DIR))
+    n = int(active(spark).read.parquet(tmp.child_uri(PRED_DATA_DIR)).count())
+    if n == 0:  # (no extra Spark job on the normal path; the temporary folder is removed)
+        raise selection_error(src.df, source, selection, "document")
+    return n
 
 
 def _raw_features_df(spark: SparkSession, input_path: str, spec: Any, taxonomy: Taxonomy, opts: dict[str, Any]

@@ -433,11 +433,57 @@ def reclassify(
     t0 = time.perf_counter()
     given = {"on_invalid": on_invalid, "top": top, "explain": explain}
     options = output_options(out, given, {"on_invalid": "error", "top": 0, "explain": 0})
-    on_invalid = str(options["on_invalid"])
     started = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     run_id = _new_run_id(started)
     out = Path(out).absolute()
     resolved = resolve_model(models_root, model_version, model_dir)
+    model, meta, spec = _model_with_spec(resolved)
+    extras = predict_extras(model, meta, int(options["top"]), int(options["explain"]), spec.vocabulary,
+                            str(resolved.path))
+    version = resolved.version
+    found = _wanted_partitions(discover_partitions(input_dir, partition_column, input_format), partitions, input_dir,
+                               partition_column)
+    summary = _run_header(run_id, started, input_dir, out, partition_column, all_partitions, resolved, meta, spec)
+    summary["options"] = options
+    run = _Run(run_id, started, fault_hook, str(options["on_invalid"]), extras)
+    with _lock(out) if not dry_run else _nolock():
+        cleaned = [] if dry_run else _cleanup(out)
+        if not dry_run:
+            record_options(out, given)
+        todo, skipped = _pending(found, out, version, all_partitions)
+        log.info("reclassify %s: %d partitions, %d to classify, %d done by model %s%s", run_id, len(found),
+                 len(todo), len(skipped), version,
+                 f" ({resolved.registry_version})" if resolved.registry_version else "")
+        summary["partitions"] = {"found": len(found), "to_classify": [p.value for p, _ in todo],
+                                 "skipped": skipped, "orphaned": _orphaned(out, input_dir, partition_column)}
+        summary["cleaned"] = cleaned
+        if dry_run:
+            summary["dry_run"] = True
+            summary["seconds"] = round(time.perf_counter() - t0, 3)
+            return summary
+        stopped: BaseException | None = None  # SIGTERM (the CLI's handler) or Ctrl-C: stop, say what was done
+        try:
+            if todo:  # no Spark at all when there is nothing to classify
+                if spark is None:
+                    from sparkhc.spark.session import get_session
+
+                    spark = get_session(app_name="sparkhc-reclassify", master=master)
+                run.classify(spark, out, model, spec, version, str(meta["taxonomy_fingerprint"]), todo,
+                             batch_partitions, progress)
+        except (Terminated, KeyboardInterrupt) as e:
+            stopped = e
+        run.finish(summary, todo, stopped, t0, out, partition_column)
+        if stopped is not None:
+            if isinstance(stopped, Terminated):
+                stopped.summary = summary
+            raise stopped
+    log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(run.done),
+             summary["documents"], len(run.failures), summary["seconds"])
+    return summary
+
+
+def _model_with_spec(resolved: Any) -> tuple[Any, dict[str, Any], FeatureSpec]:
+    """The model, its metadata and its feature spec (a model without one, or with another, refused)."""
     model, meta = load_model(resolved.path)
     spec_file = resolved.path / "feature_spec.json"
     if not spec_file.is_file():
@@ -446,20 +492,26 @@ def reclassify(
     spec = FeatureSpec.load(spec_file)
     if meta.get("feature_spec_fingerprint") not in (None, spec.fingerprint):
         raise ModelError(f"{resolved.path}: feature_spec.json does not match metadata.json (corrupt model directory)")
-    tax_fp = str(meta["taxonomy_fingerprint"])
-    extras = predict_extras(model, meta, int(options["top"]), int(options["explain"]), spec.vocabulary,
-                            str(resolved.path))
-    version = resolved.version
-    found = discover_partitions(input_dir, partition_column, input_format)
-    if partitions:
-        wanted = set(partitions)
-        unknown = sorted(wanted - {p.value for p in found})
-        if unknown:
-            raise SchemaError(f"{input_dir}: no partition {partition_column}={unknown[0]} "
-                              f"({len(unknown)} requested value(s) not found)")
-        found = [p for p in found if p.value in wanted]
+    return model, meta, spec
 
-    summary: dict[str, Any] = {
+
+def _wanted_partitions(found: list[InputPartition], partitions: list[str] | None, input_dir: str | Path,
+                       partition_column: str) -> list[InputPartition]:
+    """Only the requested partition values (one not found refused), else all."""
+    if not partitions:
+        return found
+    wanted = set(partitions)
+    unknown = sorted(wanted - {p.value for p in found})
+    if unknown:
+        raise SchemaError(f"{input_dir}: no partition {partition_column}={unknown[0]} "
+                          f"({len(unknown)} requested value(s) not found)")
+    return [p for p in found if p.value in wanted]
+
+
+def _run_header(run_id: str, started: _dt.datetime, input_dir: str | Path, out: Path, partition_column: str,
+                all_partitions: bool, resolved: Any, meta: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
+    """The run summary's head: the run, the collection and the model applied."""
+    return {
         "run_id": run_id,
         "started_at": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "input": str(Path(input_dir).absolute()),
@@ -467,126 +519,133 @@ def reclassify(
         "partition_column": partition_column,
         "mode": "all" if all_partitions else "pending",
         "model": {
-            "model_version": version,
+            "model_version": resolved.version,
             "registry_version": resolved.registry_version,
             "registry": None if resolved.registry_root is None else str(resolved.registry_root.absolute()),
             "path": str(resolved.path.absolute()),
             "name": meta.get("model"),
-            "taxonomy_fingerprint": tax_fp,
+            "taxonomy_fingerprint": str(meta["taxonomy_fingerprint"]),
             "feature_spec_fingerprint": spec.fingerprint,
         },
     }
 
-    summary["options"] = options
-    with _lock(out) if not dry_run else _nolock():
-        cleaned = [] if dry_run else _cleanup(out)
-        if not dry_run:
-            record_options(out, given)
-        todo: list[tuple[InputPartition, str]] = []
-        skipped: list[str] = []
-        for p in found:
-            marker = _read_marker(out / p.name)
-            if all_partitions:
-                reason = "--all"
-            elif marker is None:
-                reason = "new"
-            elif marker.get(MODEL_VERSION) != version:
-                reason = f"model changed ({marker.get(MODEL_VERSION)} -> {version})"
-            elif marker.get("input_fingerprint") != p.fingerprint:
-                reason = "input changed"
-            else:
-                skipped.append(p.value)
-                continue
-            todo.append((p, reason))
-        names = {p.name for p in discover_partitions_quiet(input_dir, partition_column)}
-        orphaned = sorted(
-            d.name for d in out.iterdir()
-            if d.is_dir() and d.name.startswith(f"{partition_column}=") and d.name not in names
-        ) if out.is_dir() else []
-        log.info("reclassify %s: %d partitions, %d to classify, %d done by model %s%s", run_id, len(found),
-                 len(todo), len(skipped), version,
-                 f" ({resolved.registry_version})" if resolved.registry_version else "")
-        summary["partitions"] = {"found": len(found), "to_classify": [p.value for p, _ in todo],
-                                 "skipped": skipped, "orphaned": orphaned}
-        summary["cleaned"] = cleaned
-        if dry_run:
-            summary["dry_run"] = True
-            summary["seconds"] = round(time.perf_counter() - t0, 3)
-            return summary
 
-        done: list[dict[str, Any]] = []
-        failures: list[dict[str, Any]] = []
-        label_counts: Counter[str] = Counter()
-        stopped: BaseException | None = None  # SIGTERM (the CLI's handler) or Ctrl-C: stop, say what was done
+def _pending(found: list[InputPartition], out: Path, version: str,
+             all_partitions: bool) -> tuple[list[tuple[InputPartition, str]], list[str]]:
+    """``(todo, skipped)``: the partitions to classify, each with its reason (new, the model or the
+    input changed, ``--all``), and the values of those already classified by this model."""
+    todo: list[tuple[InputPartition, str]] = []
+    skipped: list[str] = []
+    for p in found:
+        marker = _read_marker(out / p.name)
+        if all_partitions:
+            reason = "--all"
+        elif marker is None:
+            reason = "new"
+        elif marker.get(MODEL_VERSION) != version:
+            reason = f"model changed ({marker.get(MODEL_VERSION)} -> {version})"
+        elif marker.get("input_fingerprint") != p.fingerprint:
+            reason = "input changed"
+        else:
+            skipped.append(p.value)
+            continue
+        todo.append((p, reason))
+    return todo, skipped
+
+
+def _orphaned(out: Path, input_dir: str | Path, partition_column: str) -> list[str]:
+    """Output partitions whose input partition is gone."""
+    if not out.is_dir():
+        return []
+    names = {p.name for p in discover_partitions_quiet(input_dir, partition_column)}
+    return sorted(d.name for d in out.iterdir()
+                  if d.is_dir() and d.name.startswith(f"{partition_column}=") and d.name not in names)
+
+
+@dataclass
+class _Run:
+    """One reclassification run's classification: what it did, partition by partition."""
+
+    run_id: str
+    started: _dt.datetime
+    fault_hook: FaultHook | None
+    on_invalid: str
+    extras: Any
+    done: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    label_counts: Counter[str] = field(default_factory=Counter)
+
+    def classify(self, spark: SparkSession, out: Path, model: Any, spec: FeatureSpec, version: str, tax_fp: str,
+                 todo: list[tuple[InputPartition, str]], batch_partitions: int,
+                 progress: Callable[[dict[str, Any]], None] | None) -> None:
+        """The partitions of ``todo`` in batches of ``batch_partitions``, one Spark job a batch, with one
+        broadcast of the weights and of the spec for all of them."""
+        state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
+        spec_bc = spark.sparkContext.broadcast(spec)
+        extras_bc = spark.sparkContext.broadcast(self.extras) if self.extras else None
+        job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
+                                               state_bc, version, extras_bc=extras_bc),
+                   spec_bc, version, tax_fp, self.run_id, self.started, self.fault_hook, self.on_invalid, self.extras)
+        reasons = {p.name: r for p, r in todo}
+        size = max(1, int(batch_partitions))
+        batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
         try:
-            if todo:  # no Spark at all when there is nothing to classify
-                if spark is None:
-                    from sparkhc.spark.session import get_session
-
-                    spark = get_session(app_name="sparkhc-reclassify", master=master)
-                # one broadcast of the weights and of the spec for all partitions of the run
-                state_bc = spark.sparkContext.broadcast(state_to_bytes(model.get_state()))
-                spec_bc = spark.sparkContext.broadcast(spec)
-                extras_bc = spark.sparkContext.broadcast(extras) if extras else None
-                job = _Job(spark, out, make_predict_fn(model.name, model.params, model.taxonomy, model.n_features,
-                                                       state_bc, version, extras_bc=extras_bc),
-                           spec_bc, version, tax_fp, run_id, started, fault_hook, on_invalid, extras)
-                reasons = {p.name: r for p, r in todo}
-                size = max(1, int(batch_partitions))
-                batches = [[p for p, _ in todo[k:k + size]] for k in range(0, len(todo), size)]
+            for b, parts in enumerate(batches, start=1):
+                t1 = time.perf_counter()
+                for p, res in job.run(parts):
+                    self._record(p, res, b, reasons[p.name])
+                secs = time.perf_counter() - t1
+                # a failed partition is not done: it is counted on its own
+                log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done, %d failed)",
+                         b, len(batches), len(parts), secs, len(self.done), len(todo), len(self.failures))
+                if progress is not None:
+                    progress({"batch": b, "batches": len(batches), "partitions_done": len(self.done),
+                              "partitions_failed": len(self.failures), "partitions_total": len(todo),
+                              "seconds": round(secs, 3)})
+        finally:
+            for bc in (state_bc, spec_bc):
                 try:
-                    for b, parts in enumerate(batches, start=1):
-                        t1 = time.perf_counter()
-                        for p, res in job.run(parts):
-                            if isinstance(res, BaseException):
-                                msg = _error_text(res)
-                                failures.append({"partition": p.value, "error": msg,
-                                                 "detail": str(res)[-4000:]})
-                                log.error("reclassify: %s failed: %s", p.name, msg)
-                                continue
-                            rows, labels, files, bad = res
-                            label_counts.update(labels)
-                            entry = {"partition": p.value, "documents": rows, "files": len(files), "batch": b,
-                                     "reason": reasons[p.name], **_quarantine_counts(bad)}
-                            done.append(entry)
-                            log.info("reclassify: %s: %d documents (%s)%s", p.name, rows, reasons[p.name],
-                                     f", {len(bad)} bad record(s) set aside in {QUARANTINE_FILE}" if bad else "")
-                        secs = time.perf_counter() - t1
-                        # a failed partition is not done: it is counted on its own
-                        log.info("reclassify: batch %d/%d: %d partitions in %.1f s (%d/%d partitions done, %d failed)",
-                                 b, len(batches), len(parts), secs, len(done), len(todo), len(failures))
-                        if progress is not None:
-                            progress({"batch": b, "batches": len(batches), "partitions_done": len(done),
-                                      "partitions_failed": len(failures), "partitions_total": len(todo),
-                                      "seconds": round(secs, 3)})
-                finally:
-                    for bc in (state_bc, spec_bc):
-                        try:
-                            bc.unpersist()
-                        except Exception:  # (after a SIGTERM the Py4J call may be cut short: leave it to the exit)
-                            log.debug("unpersist failed", exc_info=True)
+                    bc.unpersist()
+                except Exception:  # (after a SIGTERM the Py4J call may be cut short: leave it to the exit)
+                    log.debug("unpersist failed", exc_info=True)
 
-        except (Terminated, KeyboardInterrupt) as e:
-            stopped = e
+    def _record(self, p: InputPartition, res: Any, batch: int, reason: str) -> None:
+        """One partition's outcome: done (with its counts) or failed (with its error)."""
+        if isinstance(res, BaseException):
+            msg = _error_text(res)
+            self.failures.append({"partition": p.value, "error": msg, "detail": str(res)[-4000:]})
+            log.error("reclassify: %s failed: %s", p.name, msg)
+            return
+        rows, labels, files, bad = res
+        self.label_counts.update(labels)
+        self.done.append({"partition": p.value, "documents": rows, "files": len(files), "batch": batch,
+                          "reason": reason, **_quarantine_counts(bad)})
+        log.info("reclassify: %s: %d documents (%s)%s", p.name, rows, reason,
+                 f", {len(bad)} bad record(s) set aside in {QUARANTINE_FILE}" if bad else "")
+
+    def finish(self, summary: dict[str, Any], todo: list[tuple[InputPartition, str]], stopped: BaseException | None,
+               t0: float, out: Path, partition_column: str) -> None:
+        """The run summary completed (what was done, failed or not done when stopped; the model versions
+        the output holds) and written to ``<out>/_runs/<run_id>.json``."""
         finished = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
         summary["partitions"].update({
-            "classified": [d["partition"] for d in done],
-            "failed": [f["partition"] for f in failures],
+            "classified": [d["partition"] for d in self.done],
+            "failed": [f["partition"] for f in self.failures],
         })
         if stopped is not None:  # partitions neither classified nor failed: the next run does them
-            ended = {d["partition"] for d in done} | {f["partition"] for f in failures}
+            ended = {d["partition"] for d in self.done} | {f["partition"] for f in self.failures}
             summary["partitions"]["not_done"] = [p.value for p, _ in todo if p.value not in ended]
             summary["interrupted"] = getattr(stopped, "name", "SIGINT")
             log.warning("reclassify %s: %s received: stopped after %d of %d partitions (%d failed); the next run "
-                        "classifies the %d not done", run_id, summary["interrupted"], len(done), len(todo),
-                        len(failures), len(summary["partitions"]["not_done"]))
+                        "classifies the %d not done", self.run_id, summary["interrupted"], len(self.done), len(todo),
+                        len(self.failures), len(summary["partitions"]["not_done"]))
         summary.update({
             "finished_at": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "documents": sum(d["documents"] for d in done),
-            "quarantined": sum(d.get("quarantined", 0) for d in done),
-            "label_counts": dict(sorted(label_counts.items())),
-            "per_partition": done,
-            "failures": failures,
+            "documents": sum(d["documents"] for d in self.done),
+            "quarantined": sum(d.get("quarantined", 0) for d in self.done),
+            "label_counts": dict(sorted(self.label_counts.items())),
+            "per_partition": self.done,
+            "failures": self.failures,
             "seconds": round(time.perf_counter() - t0, 3),
         })
         versions = model_versions(out, partition_column)
@@ -594,18 +653,11 @@ def reclassify(
         if len(versions) > 1:
             summary["mixed_model_versions"] = True
             log.warning("reclassify %s: %s holds the predictions of %d model versions (%s); the next run "
-                        "reclassifies the partitions of the others", run_id, out, len(versions),
+                        "reclassifies the partitions of the others", self.run_id, out, len(versions),
                         "; ".join(f"{v}: {len(ps)} partition(s)" for v, ps in versions.items()))
         runs = out / RUNS_DIR
         runs.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(runs / f"{run_id}.json", summary)
-        if stopped is not None:
-            if isinstance(stopped, Terminated):
-                stopped.summary = summary
-            raise stopped
-    log.info("reclassify %s: %d partitions, %d documents, %d failures, %.1f s", run_id, len(done),
-             summary["documents"], len(failures), summary["seconds"])
-    return summary
+        write_json_atomic(runs / f"{self.run_id}.json", summary)
 
 
 #: the options of the run that created an output (hidden from readers): later runs reuse them or are refused

@@ -326,8 +326,9 @@ def _lock(out: Path) -> Iterator[None]:
             import fcntl
 
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - not POSIX: no lock
-            pass
+        except ImportError:  # not POSIX: no file lock
+            log.warning("reclassify: no file lock on this platform (fcntl is POSIX only): a concurrent run writing "
+                        "to %s is not refused", out)
         except BlockingIOError:
             raise SparkhcError(f"{out}: another reclassify run is writing here (lock {out / LOCK_FILE})") from None
         yield

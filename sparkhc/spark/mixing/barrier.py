@@ -299,7 +299,8 @@ def _watch_epochs(work: Exchange, start: int, epochs: int, stop: threading.Event
                 log_epoch(work.read_json(name))
                 e += 1
                 continue
-        except (OSError, ValueError):  # pragma: no cover - the stage was cleaned up
+        except (OSError, ValueError):  # the stage was cleaned up: nothing more to follow
+            log.debug("barrier: the epoch records of %s are gone; no more progress lines", work, exc_info=True)
             return
         if stop.is_set():
             return

@@ -416,17 +416,7 @@ class Taxonomy:
     @classmethod
     def _from_trusted(cls, root: str, edges: list[tuple[str, str]], source: str,
                       concepts: ConceptLayer | None = None) -> Taxonomy:
-        kids: dict[str, list[str]] = {}
-        for p, c in edges:
-            kids.setdefault(p, []).append(c)
-        names = [root]
-        par = [-1]
-        head = 0
-        while head < len(names):
-            for c in sorted(kids.get(names[head], ())):
-                names.append(c)
-                par.append(head)
-            head += 1
+        names, par = _bfs(root, edges)
         return cls(names, par, source=source, concepts=concepts)
 
     def base(self) -> Taxonomy:
@@ -992,10 +982,23 @@ def _root_of(parent_of: dict[str, str], edge_list: list[tuple[str, str]], root: 
 def _breadth_first(parent_of: dict[str, str], root_name: str, source: str) -> tuple[list[str], list[int]]:
     """``(names, parent index)`` in breadth-first order from the root, children sorted; a node not
     reached lies on a cycle, reported."""
+    names, par = _bfs(root_name, ((p, c) for c, p in parent_of.items()))
+    if len(names) != len(parent_of) + 1:
+        reached = set(names)
+        stray = sorted(c for c in parent_of if c not in reached)
+        cyc = _find_cycle(parent_of, stray[0])
+        raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
+                            f"root {root_name!r})")
+    return names, par
+
+
+def _bfs(root: str, edges: Iterable[tuple[str, str]]) -> tuple[list[str], list[int]]:
+    """``(names, parent index)`` breadth-first from ``root`` over ``(parent, child)`` pairs, each
+    node's children in sorted order; nodes not reached from the root are left out."""
     kids: dict[str, list[str]] = {}
-    for c, p in parent_of.items():
+    for p, c in edges:
         kids.setdefault(p, []).append(c)
-    names = [root_name]
+    names = [root]
     par = [-1]
     head = 0
     while head < len(names):
@@ -1003,10 +1006,4 @@ def _breadth_first(parent_of: dict[str, str], root_name: str, source: str) -> tu
             names.append(c)
             par.append(head)
         head += 1
-    if len(names) != len(parent_of) + 1:
-        reached = set(names)
-        stray = sorted(c for c in parent_of if c not in reached)
-        cyc = _find_cycle(parent_of, stray[0])
-        raise TaxonomyError(f"{source}: cycle: {' -> '.join(cyc)} ({len(stray)} node(s) not reachable from the "
-                            f"root {root_name!r})")
     return names, par

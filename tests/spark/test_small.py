@@ -245,9 +245,9 @@ def _epoch_selection(model_dir, timings=True):
 
 
 def test_default_epoch_selection_in_the_driver_equals_spark(spark, rcv1, tmp_path):
-    """``train.epochs = 0`` (the default): the validation slice, curve and choice made in the
-    driver (no Spark job) equal the Spark path's, and so do the final weights."""
-    sets = ["train.epochs=0", "train.max_epochs=12", "train.patience=3", "train.shards=2"]
+    """``train.epochs = 0`` (the default): the validation bands (2 here), curves and choice of C and
+    epochs made in the driver (no Spark job) equal the Spark path's, and so do the final weights."""
+    sets = ["train.epochs=0", "train.max_epochs=8", "train.patience=3", "train.shards=2", "train.validation_folds=2"]
     cfg = {e: load_config(overrides=[f"train.execution={e}", *sets]) for e in ("driver", "spark")}
     got = {}
     for e, c in cfg.items():
@@ -258,7 +258,7 @@ def test_default_epoch_selection_in_the_driver_equals_spark(spark, rcv1, tmp_pat
                   len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
     assert got["driver"][0] == got["spark"][0] and got["driver"][1] == got["spark"][1]
     sel = got["driver"][1]
-    assert 1 <= sel["epochs"] <= sel["epochs_run"] <= 12 and sel["patience"] == 3
+    assert 1 <= sel["epochs"] <= sel["epochs_run"] <= 8 and sel["patience"] == 3 and sel["folds"] == 2
     assert sel["validation_documents"] > 100 and len(sel["validation_score"]) == sel["epochs_run"]
     assert got["driver"][2] == 0 and got["spark"][2] > 0
 
@@ -290,7 +290,7 @@ def test_epoch_selection_reads_no_test_labels(spark, rcv1, tmp_path):
     assert changed > 300  # most of fold 0's 464 documents now carry wrong labels
     out = {}
     for name, feats in (("clean", rcv1), ("poisoned", poisoned)):
-        cfg = load_config(overrides=["train.max_epochs=6", "train.patience=2"])
+        cfg = load_config(overrides=["train.max_epochs=6", "train.patience=2", "train.validation_folds=2"])
         info = pipelines.train(spark, cfg, feats, tmp_path / f"model-{name}", split=None, exclude_fold=0)
         out[name] = (info["weights_hash"], _epoch_selection(tmp_path / f"model-{name}", timings=False))
     assert out["clean"] == out["poisoned"]

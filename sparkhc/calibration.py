@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from sparkhc.batch import SparseBatch, label_matrix
+from sparkhc.config import CALIBRATE_MODES
 from sparkhc.decoding import TreeIndex, dp_solve
 from sparkhc.taxonomy import Taxonomy
 
@@ -81,7 +82,7 @@ SHARED_SHIFTS: np.ndarray = np.round(np.arange(-30, 31) * 0.05, 2)
 KINDS: tuple[str, ...] = ("shared", "edges")
 
 #: values of ``train.calibrate``
-MODES: tuple[str, ...] = ("off", "auto", "on")
+MODES: tuple[str, ...] = CALIBRATE_MODES  # train.calibrate's choices (sparkhc.config)
 
 #: the most document x edge scores the calibration may hold: the scored documents' dense score
 #: matrix (float64 in the line searches: 1 GiB, with copies of it per fold). A training whose

@@ -138,23 +138,31 @@ def one_of(*values: str) -> Rule:
     return (lambda v: v in values), text
 
 
+#: The choices of the reader options (``featurize`` and ``predict --input``, the CLI's flags and
+#: the readers check by these), of ``train.mixing`` and of ``train.calibrate``.
+ON_EMPTY: tuple[str, ...] = ("error", "keep", "quarantine")
+ON_INVALID: tuple[str, ...] = ("error", "quarantine")
+UNKNOWN_LABELS: tuple[str, ...] = ("error", "drop", "quarantine")
+MIXING_MODES: tuple[str, ...] = ("auto", "barrier", "jobs")
+CALIBRATE_MODES: tuple[str, ...] = ("off", "auto", "on")
+
 #: What a valid value of a key is, beyond its type: the one statement of each rule. The
 #: configuration files and ``--set`` (:func:`load_config`) and the ``pyspark.ml`` Params of the same
 #: keys (:mod:`sparkhc.ml._params`, by :func:`value_rule`) check by it.
 RULES: dict[tuple[str, str], Rule] = {
     ("featurize", "partitions"): int_at_least(1),
     ("featurize", "max_positions"): int_at_least(1),
-    ("featurize", "on_empty"): one_of("", "error", "keep", "quarantine"),
-    ("featurize", "on_invalid"): one_of("error", "quarantine"),
-    ("featurize", "unknown_labels"): one_of("error", "drop", "quarantine"),
+    ("featurize", "on_empty"): one_of("", *ON_EMPTY),
+    ("featurize", "on_invalid"): one_of(*ON_INVALID),
+    ("featurize", "unknown_labels"): one_of(*UNKNOWN_LABELS),
     ("train", "epochs"): int_at_least(0, " (0 = chosen on a validation slice)"),
     ("train", "max_epochs"): int_at_least(1),
     ("train", "patience"): int_at_least(0, " (0 = every epoch up to the cap)"),
     ("train", "shards"): int_at_least(0, " (0 = the task slots Spark reports)"),
     ("train", "validation_fraction"): ((lambda v: isinstance(v, float) and 0.0 < v < 1.0), "a float in (0, 1)"),
     ("train", "validation_folds"): int_at_least(0, " (0 = automatic)"),
-    ("train", "mixing"): one_of("auto", "barrier", "jobs"),
-    ("train", "calibrate"): one_of("off", "auto", "on"),
+    ("train", "mixing"): one_of(*MIXING_MODES),
+    ("train", "calibrate"): one_of(*CALIBRATE_MODES),
     ("train", "calibration_folds"): int_at_least(3),
     ("train", "calibration_documents"): int_at_least(0, " (0 = only the selection's bands)"),
     ("train", "c_search"): one_of("folds", "always"),

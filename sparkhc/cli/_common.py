@@ -50,13 +50,15 @@ def selection_flags(p: argparse.ArgumentParser, default_split: str | None, defau
 
 def reader_flags(p: argparse.ArgumentParser) -> None:
     """What a reader of raw documents does with records it cannot use (``featurize``, ``predict --input``)."""
-    p.add_argument("--unknown-labels", choices=["error", "drop", "quarantine"], default=None,
+    from sparkhc.config import ON_EMPTY, ON_INVALID, UNKNOWN_LABELS
+
+    p.add_argument("--unknown-labels", choices=list(UNKNOWN_LABELS), default=None,
                    help="labels not in the taxonomy: fail, drop the label or set the document aside, counted "
                         "(default: featurize.unknown_labels of the configuration, 'error')")
-    p.add_argument("--on-empty", choices=["error", "keep", "quarantine"], default=None,
+    p.add_argument("--on-empty", choices=list(ON_EMPTY), default=None,
                    help="documents with no text and no tokens: fail, keep them or set them aside, counted "
                         "(default: featurize.on_empty of the configuration, else the corpus's default)")
-    p.add_argument("--on-invalid", choices=["error", "quarantine"], default=None,
+    p.add_argument("--on-invalid", choices=list(ON_INVALID), default=None,
                    help="malformed or ill-typed records, missing or duplicate ids: fail or set them aside, "
                         "counted (default: featurize.on_invalid of the configuration, 'error')")
 

@@ -31,6 +31,7 @@ from typing import IO, Any, Literal
 import pyarrow as pa
 
 from sparkhc.batch import DOC_ID, FOLD, ID_ALIAS, LABELS, SPLIT
+from sparkhc.config import ON_EMPTY, ON_INVALID, UNKNOWN_LABELS
 from sparkhc.errors import InputDataError
 from sparkhc.taxonomy import Taxonomy
 
@@ -360,9 +361,9 @@ class RecordSink:
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"The 'batch_size' parameter must be an int >= 1. Got {batch_size!r} instead.")
-        _check_choice("unknown_labels", unknown_labels, ("error", "drop", "quarantine"))
-        _check_choice("on_empty", on_empty, ("error", "keep", "quarantine"))
-        _check_choice("on_invalid", on_invalid, ("error", "quarantine"))
+        _check_choice("unknown_labels", unknown_labels, UNKNOWN_LABELS)
+        _check_choice("on_empty", on_empty, ON_EMPTY)
+        _check_choice("on_invalid", on_invalid, ON_INVALID)
         if ancestors and taxonomy is None:
             raise ValueError("ancestors=True needs a taxonomy")
         self.report = report

@@ -99,3 +99,23 @@ def test_unknown_model_parameter_is_rejected_by_the_model():
         get_model_class("global")(tax, 10, Cx=1.0)
     with pytest.raises(ConfigError, match="unknown model 'nope'"):
         get_model_class("nope")
+
+
+def test_reader_choices_are_written_once():
+    """The reader options' choices: the readers' Literal types, the CLI's flags and the
+    configuration keys all take those of :mod:`sparkhc.config`."""
+    import argparse
+    from typing import get_args
+
+    from sparkhc import config
+    from sparkhc.cli._common import reader_flags
+    from sparkhc.corpus import records
+
+    assert get_args(records.OnEmpty) == config.ON_EMPTY
+    assert get_args(records.OnInvalid) == config.ON_INVALID
+    assert get_args(records.UnknownLabels) == config.UNKNOWN_LABELS
+    p = argparse.ArgumentParser()
+    reader_flags(p)
+    flags = {a.dest: tuple(a.choices) for a in p._actions if a.choices}
+    assert flags == {"unknown_labels": config.UNKNOWN_LABELS, "on_empty": config.ON_EMPTY,
+                     "on_invalid": config.ON_INVALID}

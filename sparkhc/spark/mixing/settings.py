@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkhc import config
 from sparkhc.models.base import ModelState
 from sparkhc.spark.session import SessionLike, task_slots
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 #: ``train.mixing``, the Spark engine: auto (barrier in local mode or with a shared exchange URI),
 #: barrier, jobs. The third engine, the driver engine, is not a mode: rows read in the driver
 #: (``train.execution``, :mod:`sparkhc.spark.plan`) always train there, as the barrier engine would
-MIXING_MODES = ("auto", "barrier", "jobs")
+MIXING_MODES = config.MIXING_MODES  # train.mixing's choices
 #: ``train.step_scale``: how far a shard's steps may go (:class:`MixingSettings`)
 STEP_SCALES = ("one", "shards")
 

@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--shards", type=int, nargs="+", default=[1])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--band-seed", type=int, default=None,
+                    help="the validation band's seed (default --seed): fixed, so that only the training's seed moves")
     ap.add_argument("--patience", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gap-tol", type=float, default=0.0,
@@ -60,7 +62,7 @@ def main() -> None:
         has_test = bool(np.any(batch.extra["split"] == "test"))
         part = Selection("train") if has_test else Selection(exclude_fold=0)
         tr = batch.subset(np.flatnonzero(part.mask(batch.extra.get("split"), batch.extra.get("fold"))))
-        held = validation_ids(tr.doc_ids, 0.1, a.seed, 0)
+        held = validation_ids(tr.doc_ids, 0.1, a.seed if a.band_seed is None else a.band_seed, 0)
         fit, val = tr.subset(np.flatnonzero(~held)), sorted_by_id(tr.subset(np.flatnonzero(held)))
         tax0 = features_taxonomy(path)
         combos = label_combinations_of(fit)

@@ -59,12 +59,14 @@ def main() -> None:
     ap.add_argument("--section", default="profile-train")
     ap.add_argument("--execution", default="auto", help="train.execution settings, comma-separated, run in order")
     ap.add_argument("--liblinear", action="store_true", help="also time LIBLINEAR OvR on the same training rows")
+    ap.add_argument("--liblinear-threads", type=int, default=2,
+                    help="labels LIBLINEAR fits at a time (default 2: the cores of local[2], the same thread count)")
     ap.add_argument("--cli", type=int, default=0, metavar="K",
                     help="also K fresh `sparkhc train` processes per setting (and K LIBLINEAR processes with --liblinear)")
     ap.add_argument("--liblinear-process", action="store_true", help=argparse.SUPPRESS)  # the child of --cli
     a = ap.parse_args()
     if a.liblinear_process:
-        return liblinear_process(a.features)
+        return liblinear_process(a.features, a.liblinear_threads)
     t_imp = time.perf_counter()
 
     times: dict[str, float] = {}
@@ -116,7 +118,7 @@ def main() -> None:
              f"start-up: {startup:.1f} s; both excluded from the rows"]
     lib_fit = None
     if a.liblinear:
-        lib_notes, lib_fit = liblinear_notes(a.features, totals, a.execution.split(",")[0])
+        lib_notes, lib_fit = liblinear_notes(a.features, totals, a.execution.split(",")[0], a.liblinear_threads)
         notes += lib_notes
     cli_rows: list[str] = []
     if a.cli:
@@ -144,7 +146,8 @@ def main() -> None:
     write_section(a.section, f"Where one training's time goes ({a.section})", body)
 
 
-def liblinear_notes(features: str, totals: dict[str, list[float]], execution: str) -> tuple[list[str], float]:
+def liblinear_notes(features: str, totals: dict[str, list[float]], execution: str,
+                    threads: int) -> tuple[list[str], float]:
     """LIBLINEAR's training time on the same training documents (twice: the first pays scikit-learn's
     imports) and the ratios of the ``execution`` trainings to it."""
     import numpy as np
@@ -152,11 +155,11 @@ def liblinear_notes(features: str, totals: dict[str, list[float]], execution: st
 
     batch, _, _, _, Y, tr, te = load(features)
     X = batch.X.astype(np.float32).tocsr()
-    fits = [run_liblinear(X, Y, tr, te, 10**9, np.random.default_rng(0))[0] for _ in range(2)]
+    fits = [run_liblinear(X, Y, tr, te, 10**9, np.random.default_rng(0), threads=threads)[0] for _ in range(2)]
     lib = fits[-1]
     mine = totals[execution]
     warm = mine[1:] or mine
-    out = [f"- LIBLINEAR OvR (LinearSVC C=1, 1 process, {Y.shape[1]} labels, {tr.size} training documents, fit only): "
+    out = [f"- LIBLINEAR OvR (LinearSVC C=1, 1 process, {threads} thread(s), {Y.shape[1]} labels, {tr.size} training documents, fit only): "
            f"{fits[0]:.2f} s (first, with imports), {lib:.2f} s (again) (load {loadavg()})",
            f"- train.execution={execution}: first training of the session {mine[0]:.2f} s = {mine[0] / lib:.2f}x "
            f"LIBLINEAR (target <= 3x: {'met' if mine[0] <= 3 * lib else 'not met'}); warm trainings "
@@ -169,7 +172,7 @@ def liblinear_notes(features: str, totals: dict[str, list[float]], execution: st
     return out, lib
 
 
-def liblinear_process(features: str) -> None:
+def liblinear_process(features: str, threads: int) -> None:
     """The child of ``--cli``: scikit-learn's import, the features read, the LIBLINEAR fit; prints
     the import and fit seconds as JSON."""
     t0 = time.perf_counter()
@@ -183,7 +186,7 @@ def liblinear_process(features: str) -> None:
     batch, _, _, _, Y, tr, te = load(features)
     X = batch.X.astype(np.float32).tocsr()
     t_read = time.perf_counter() - t
-    fit = run_liblinear(X, Y, tr, te, 10**9, np.random.default_rng(0))[0]
+    fit = run_liblinear(X, Y, tr, te, 10**9, np.random.default_rng(0), threads=threads)[0]
     print(json.dumps({"import": t_imp, "read": t_read, "fit": fit}), flush=True)
 
 
@@ -227,7 +230,8 @@ def cli_runs(a: argparse.Namespace, lib_fit: float | None) -> tuple[list[str], l
             here = str(Path(__file__).resolve())
             for _ in range(a.cli):
                 t = time.perf_counter()
-                res = subprocess.run([sys.executable, here, "--features", a.features, "--liblinear-process"],
+                res = subprocess.run([sys.executable, here, "--features", a.features, "--liblinear-process",
+                                      "--liblinear-threads", str(a.liblinear_threads)],
                                      env=env, capture_output=True, text=True, cwd=root)
                 wall = time.perf_counter() - t
                 if res.returncode != 0:
